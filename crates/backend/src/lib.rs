@@ -1,0 +1,155 @@
+//! The seam between warpfold's scheduler and its models.
+//!
+//! Why a crate of its own: the scheduler (queue, packer, dispatcher) must never see a tensor and a
+//! model must never see a request. Both sides meet here, on a [`Bin`] (one flat, packed tape of
+//! sequences) and the synchronous [`Backend`] trait that executes one bin. Keeping this crate free of
+//! candle means the scheduler's tests build in seconds and never link a math library.
+//!
+//! A bin is a list of *slots*. A slot holds one sequence: its real tokens first, then the pad tokens
+//! that round the slot up to the alignment quantum (or, for the padded baseline, up to the longest
+//! sequence of the batch). A model must mask the pad tokens out of attention and out of pooling, so a
+//! sequence's output never depends on its slot size or on its neighbours.
+
+use serde::{Deserialize, Serialize};
+
+/// Identifies one sequence across the scheduler: the request it came from and its index there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SequenceTag {
+    pub request: u64,
+    pub index: u32,
+}
+
+/// How the slots of a bin were formed. The model runs the same kernels either way; the layout only
+/// tells it whether all slots are known to be the same size (a dense `(batch, length)` block).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Layout {
+    /// First-Fit-Decreasing packing: slots of varying size, each rounded up to the alignment quantum.
+    Packed,
+    /// The baseline: every slot padded to the longest sequence of the batch, as Hugging Face does.
+    Padded,
+}
+
+/// One unit of work for a backend: a flat tape of token ids holding several sequences.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Bin {
+    pub layout: Layout,
+    /// All slots' tokens, back to back; `input_ids.len() == cu_seqlens.last()`.
+    pub input_ids: Vec<u32>,
+    /// Position of each token inside its own sequence: restarts at 0 in every slot.
+    pub position_ids: Vec<u32>,
+    /// Slot boundaries, `slots + 1` entries starting at 0, strictly increasing.
+    pub cu_seqlens: Vec<u32>,
+    /// Real (unpadded) length of each slot's sequence; `seq_lens[i] <= slot length`.
+    pub seq_lens: Vec<u32>,
+    /// The longest slot, as the varlen attention kernels want it.
+    pub max_seqlen: u32,
+    /// The token capacity this bin was packed against.
+    pub capacity: u32,
+    /// Which request each slot belongs to.
+    pub tags: Vec<SequenceTag>,
+}
+
+impl Bin {
+    pub fn num_sequences(&self) -> usize {
+        self.seq_lens.len()
+    }
+    /// Tokens the model computes: real, alignment and padding tokens together.
+    pub fn computed_tokens(&self) -> usize {
+        self.input_ids.len()
+    }
+    pub fn real_tokens(&self) -> usize {
+        self.seq_lens.iter().map(|&l| l as usize).sum()
+    }
+    pub fn pad_tokens(&self) -> usize {
+        self.computed_tokens() - self.real_tokens()
+    }
+    /// `(start, slot length, real length)` of slot `i`.
+    pub fn slot(&self, i: usize) -> (usize, usize, usize) {
+        let start = self.cu_seqlens[i] as usize;
+        let end = self.cu_seqlens[i + 1] as usize;
+        (start, end - start, self.seq_lens[i] as usize)
+    }
+}
+
+/// What a backend says about itself, for logs, the probe and the UI.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackendInfo {
+    /// Model family and name, e.g. `bert (all-MiniLM-L6-v2)`.
+    pub model: String,
+    /// Where it runs, e.g. `cpu` or `cuda:0`.
+    pub device: String,
+    /// Longest sequence the model accepts (position embeddings, or the model card's limit).
+    pub max_sequence_tokens: usize,
+    /// Width of one output vector.
+    pub output_dim: usize,
+    /// Token id used for the pad tokens of a slot.
+    pub pad_token_id: u32,
+}
+
+/// Why a backend could not execute a bin. `Clone`, so one failure can be handed to every request
+/// that had a sequence in the bin.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
+pub enum BackendError {
+    #[error("could not start the backend: {0}")]
+    Start(String),
+    #[error("model weights not found: {0}")]
+    WeightsNotFound(String),
+    #[error("inference failed: {0}")]
+    Inference(String),
+    #[error("the device ran out of memory on a bin of {tokens} tokens")]
+    OutOfMemory { tokens: usize },
+    #[error("the bin is malformed: {0}")]
+    InvalidBin(String),
+}
+
+/// Executes bins. Synchronous on purpose: it runs on its own OS thread behind a channel, and the
+/// dispatcher packs the next bin while this one runs.
+pub trait Backend: Send {
+    fn info(&self) -> BackendInfo;
+    /// One vector per slot, in slot order: the pooled, normalised embedding of each sequence.
+    fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError>;
+}
+
+impl<B: Backend + ?Sized> Backend for Box<B> {
+    fn info(&self) -> BackendInfo {
+        (**self).info()
+    }
+    fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
+        (**self).embed(bin)
+    }
+}
+
+/// Checks the invariants every backend relies on; backends call it before touching a bin.
+pub fn validate_bin(bin: &Bin) -> Result<(), BackendError> {
+    let bad = |why: String| Err(BackendError::InvalidBin(why));
+    let n = bin.seq_lens.len();
+    if bin.cu_seqlens.len() != n + 1 || bin.tags.len() != n {
+        return bad(format!(
+            "{} sequences but {} boundaries and {} tags",
+            n,
+            bin.cu_seqlens.len(),
+            bin.tags.len()
+        ));
+    }
+    if bin.cu_seqlens.first() != Some(&0) {
+        return bad("cu_seqlens must start at 0".into());
+    }
+    let total = *bin.cu_seqlens.last().unwrap() as usize;
+    if bin.input_ids.len() != total || bin.position_ids.len() != total {
+        return bad(format!(
+            "tape has {} ids and {} positions, boundaries say {total}",
+            bin.input_ids.len(),
+            bin.position_ids.len()
+        ));
+    }
+    for i in 0..n {
+        let (_, slot, real) = bin.slot(i);
+        if slot == 0 || real == 0 || real > slot {
+            return bad(format!("slot {i}: length {slot}, real length {real}"));
+        }
+        if slot > bin.max_seqlen as usize {
+            return bad(format!("slot {i} is longer than max_seqlen {}", bin.max_seqlen));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,341 @@
+//! BERT-family encoder (all-MiniLM-L6-v2, BGE, GTE) over packed input.
+//!
+//! Written in the style of a candle-transformers model file, with one difference that matters: the
+//! forward takes a flat tape of several sequences (a [`Bin`]) instead of a `(batch, length)` block.
+//! Every linear layer runs once over the whole tape, so no work is spent on padding; attention is
+//! block-diagonal, computed per slot, so no token ever attends across a document boundary. Pad tokens
+//! that round a slot up to its aligned size are masked out of attention (as keys) and out of pooling.
+//!
+//! Slots of the same size are batched into one attention call. A padded-baseline bin has all slots
+//! the same size, so it runs exactly the `(batch, heads, L, L)` masked attention Hugging Face runs;
+//! a packed bin runs the same kernel on its (smaller) slots. The packing gain is measured, not assumed.
+
+use candle_core::{DType, Device, IndexOp, Module, Result, Tensor};
+use candle_nn::{layer_norm, linear, Embedding, LayerNorm, LayerNormConfig, Linear, VarBuilder};
+use serde::Deserialize;
+use warpfold_backend::Bin;
+
+/// Mirrors the fields of a BERT `config.json` that the forward uses.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Config {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub intermediate_size: usize,
+    #[serde(default = "default_act")]
+    pub hidden_act: String,
+    pub max_position_embeddings: usize,
+    #[serde(default = "default_type_vocab")]
+    pub type_vocab_size: usize,
+    #[serde(default = "default_eps")]
+    pub layer_norm_eps: f64,
+    #[serde(default)]
+    pub pad_token_id: u32,
+    #[serde(default = "default_position_type")]
+    pub position_embedding_type: String,
+    #[serde(default)]
+    pub model_type: Option<String>,
+}
+
+fn default_act() -> String {
+    "gelu".into()
+}
+fn default_type_vocab() -> usize {
+    2
+}
+fn default_eps() -> f64 {
+    1e-12
+}
+fn default_position_type() -> String {
+    "absolute".into()
+}
+
+impl Config {
+    /// Fails early, with the reason, on configurations this file does not implement.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        if let Some(t) = &self.model_type {
+            if !matches!(t.as_str(), "bert" | "roberta" | "xlm-roberta") {
+                return Err(format!("model_type {t:?} is not a BERT-family encoder"));
+            }
+        }
+        if self.position_embedding_type != "absolute" {
+            return Err(format!("position_embedding_type {:?} is not supported (only \"absolute\")", self.position_embedding_type));
+        }
+        if !matches!(self.hidden_act.as_str(), "gelu" | "gelu_new" | "gelu_pytorch_tanh" | "relu") {
+            return Err(format!("hidden_act {:?} is not supported", self.hidden_act));
+        }
+        if self.num_attention_heads == 0 || self.hidden_size % self.num_attention_heads != 0 {
+            return Err(format!(
+                "hidden_size {} is not a multiple of num_attention_heads {}",
+                self.hidden_size, self.num_attention_heads
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// How the token states of one sequence become its vector (sentence-transformers' `1_Pooling`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pooling {
+    Mean,
+    Cls,
+}
+
+struct Embeddings {
+    word: Embedding,
+    position: Embedding,
+    token_type: Tensor,
+    norm: LayerNorm,
+}
+
+impl Embeddings {
+    fn new(cfg: &Config, vb: VarBuilder) -> Result<Self> {
+        let h = cfg.hidden_size;
+        let word = candle_nn::embedding(cfg.vocab_size, h, vb.pp("word_embeddings"))?;
+        let position = candle_nn::embedding(cfg.max_position_embeddings, h, vb.pp("position_embeddings"))?;
+        // Every token is segment 0: keep row 0 of the token-type table, added by broadcast.
+        let token_type = vb.pp("token_type_embeddings").get((cfg.type_vocab_size, h), "weight")?.i(0)?;
+        let norm = layer_norm(h, LayerNormConfig { eps: cfg.layer_norm_eps, ..Default::default() }, vb.pp("LayerNorm"))?;
+        Ok(Self { word, position, token_type, norm })
+    }
+
+    /// (T,) ids and (T,) positions -> (T, H)
+    fn forward(&self, ids: &Tensor, positions: &Tensor) -> Result<Tensor> {
+        let x = self.word.forward(ids)?.add(&self.position.forward(positions)?)?;
+        self.norm.forward(&x.broadcast_add(&self.token_type)?)
+    }
+}
+
+struct Layer {
+    qkv: Linear,
+    attn_out: Linear,
+    attn_norm: LayerNorm,
+    intermediate: Linear,
+    output: Linear,
+    out_norm: LayerNorm,
+    heads: usize,
+    head_dim: usize,
+    act: Activation,
+}
+
+#[derive(Clone, Copy)]
+enum Activation {
+    GeluErf,
+    GeluTanh,
+    Relu,
+}
+
+impl Layer {
+    fn new(cfg: &Config, vb: VarBuilder) -> Result<Self> {
+        let h = cfg.hidden_size;
+        let ln = LayerNormConfig { eps: cfg.layer_norm_eps, ..Default::default() };
+        let sa = vb.pp("attention.self");
+        // One (3H, H) projection instead of three: a single matmul over the tape.
+        let (mut ws, mut bs) = (Vec::new(), Vec::new());
+        for name in ["query", "key", "value"] {
+            ws.push(sa.pp(name).get((h, h), "weight")?);
+            bs.push(sa.pp(name).get(h, "bias")?);
+        }
+        let qkv = Linear::new(Tensor::cat(&ws, 0)?, Some(Tensor::cat(&bs, 0)?));
+        let act = match cfg.hidden_act.as_str() {
+            "gelu" => Activation::GeluErf,
+            "relu" => Activation::Relu,
+            _ => Activation::GeluTanh,
+        };
+        Ok(Self {
+            qkv,
+            attn_out: linear(h, h, vb.pp("attention.output.dense"))?,
+            attn_norm: layer_norm(h, ln, vb.pp("attention.output.LayerNorm"))?,
+            intermediate: linear(h, cfg.intermediate_size, vb.pp("intermediate.dense"))?,
+            output: linear(cfg.intermediate_size, h, vb.pp("output.dense"))?,
+            out_norm: layer_norm(h, ln, vb.pp("output.LayerNorm"))?,
+            heads: cfg.num_attention_heads,
+            head_dim: h / cfg.num_attention_heads,
+            act,
+        })
+    }
+
+    /// (T, H) -> (T, H)
+    fn forward(&self, x: &Tensor, slots: &SlotGroups) -> Result<Tensor> {
+        let h = self.heads * self.head_dim;
+        // 1. (T, H) -> (T, 3H): queries, keys and values for every token of every sequence.
+        let qkv = self.qkv.forward(x)?;
+        // 2. Block-diagonal attention, one call per run of equal-size slots.
+        let mut parts = Vec::with_capacity(slots.groups.len());
+        for g in &slots.groups {
+            let block = qkv.narrow(0, g.start, g.count * g.slot_len)?;
+            // (n*s, 3H) -> (n, s, 3, heads, hd) -> three of (n, heads, s, hd)
+            let block = block.reshape((g.count, g.slot_len, 3, self.heads, self.head_dim))?;
+            let q = block.i((.., .., 0))?.transpose(1, 2)?.contiguous()?;
+            let k = block.i((.., .., 1))?.transpose(1, 2)?.contiguous()?;
+            let v = block.i((.., .., 2))?.transpose(1, 2)?.contiguous()?;
+            let scale = 1.0 / (self.head_dim as f64).sqrt();
+            // (n, heads, s, hd) x (n, heads, hd, s) -> (n, heads, s, s)
+            let scores = (q.matmul(&k.t()?)? * scale)?;
+            let scores = match &g.key_mask {
+                Some(mask) => scores.broadcast_add(mask)?,
+                None => scores,
+            };
+            let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+            // (n, heads, s, s) x (n, heads, s, hd) -> (n, heads, s, hd) -> (n*s, H)
+            let ctx = probs.matmul(&v)?.transpose(1, 2)?.reshape((g.count * g.slot_len, h))?;
+            parts.push(ctx);
+        }
+        let ctx = if parts.len() == 1 { parts.pop().expect("one part") } else { Tensor::cat(&parts, 0)? };
+        // 3. Output projection, residual, norm.
+        let x = self.attn_norm.forward(&self.attn_out.forward(&ctx)?.add(x)?)?;
+        // 4. Feed-forward, residual, norm.
+        let y = self.intermediate.forward(&x)?;
+        let y = match self.act {
+            Activation::GeluErf => y.gelu_erf()?,
+            Activation::GeluTanh => y.gelu()?,
+            Activation::Relu => y.relu()?,
+        };
+        self.out_norm.forward(&self.output.forward(&y)?.add(&x)?)
+    }
+}
+
+/// A run of consecutive slots with the same size, and the key mask for their pad tokens.
+struct SlotGroup {
+    start: usize,
+    count: usize,
+    slot_len: usize,
+    /// (n, 1, 1, s): 0 for real keys, -inf for pad keys; `None` when no slot of the run has padding.
+    key_mask: Option<Tensor>,
+}
+
+struct SlotGroups {
+    groups: Vec<SlotGroup>,
+}
+
+impl SlotGroups {
+    fn new(bin: &Bin, device: &Device) -> Result<Self> {
+        let mut groups: Vec<(usize, usize, usize)> = Vec::new();
+        for i in 0..bin.num_sequences() {
+            let (start, slot, _) = bin.slot(i);
+            match groups.last_mut() {
+                Some((_, count, len)) if *len == slot => *count += 1,
+                _ => groups.push((start, 1, slot)),
+            }
+        }
+        let mut first_slot = 0;
+        let mut out = Vec::with_capacity(groups.len());
+        for (start, count, slot_len) in groups {
+            let real = &bin.seq_lens[first_slot..first_slot + count];
+            first_slot += count;
+            let key_mask = if real.iter().all(|&r| r as usize == slot_len) {
+                None
+            } else {
+                let mut mask = vec![0f32; count * slot_len];
+                for (n, &r) in real.iter().enumerate() {
+                    mask[n * slot_len + r as usize..(n + 1) * slot_len].fill(f32::NEG_INFINITY);
+                }
+                Some(Tensor::from_vec(mask, (count, 1, 1, slot_len), device)?)
+            };
+            out.push(SlotGroup { start, count, slot_len, key_mask });
+        }
+        Ok(Self { groups: out })
+    }
+}
+
+pub struct BertModel {
+    embeddings: Embeddings,
+    layers: Vec<Layer>,
+    pooling: Pooling,
+    device: Device,
+    pub config: Config,
+}
+
+impl BertModel {
+    pub fn new(cfg: &Config, pooling: Pooling, vb: VarBuilder) -> Result<Self> {
+        // Checkpoints differ in prefix: sentence-transformers saves the bare `BertModel`, others keep
+        // `bert.` or `model.` in front.
+        let vb = ["", "bert", "model"]
+            .into_iter()
+            .map(|p| if p.is_empty() { vb.clone() } else { vb.pp(p) })
+            .find(|v| v.contains_tensor("embeddings.word_embeddings.weight"))
+            .ok_or_else(|| candle_core::Error::Msg("no embeddings.word_embeddings.weight (with or without a bert./model. prefix) in the weights".into()))?;
+        let embeddings = Embeddings::new(cfg, vb.pp("embeddings"))?;
+        let layers = (0..cfg.num_hidden_layers)
+            .map(|i| Layer::new(cfg, vb.pp(format!("encoder.layer.{i}"))))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self { embeddings, layers, pooling, device: vb.device().clone(), config: cfg.clone() })
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The token states of a bin: (T, H).
+    pub fn hidden_states(&self, bin: &Bin) -> Result<Tensor> {
+        let t = bin.computed_tokens();
+        let ids = Tensor::from_slice(&bin.input_ids, t, &self.device)?;
+        let positions = Tensor::from_slice(&bin.position_ids, t, &self.device)?;
+        let slots = SlotGroups::new(bin, &self.device)?;
+        let mut x = self.embeddings.forward(&ids, &positions)?;
+        for layer in &self.layers {
+            x = layer.forward(&x, &slots)?;
+        }
+        Ok(x)
+    }
+
+    /// One L2-normalised vector per slot: (sequences, H).
+    pub fn embed(&self, bin: &Bin) -> Result<Tensor> {
+        let x = self.hidden_states(bin)?;
+        let pooled = self.pool(&x, bin)?;
+        let norm = pooled.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
+        pooled.broadcast_div(&norm)
+    }
+
+    /// (T, H) -> (sequences, H), pad tokens ignored.
+    fn pool(&self, x: &Tensor, bin: &Bin) -> Result<Tensor> {
+        let t = bin.computed_tokens();
+        let n = bin.num_sequences();
+        match self.pooling {
+            Pooling::Cls => {
+                let idx: Vec<u32> = bin.cu_seqlens[..n].to_vec();
+                x.index_select(&Tensor::from_vec(idx, n, &self.device)?, 0)
+            }
+            Pooling::Mean => {
+                // A (sequences, T) averaging matrix: row i holds 1/len_i over sequence i's real tokens.
+                // One matmul pools every sequence at once, on any device.
+                let mut weights = vec![0f32; n * t];
+                for i in 0..n {
+                    let (start, _, real) = bin.slot(i);
+                    weights[i * t + start..i * t + start + real].fill(1.0 / real as f32);
+                }
+                Tensor::from_vec(weights, (n, t), &self.device)?.to_dtype(x.dtype())?.matmul(x)
+            }
+        }
+    }
+}
+
+/// Loads the model in f32 from safetensors files.
+pub fn load(cfg: &Config, pooling: Pooling, weights: &[std::path::PathBuf], device: &Device) -> Result<BertModel> {
+    // Safety: the files are memory-mapped read-only; warpfold does not modify model files while running.
+    let vb = unsafe { VarBuilder::from_mmaped_safetensors(weights, DType::F32, device)? };
+    BertModel::new(cfg, pooling, vb)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsupported_configs_fail_early_with_the_reason() {
+        let base = r#"{"vocab_size":10,"hidden_size":8,"num_hidden_layers":1,"num_attention_heads":2,
+            "intermediate_size":16,"max_position_embeddings":32}"#;
+        let cfg: Config = serde_json::from_str(base).unwrap();
+        cfg.check().unwrap();
+        let mut bad = cfg.clone();
+        bad.position_embedding_type = "relative_key".into();
+        assert!(bad.check().unwrap_err().contains("relative_key"));
+        let mut bad = cfg.clone();
+        bad.num_attention_heads = 3;
+        assert!(bad.check().unwrap_err().contains("multiple"));
+        let mut bad = cfg;
+        bad.model_type = Some("llama".into());
+        assert!(bad.check().unwrap_err().contains("llama"));
+    }
+}

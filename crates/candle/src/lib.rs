@@ -1,0 +1,121 @@
+//! warpfold's models, written in candle, each taking packed (varlen) bins.
+//!
+//! Why this crate depends on the backend seam and nothing of the scheduler: a model sees a [`Bin`] and
+//! returns one result per slot; queues, packing and requests live elsewhere. CUDA and flash-attn are
+//! cargo features forwarded from the binary, so a CPU build never compiles or links GPU code.
+
+pub mod bert;
+
+use std::path::{Path, PathBuf};
+
+use candle_core::Device;
+use warpfold_backend::{validate_bin, Backend, BackendError, BackendInfo, Bin};
+
+pub use bert::Pooling;
+
+/// Where a model runs, as the user asks for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceChoice {
+    Cpu,
+    Cuda,
+    /// CUDA when this build has it and a GPU answers, else the CPU.
+    Auto,
+}
+
+/// Resolves the user's choice to a candle device, with a clear error when CUDA is asked for but
+/// not available.
+pub fn select_device(choice: DeviceChoice) -> Result<Device, BackendError> {
+    match choice {
+        DeviceChoice::Cpu => Ok(Device::Cpu),
+        DeviceChoice::Cuda => {
+            if !cfg!(feature = "cuda") {
+                return Err(BackendError::Start(
+                    "this warpfold was built without CUDA; rebuild with `--features cuda` (see README)".into(),
+                ));
+            }
+            Device::new_cuda(0).map_err(|e| BackendError::Start(format!("no usable CUDA device: {e}")))
+        }
+        DeviceChoice::Auto => Ok(if cfg!(feature = "cuda") { Device::new_cuda(0).unwrap_or(Device::Cpu) } else { Device::Cpu }),
+    }
+}
+
+fn device_name(device: &Device) -> String {
+    match device {
+        Device::Cpu => "cpu".into(),
+        Device::Cuda(_) => "cuda:0".into(),
+        Device::Metal(_) => "metal".into(),
+    }
+}
+
+/// What a BERT-family model directory provides to the loader.
+#[derive(Debug, Clone)]
+pub struct EncoderFiles {
+    pub name: String,
+    pub config: PathBuf,
+    pub weights: Vec<PathBuf>,
+    pub pooling: Pooling,
+    /// The model card's own limit (sentence-transformers' `max_seq_length`), when it has one.
+    pub max_sequence_tokens: Option<usize>,
+}
+
+/// The BERT encoder as a [`Backend`]: bins in, normalised sentence embeddings out.
+pub struct BertBackend {
+    model: bert::BertModel,
+    info: BackendInfo,
+}
+
+impl BertBackend {
+    pub fn load(files: &EncoderFiles, device: &Device) -> Result<Self, BackendError> {
+        let cfg = read_config(&files.config)?;
+        for w in &files.weights {
+            if !w.is_file() {
+                return Err(BackendError::WeightsNotFound(w.display().to_string()));
+            }
+        }
+        let model = bert::load(&cfg, files.pooling, &files.weights, device)
+            .map_err(|e| BackendError::Start(format!("loading {}: {e}", files.name)))?;
+        let max = files.max_sequence_tokens.unwrap_or(cfg.max_position_embeddings).min(cfg.max_position_embeddings);
+        let info = BackendInfo {
+            model: format!("bert ({})", files.name),
+            device: device_name(device),
+            max_sequence_tokens: max,
+            output_dim: cfg.hidden_size,
+            pad_token_id: cfg.pad_token_id,
+        };
+        Ok(Self { model, info })
+    }
+}
+
+fn read_config(path: &Path) -> Result<bert::Config, BackendError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| BackendError::WeightsNotFound(format!("{}: {e}", path.display())))?;
+    let cfg: bert::Config =
+        serde_json::from_str(&text).map_err(|e| BackendError::Start(format!("{}: {e}", path.display())))?;
+    cfg.check().map_err(|e| BackendError::Start(format!("{}: {e}", path.display())))?;
+    Ok(cfg)
+}
+
+impl Backend for BertBackend {
+    fn info(&self) -> BackendInfo {
+        self.info.clone()
+    }
+
+    fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
+        validate_bin(bin)?;
+        if bin.max_seqlen as usize > self.model.config.max_position_embeddings {
+            return Err(BackendError::InvalidBin(format!(
+                "a slot of {} tokens exceeds the model's {} positions",
+                bin.max_seqlen, self.model.config.max_position_embeddings
+            )));
+        }
+        let out = self.model.embed(bin).and_then(|t| t.to_vec2::<f32>());
+        out.map_err(|e| {
+            let msg = e.to_string();
+            if msg.contains("out of memory") || msg.contains("OUT_OF_MEMORY") {
+                BackendError::OutOfMemory { tokens: bin.computed_tokens() }
+            } else {
+                BackendError::Inference(msg)
+            }
+        })
+    }
+}

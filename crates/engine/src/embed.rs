@@ -1,0 +1,76 @@
+//! Texts in, embeddings out: tokenization in front of the scheduler.
+//!
+//! Why here and not in the binary: the CLI, the indexer and the HTTP server all embed texts, and all
+//! need the same rule that a bad text costs that text only.
+
+use crate::scheduler::{Engine, EngineError, Lane, Ticket};
+use crate::tokenize::{TextEncoder, TextError};
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize)]
+pub enum EmbedError {
+    #[error(transparent)]
+    Text(#[from] TextError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+pub struct Embedder {
+    pub encoder: TextEncoder,
+    pub engine: Engine,
+}
+
+/// Texts queued in the engine; texts that failed tokenization already carry their error.
+pub struct PendingEmbeds {
+    early: Vec<Option<EmbedError>>,
+    /// Real tokens of each text that was queued (0 for the others).
+    pub tokens: Vec<usize>,
+    ticket: Ticket,
+}
+
+impl PendingEmbeds {
+    pub fn len(&self) -> usize {
+        self.early.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.early.is_empty()
+    }
+    /// Blocks until every text is answered; one result per text, in order.
+    pub fn wait(self) -> Vec<Result<Vec<f32>, EmbedError>> {
+        let mut queued = self.ticket.wait().into_iter();
+        self.early
+            .into_iter()
+            .map(|early| match early {
+                Some(err) => Err(err),
+                None => queued.next().expect("one answer per queued text. This is a bug.").map_err(EmbedError::from),
+            })
+            .collect()
+    }
+}
+
+impl Embedder {
+    /// Tokenizes `texts` (in parallel) and queues the good ones; returns without waiting.
+    pub fn submit_texts(&self, lane: Lane, texts: &[&str]) -> PendingEmbeds {
+        let mut early = Vec::with_capacity(texts.len());
+        let mut tokens = Vec::with_capacity(texts.len());
+        let mut ids = Vec::with_capacity(texts.len());
+        for encoded in self.encoder.encode_batch(texts) {
+            match encoded {
+                Ok(v) => {
+                    tokens.push(v.len());
+                    ids.push(v);
+                    early.push(None);
+                }
+                Err(err) => {
+                    tokens.push(0);
+                    early.push(Some(err.into()));
+                }
+            }
+        }
+        PendingEmbeds { early, tokens, ticket: self.engine.submit(lane, ids) }
+    }
+
+    /// One result per text, in order; a failing text leaves the others untouched.
+    pub fn embed_texts(&self, lane: Lane, texts: &[&str]) -> Vec<Result<Vec<f32>, EmbedError>> {
+        self.submit_texts(lane, texts).wait()
+    }
+}

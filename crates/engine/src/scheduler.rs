@@ -1,0 +1,478 @@
+//! The submission queue, the dispatcher thread and the backend thread.
+//!
+//! Why this shape: the backend (a model on a CPU or a GPU) must never wait for the host. Callers push
+//! token sequences into a queue with two lanes; a dispatcher thread waits until enough work is pending
+//! (`min_sequences`) or the oldest item has waited `max_wait`, packs everything pending into bins, and
+//! hands them one at a time to the backend thread through a rendezvous channel. While the backend runs
+//! bin k, the dispatcher already holds bin k+1 fully built: one bin in flight ahead, no more, so a
+//! late interactive request waits behind at most two bins and new arrivals can still join the tail.
+//!
+//! Interactive requests (a search query) are packed before any bulk bin that is not yet handed over.
+//! The last, partly filled bin of a packing round is re-opened when more bulk work has arrived by the
+//! time it would be sent, so a trickle of arrivals does not produce a trail of half-empty bins.
+//!
+//! Nothing is silently dropped: a sequence that cannot fit a bin is answered with an error at once,
+//! a backend failure is answered for every sequence of that bin, and shutting down drains the queue.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use warpfold_backend::{Backend, BackendError, BackendInfo, Bin, SequenceTag};
+
+use crate::packer::{aligned_len, pack};
+use crate::tape::{packed_bin, padded_bin, TokenSequence};
+
+/// How sequences are grouped into bins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Batching {
+    /// First-Fit-Decreasing into bins of `bin_tokens`, each slot aligned.
+    Packed,
+    /// The baseline: `batch_size` sequences in arrival order, padded to the longest.
+    Padded { batch_size: usize },
+}
+
+/// Which lane a request goes through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// Latency first: packed ahead of every bulk bin not yet handed to the backend.
+    Interactive,
+    /// Throughput first: waits to share bins.
+    Bulk,
+}
+
+/// The scheduler's settings. Defaults are the source project's: 16 sequences or 5 ms.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SchedulerConfig {
+    pub batching: Batching,
+    /// Token capacity of one packed bin.
+    pub bin_tokens: u32,
+    /// Alignment quantum for slot lengths; 1 turns alignment off.
+    pub align: u32,
+    /// Pack as soon as this many sequences are pending...
+    pub min_sequences: usize,
+    /// ...or once the oldest pending one has waited this long.
+    pub max_wait: Duration,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        Self {
+            batching: Batching::Packed,
+            // On a CPU the bin size only bounds memory (no probe is needed); 4096 tokens keeps every
+            // matmul large enough to run at full speed.
+            bin_tokens: 4096,
+            // Tensor cores work on 16-wide tiles.
+            align: 16,
+            // The source project's trigger: 16 sequences or 5 ms, whichever comes first.
+            min_sequences: 16,
+            max_wait: Duration::from_millis(5),
+        }
+    }
+}
+
+/// Why a sequence got no embedding.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize)]
+pub enum EngineError {
+    #[error("the sequence is empty")]
+    EmptySequence,
+    #[error("the sequence has {tokens} tokens ({aligned} after alignment), more than a bin holds ({capacity}); chunk it")]
+    SequenceTooLong { tokens: usize, aligned: usize, capacity: usize },
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    #[error("the engine has shut down")]
+    ShutDown,
+}
+
+/// Counters since start; cheap to read at any time.
+#[derive(Debug, Default)]
+pub struct EngineStats {
+    pub bins: AtomicU64,
+    pub sequences: AtomicU64,
+    pub real_tokens: AtomicU64,
+    pub computed_tokens: AtomicU64,
+    pub failed_bins: AtomicU64,
+    /// Nanoseconds the backend spent executing bins.
+    pub backend_busy_ns: AtomicU64,
+}
+
+/// A plain copy of [`EngineStats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct StatsSnapshot {
+    pub bins: u64,
+    pub sequences: u64,
+    pub real_tokens: u64,
+    pub computed_tokens: u64,
+    pub failed_bins: u64,
+    pub backend_busy_seconds: f64,
+}
+
+impl EngineStats {
+    pub fn snapshot(&self) -> StatsSnapshot {
+        StatsSnapshot {
+            bins: self.bins.load(Ordering::Relaxed),
+            sequences: self.sequences.load(Ordering::Relaxed),
+            real_tokens: self.real_tokens.load(Ordering::Relaxed),
+            computed_tokens: self.computed_tokens.load(Ordering::Relaxed),
+            failed_bins: self.failed_bins.load(Ordering::Relaxed),
+            backend_busy_seconds: self.backend_busy_ns.load(Ordering::Relaxed) as f64 * 1e-9,
+        }
+    }
+}
+
+type Reply = Sender<(u32, Result<Vec<f32>, EngineError>)>;
+
+struct Pending {
+    tag: SequenceTag,
+    ids: Vec<u32>,
+    reply: Reply,
+}
+
+#[derive(Default)]
+struct QueueState {
+    interactive: VecDeque<Pending>,
+    bulk: VecDeque<Pending>,
+    /// When the oldest item now pending arrived.
+    oldest: Option<Instant>,
+    closed: bool,
+}
+
+struct Queue {
+    state: Mutex<QueueState>,
+    arrived: Condvar,
+}
+
+/// Answers for one submitted request, in submission order once collected.
+pub struct Ticket {
+    len: usize,
+    results: Receiver<(u32, Result<Vec<f32>, EngineError>)>,
+}
+
+impl Ticket {
+    /// Blocks until every sequence of the request is answered.
+    pub fn wait(self) -> Vec<Result<Vec<f32>, EngineError>> {
+        let mut out: Vec<Option<Result<Vec<f32>, EngineError>>> = vec![None; self.len];
+        for _ in 0..self.len {
+            match self.results.recv() {
+                Ok((i, r)) => out[i as usize] = Some(r),
+                Err(_) => break,
+            }
+        }
+        out.into_iter().map(|r| r.unwrap_or(Err(EngineError::ShutDown))).collect()
+    }
+}
+
+/// A running scheduler: the queue, the dispatcher thread and the backend thread.
+pub struct Engine {
+    queue: Arc<Queue>,
+    stats: Arc<EngineStats>,
+    info: BackendInfo,
+    config: SchedulerConfig,
+    next_request: AtomicU64,
+    dispatcher: Option<JoinHandle<()>>,
+    worker: Option<JoinHandle<()>>,
+}
+
+impl Engine {
+    /// Starts the dispatcher and moves `backend` onto its own thread.
+    pub fn start<B: Backend + 'static>(backend: B, config: SchedulerConfig) -> Engine {
+        let info = backend.info();
+        let queue = Arc::new(Queue { state: Mutex::new(QueueState::default()), arrived: Condvar::new() });
+        let stats = Arc::new(EngineStats::default());
+        // Rendezvous: the dispatcher holds the next bin, built, until the backend takes it.
+        let (bin_tx, bin_rx) = crossbeam_channel::bounded::<Work>(0);
+        let worker = {
+            let stats = stats.clone();
+            std::thread::Builder::new()
+                .name("warpfold-backend".into())
+                .spawn(move || run_backend(backend, bin_rx, &stats))
+                .expect("spawning the backend thread")
+        };
+        let dispatcher = {
+            let queue = queue.clone();
+            let config = config.clone();
+            let pad = info.pad_token_id;
+            std::thread::Builder::new()
+                .name("warpfold-dispatch".into())
+                .spawn(move || Dispatcher { queue, config, pad, ready: VecDeque::new() }.run(bin_tx))
+                .expect("spawning the dispatcher thread")
+        };
+        Engine {
+            queue,
+            stats,
+            info,
+            config,
+            next_request: AtomicU64::new(0),
+            dispatcher: Some(dispatcher),
+            worker: Some(worker),
+        }
+    }
+
+    pub fn info(&self) -> &BackendInfo {
+        &self.info
+    }
+
+    pub fn config(&self) -> &SchedulerConfig {
+        &self.config
+    }
+
+    pub fn stats(&self) -> StatsSnapshot {
+        self.stats.snapshot()
+    }
+
+    /// Largest sequence (in tokens) a bin can take under the current settings.
+    pub fn max_sequence_tokens(&self) -> usize {
+        match self.config.batching {
+            Batching::Packed => {
+                let c = self.config.bin_tokens;
+                let a = self.config.align.max(1);
+                (c - c % a) as usize
+            }
+            Batching::Padded { .. } => usize::MAX,
+        }
+    }
+
+    /// Queues the sequences of one request. Sequences that can never run are answered at once.
+    pub fn submit(&self, lane: Lane, sequences: Vec<Vec<u32>>) -> Ticket {
+        let request = self.next_request.fetch_add(1, Ordering::Relaxed);
+        let (reply, results) = crossbeam_channel::unbounded();
+        let len = sequences.len();
+        let limit = self.max_sequence_tokens();
+        let mut accepted = Vec::with_capacity(len);
+        for (index, ids) in sequences.into_iter().enumerate() {
+            let index = index as u32;
+            if ids.is_empty() {
+                let _ = reply.send((index, Err(EngineError::EmptySequence)));
+            } else if ids.len() > limit {
+                let aligned = aligned_len(ids.len() as u32, self.config.align) as usize;
+                let capacity = self.config.bin_tokens as usize;
+                let _ = reply.send((index, Err(EngineError::SequenceTooLong { tokens: ids.len(), aligned, capacity })));
+            } else {
+                accepted.push(Pending { tag: SequenceTag { request, index }, ids, reply: reply.clone() });
+            }
+        }
+        if !accepted.is_empty() {
+            let mut state = self.queue.state.lock().expect("queue lock");
+            if state.closed {
+                for p in accepted {
+                    let _ = p.reply.send((p.tag.index, Err(EngineError::ShutDown)));
+                }
+            } else {
+                state.oldest.get_or_insert_with(Instant::now);
+                match lane {
+                    Lane::Interactive => state.interactive.extend(accepted),
+                    Lane::Bulk => state.bulk.extend(accepted),
+                }
+                drop(state);
+                self.queue.arrived.notify_one();
+            }
+        }
+        Ticket { len, results }
+    }
+
+    /// Submits and waits: one result per sequence, in order.
+    pub fn embed(&self, lane: Lane, sequences: Vec<Vec<u32>>) -> Vec<Result<Vec<f32>, EngineError>> {
+        self.submit(lane, sequences).wait()
+    }
+
+    /// Drains everything queued, then stops both threads.
+    pub fn shutdown(mut self) -> StatsSnapshot {
+        self.stop();
+        self.stats.snapshot()
+    }
+
+    fn stop(&mut self) {
+        self.queue.state.lock().expect("queue lock").closed = true;
+        self.queue.arrived.notify_all();
+        if let Some(d) = self.dispatcher.take() {
+            let _ = d.join();
+        }
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A bin and where its answers go.
+struct Work {
+    bin: Bin,
+    replies: Vec<Reply>,
+}
+
+fn run_backend<B: Backend>(mut backend: B, bins: Receiver<Work>, stats: &EngineStats) {
+    for work in bins {
+        let started = Instant::now();
+        let result = backend.embed(&work.bin);
+        stats.backend_busy_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let bin = &work.bin;
+        match result {
+            Ok(vectors) if vectors.len() == bin.num_sequences() => {
+                stats.bins.fetch_add(1, Ordering::Relaxed);
+                stats.sequences.fetch_add(bin.num_sequences() as u64, Ordering::Relaxed);
+                stats.real_tokens.fetch_add(bin.real_tokens() as u64, Ordering::Relaxed);
+                stats.computed_tokens.fetch_add(bin.computed_tokens() as u64, Ordering::Relaxed);
+                for ((v, tag), reply) in vectors.into_iter().zip(&bin.tags).zip(&work.replies) {
+                    let _ = reply.send((tag.index, Ok(v)));
+                }
+            }
+            other => {
+                let err = match other {
+                    Err(e) => e,
+                    Ok(v) => BackendError::Inference(format!(
+                        "backend returned {} vectors for {} sequences",
+                        v.len(),
+                        bin.num_sequences()
+                    )),
+                };
+                tracing::warn!(error = %err, sequences = bin.num_sequences(), "bin failed");
+                stats.failed_bins.fetch_add(1, Ordering::Relaxed);
+                for (tag, reply) in bin.tags.iter().zip(&work.replies) {
+                    let _ = reply.send((tag.index, Err(EngineError::Backend(err.clone()))));
+                }
+            }
+        }
+    }
+}
+
+/// Sequences planned into one bin, not yet laid out.
+struct PlannedBin {
+    items: Vec<Pending>,
+    tokens: u32,
+}
+
+struct Dispatcher {
+    queue: Arc<Queue>,
+    config: SchedulerConfig,
+    pad: u32,
+    /// Bulk bins planned but not yet handed over, fullest first.
+    ready: VecDeque<PlannedBin>,
+}
+
+enum Take {
+    Interactive(Vec<Pending>),
+    Bulk(Vec<Pending>),
+    Ready,
+    Exit,
+}
+
+impl Dispatcher {
+    fn run(mut self, bins: Sender<Work>) {
+        loop {
+            let next = match self.take() {
+                Take::Exit => return,
+                Take::Interactive(items) => self.plan(items).into_iter().next(),
+                Take::Bulk(items) => {
+                    let planned = self.plan(items);
+                    self.ready.extend(planned);
+                    self.ready.pop_front()
+                }
+                Take::Ready => self.ready.pop_front(),
+            };
+            let Some(next) = next else { continue };
+            let work = self.lay_out(next);
+            if bins.send(work).is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Waits for a reason to pack, then takes the work to pack.
+    fn take(&mut self) -> Take {
+        let mut state = self.queue.state.lock().expect("queue lock");
+        loop {
+            if !state.interactive.is_empty() {
+                let items: Vec<Pending> = state.interactive.drain(..).collect();
+                if state.bulk.is_empty() {
+                    state.oldest = None;
+                }
+                return Take::Interactive(items);
+            }
+            if !self.ready.is_empty() {
+                // Re-open the last, partly filled bin when new bulk work can share it.
+                let tail_has_room = self.ready.len() == 1
+                    && self.ready[0].tokens < self.config.bin_tokens
+                    && matches!(self.config.batching, Batching::Packed);
+                if tail_has_room && !state.bulk.is_empty() {
+                    let tail = self.ready.pop_front().expect("checked non-empty");
+                    let mut items = tail.items;
+                    items.extend(state.bulk.drain(..));
+                    state.oldest = None;
+                    return Take::Bulk(items);
+                }
+                return Take::Ready;
+            }
+            let pending = state.bulk.len();
+            let waited = state.oldest.map(|t| t.elapsed()).unwrap_or_default();
+            let enough = match self.config.batching {
+                Batching::Packed => self.config.min_sequences.max(1),
+                Batching::Padded { batch_size } => batch_size.max(1),
+            };
+            if pending > 0 && (pending >= enough || waited >= self.config.max_wait || state.closed) {
+                state.oldest = None;
+                return Take::Bulk(state.bulk.drain(..).collect());
+            }
+            if state.closed && pending == 0 {
+                return Take::Exit;
+            }
+            state = if pending > 0 {
+                let left = self.config.max_wait.saturating_sub(waited);
+                self.queue.arrived.wait_timeout(state, left).expect("queue lock").0
+            } else {
+                self.queue.arrived.wait(state).expect("queue lock")
+            };
+        }
+    }
+
+    /// Groups items into bins: FFD for packed, arrival-order batches for padded.
+    fn plan(&self, items: Vec<Pending>) -> Vec<PlannedBin> {
+        match self.config.batching {
+            Batching::Padded { batch_size } => {
+                let mut out = Vec::new();
+                let mut items = items.into_iter().peekable();
+                while items.peek().is_some() {
+                    let batch: Vec<Pending> = items.by_ref().take(batch_size.max(1)).collect();
+                    let longest = batch.iter().map(|p| p.ids.len()).max().unwrap_or(0);
+                    out.push(PlannedBin { tokens: (longest * batch.len()) as u32, items: batch });
+                }
+                out
+            }
+            Batching::Packed => {
+                let align = self.config.align;
+                let lengths: Vec<u32> = items.iter().map(|p| aligned_len(p.ids.len() as u32, align)).collect();
+                let plan = pack(&lengths, self.config.bin_tokens)
+                    .expect("submit() rejects sequences longer than a bin. This is a bug.");
+                let mut slots: Vec<Option<Pending>> = items.into_iter().map(Some).collect();
+                let mut out: Vec<PlannedBin> = plan
+                    .bins
+                    .iter()
+                    .map(|bin| PlannedBin {
+                        tokens: bin.iter().map(|&i| lengths[i as usize]).sum(),
+                        items: bin.iter().map(|&i| slots[i as usize].take().expect("placed once")).collect(),
+                    })
+                    .collect();
+                // Fullest first: the partly filled bins go last, where new arrivals can still join them.
+                out.sort_by(|a, b| b.tokens.cmp(&a.tokens));
+                out
+            }
+        }
+    }
+
+    fn lay_out(&self, planned: PlannedBin) -> Work {
+        let seqs = planned.items.iter().map(|p| TokenSequence { tag: p.tag, ids: &p.ids });
+        let bin = match self.config.batching {
+            Batching::Packed => packed_bin(seqs, self.config.align, self.config.bin_tokens, self.pad),
+            Batching::Padded { .. } => padded_bin(seqs, self.pad),
+        };
+        Work { bin, replies: planned.items.into_iter().map(|p| p.reply).collect() }
+    }
+}

@@ -1,0 +1,115 @@
+//! Building a bin's flat tape from planned sequences.
+//!
+//! Why separate from the packer: the packer decides *which* sequences share a bin from lengths alone
+//! (cheap, and property-tested on its own); this module does the memory work of laying their token ids
+//! back to back, padding each slot to its aligned size and restarting positions at 0.
+
+use warpfold_backend::{Bin, Layout, SequenceTag};
+
+/// A sequence as the scheduler holds it.
+#[derive(Debug, Clone)]
+pub struct TokenSequence<'a> {
+    pub tag: SequenceTag,
+    pub ids: &'a [u32],
+}
+
+/// Lays `sequences` out as slots of `slot_len(i)` tokens each (at least the sequence's own length).
+pub fn build_bin<'a>(
+    layout: Layout,
+    sequences: impl ExactSizeIterator<Item = TokenSequence<'a>> + Clone,
+    slot_len: impl Fn(usize, usize) -> usize,
+    capacity: u32,
+    pad_token_id: u32,
+) -> Bin {
+    let n = sequences.len();
+    let total: usize = sequences.clone().enumerate().map(|(i, s)| slot_len(i, s.ids.len())).sum();
+    let mut bin = Bin {
+        layout,
+        input_ids: Vec::with_capacity(total),
+        position_ids: Vec::with_capacity(total),
+        cu_seqlens: Vec::with_capacity(n + 1),
+        seq_lens: Vec::with_capacity(n),
+        max_seqlen: 0,
+        capacity,
+        tags: Vec::with_capacity(n),
+    };
+    bin.cu_seqlens.push(0);
+    for (i, seq) in sequences.enumerate() {
+        let slot = slot_len(i, seq.ids.len());
+        debug_assert!(slot >= seq.ids.len(), "a slot holds its whole sequence. This is a bug.");
+        bin.input_ids.extend_from_slice(seq.ids);
+        bin.input_ids.resize(bin.input_ids.len() + slot - seq.ids.len(), pad_token_id);
+        bin.position_ids.extend(0..slot as u32);
+        bin.cu_seqlens.push(bin.input_ids.len() as u32);
+        bin.seq_lens.push(seq.ids.len() as u32);
+        bin.max_seqlen = bin.max_seqlen.max(slot as u32);
+        bin.tags.push(seq.tag);
+    }
+    bin
+}
+
+/// A packed bin: each slot rounded up to `align`.
+pub fn packed_bin<'a>(
+    sequences: impl ExactSizeIterator<Item = TokenSequence<'a>> + Clone,
+    align: u32,
+    capacity: u32,
+    pad_token_id: u32,
+) -> Bin {
+    build_bin(
+        Layout::Packed,
+        sequences,
+        |_, len| crate::packer::aligned_len(len as u32, align) as usize,
+        capacity,
+        pad_token_id,
+    )
+}
+
+/// A padded batch: every slot as long as the longest sequence, the way Hugging Face batches.
+pub fn padded_bin<'a>(
+    sequences: impl ExactSizeIterator<Item = TokenSequence<'a>> + Clone,
+    pad_token_id: u32,
+) -> Bin {
+    let longest = sequences.clone().map(|s| s.ids.len()).max().unwrap_or(0);
+    let capacity = (longest * sequences.len()) as u32;
+    build_bin(Layout::Padded, sequences, |_, _| longest, capacity, pad_token_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use warpfold_backend::validate_bin;
+
+    fn tag(i: u32) -> SequenceTag {
+        SequenceTag { request: 7, index: i }
+    }
+
+    #[test]
+    fn packed_slots_are_aligned_and_positions_restart() {
+        let a = [101, 5, 6, 102];
+        let b: Vec<u32> = (0..17).collect();
+        let seqs = [TokenSequence { tag: tag(0), ids: &a }, TokenSequence { tag: tag(1), ids: &b }];
+        let bin = packed_bin(seqs.iter().cloned(), 16, 64, 0);
+        validate_bin(&bin).unwrap();
+        assert_eq!(bin.cu_seqlens, vec![0, 16, 48]);
+        assert_eq!(bin.seq_lens, vec![4, 17]);
+        assert_eq!(bin.max_seqlen, 32);
+        assert_eq!(&bin.input_ids[..6], &[101, 5, 6, 102, 0, 0]);
+        assert_eq!(bin.position_ids[16], 0);
+        assert_eq!(bin.position_ids[15], 15);
+        assert_eq!(&bin.input_ids[16..33], b.as_slice());
+        assert_eq!(bin.real_tokens(), 21);
+        assert_eq!(bin.pad_tokens(), 27);
+    }
+
+    #[test]
+    fn padded_batch_pads_every_slot_to_the_longest() {
+        let a = [1, 2];
+        let b = [1, 2, 3, 4, 5];
+        let seqs = [TokenSequence { tag: tag(0), ids: &a }, TokenSequence { tag: tag(1), ids: &b }];
+        let bin = padded_bin(seqs.iter().cloned(), 0);
+        validate_bin(&bin).unwrap();
+        assert_eq!(bin.cu_seqlens, vec![0, 5, 10]);
+        assert_eq!(bin.layout, Layout::Padded);
+        assert_eq!(bin.pad_tokens(), 3);
+    }
+}

@@ -1,0 +1,110 @@
+//! Text to token ids, with the model's limits enforced instead of silently applied.
+//!
+//! Why not the tokenizer.json as shipped: model repositories often enable truncation and fixed padding
+//! in it (all-MiniLM-L6-v2's cuts at 128 and pads to 128). warpfold turns both off: padding is the
+//! packer's business, and a text that is too long gets an error naming its length, never a quiet cut.
+
+use std::path::Path;
+
+use tokenizers::{PostProcessor, Tokenizer};
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize)]
+pub enum TextError {
+    #[error("the text is empty")]
+    Empty,
+    #[error("the text is {tokens} tokens long; the model takes at most {max} (split it into chunks, e.g. with `warpfold index`)")]
+    TooLong { tokens: usize, max: usize },
+    #[error("tokenizer failed: {0}")]
+    Tokenizer(String),
+}
+
+/// A span of a text that tokenizes to at most the model's limit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextChunk {
+    /// Byte offsets into the source text.
+    pub start: usize,
+    pub end: usize,
+    pub tokens: usize,
+}
+
+pub struct TextEncoder {
+    tokenizer: Tokenizer,
+    max_tokens: usize,
+}
+
+impl TextEncoder {
+    pub fn from_file(path: &Path, max_tokens: usize) -> Result<Self, TextError> {
+        let mut tokenizer =
+            Tokenizer::from_file(path).map_err(|e| TextError::Tokenizer(format!("{}: {e}", path.display())))?;
+        tokenizer.with_padding(None);
+        tokenizer.with_truncation(None).map_err(|e| TextError::Tokenizer(e.to_string()))?;
+        Ok(Self { tokenizer, max_tokens })
+    }
+
+    /// The longest sequence (special tokens included) this encoder lets through.
+    pub fn max_tokens(&self) -> usize {
+        self.max_tokens
+    }
+
+    /// Ids with the model's special tokens, or why not.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, TextError> {
+        self.check(text, self.tokenizer.encode_fast(text, true))
+    }
+
+    fn check(&self, text: &str, enc: tokenizers::Result<tokenizers::Encoding>) -> Result<Vec<u32>, TextError> {
+        if text.trim().is_empty() {
+            return Err(TextError::Empty);
+        }
+        let ids = enc.map_err(|e| TextError::Tokenizer(e.to_string()))?.get_ids().to_vec();
+        if ids.len() > self.max_tokens {
+            return Err(TextError::TooLong { tokens: ids.len(), max: self.max_tokens });
+        }
+        Ok(ids)
+    }
+
+    /// Encodes many texts on all cores; one result per text, in order.
+    pub fn encode_batch(&self, texts: &[&str]) -> Vec<Result<Vec<u32>, TextError>> {
+        let encodings = match self.tokenizer.encode_batch_fast(texts.to_vec(), true) {
+            Ok(encodings) => encodings,
+            // One bad text fails the whole batch call: fall back to one at a time so the rest survive.
+            Err(_) => return texts.iter().map(|t| self.encode(t)).collect(),
+        };
+        texts.iter().zip(encodings).map(|(t, e)| self.check(t, Ok(e))).collect()
+    }
+
+    /// Cuts `text` into spans that each encode to at most `max_tokens` (special tokens included),
+    /// breaking only between words so that every span re-tokenizes to the same pieces. Every word
+    /// lands in exactly one span: nothing is dropped.
+    pub fn chunk(&self, text: &str) -> Result<Vec<TextChunk>, TextError> {
+        let enc = self.tokenizer.encode_fast(text, false).map_err(|e| TextError::Tokenizer(e.to_string()))?;
+        let specials = self.tokenizer.get_post_processor().map(|p| p.added_tokens(false)).unwrap_or(0);
+        let budget = self.max_tokens.saturating_sub(specials).max(1);
+        let offsets = enc.get_offsets();
+        let words = enc.get_word_ids();
+        // Token indices where a new word begins: the only places a span may start.
+        let n = offsets.len();
+        let mut chunks = Vec::new();
+        let mut start_tok = 0;
+        while start_tok < n {
+            let mut end_tok = (start_tok + budget).min(n);
+            if end_tok < n {
+                // Move the cut back to the start of the word it falls in, unless that word alone is
+                // longer than the budget (then cut inside it rather than loop forever).
+                let mut cut = end_tok;
+                while cut > start_tok + 1 && words[cut].is_some() && words[cut] == words[cut - 1] {
+                    cut -= 1;
+                }
+                if cut > start_tok + 1 || words[end_tok] != words[end_tok - 1] {
+                    end_tok = cut;
+                }
+            }
+            chunks.push(TextChunk {
+                start: offsets[start_tok].0,
+                end: offsets[end_tok - 1].1,
+                tokens: end_tok - start_tok + specials,
+            });
+            start_tok = end_tok;
+        }
+        Ok(chunks)
+    }
+}
