@@ -15,6 +15,8 @@ use candle_nn::{layer_norm, linear, Embedding, LayerNorm, LayerNormConfig, Linea
 use serde::Deserialize;
 use warpfold_backend::Bin;
 
+use crate::cpu_ops::{GeluErf, MaskedSoftmax};
+
 /// Mirrors the fields of a BERT `config.json` that the forward uses.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Config {
@@ -172,12 +174,19 @@ impl Layer {
             let v = block.i((.., .., 2))?.transpose(1, 2)?.contiguous()?;
             let scale = 1.0 / (self.head_dim as f64).sqrt();
             // (n, heads, s, hd) x (n, heads, hd, s) -> (n, heads, s, s)
-            let scores = (q.matmul(&k.t()?)? * scale)?;
-            let scores = match &g.key_mask {
-                Some(mask) => scores.broadcast_add(mask)?,
-                None => scores,
+            let scores = q.matmul(&k.t()?)?;
+            let probs = if scores.device().is_cpu() {
+                // Scale, key mask and softmax in one pass; pad keys are never exponentiated.
+                let op = MaskedSoftmax { scale: scale as f32, heads: self.heads, real_lens: g.real_lens.clone() };
+                scores.apply_op1_no_bwd(&op)?
+            } else {
+                let scores = (scores * scale)?;
+                let scores = match &g.key_mask {
+                    Some(mask) => scores.broadcast_add(mask)?,
+                    None => scores,
+                };
+                candle_nn::ops::softmax_last_dim(&scores)?
             };
-            let probs = candle_nn::ops::softmax_last_dim(&scores)?;
             // (n, heads, s, s) x (n, heads, s, hd) -> (n, heads, s, hd) -> (n*s, H)
             let ctx = probs.matmul(&v)?.transpose(1, 2)?.reshape((g.count * g.slot_len, h))?;
             parts.push(ctx);
@@ -188,6 +197,7 @@ impl Layer {
         // 4. Feed-forward, residual, norm.
         let y = self.intermediate.forward(&x)?;
         let y = match self.act {
+            Activation::GeluErf if y.device().is_cpu() => y.apply_op1_no_bwd(&GeluErf)?,
             Activation::GeluErf => y.gelu_erf()?,
             Activation::GeluTanh => y.gelu()?,
             Activation::Relu => y.relu()?,
@@ -201,7 +211,9 @@ struct SlotGroup {
     start: usize,
     count: usize,
     slot_len: usize,
-    /// (n, 1, 1, s): 0 for real keys, -inf for pad keys; `None` when no slot of the run has padding.
+    real_lens: Vec<u32>,
+    /// (n, 1, 1, s): 0 for real keys, -inf for pad keys; `None` when no slot of the run has padding
+    /// or on the CPU, where [`MaskedSoftmax`] masks by length.
     key_mask: Option<Tensor>,
 }
 
@@ -224,7 +236,7 @@ impl SlotGroups {
         for (start, count, slot_len) in groups {
             let real = &bin.seq_lens[first_slot..first_slot + count];
             first_slot += count;
-            let key_mask = if real.iter().all(|&r| r as usize == slot_len) {
+            let key_mask = if real.iter().all(|&r| r as usize == slot_len) || device.is_cpu() {
                 None
             } else {
                 let mut mask = vec![0f32; count * slot_len];
@@ -233,7 +245,7 @@ impl SlotGroups {
                 }
                 Some(Tensor::from_vec(mask, (count, 1, 1, slot_len), device)?)
             };
-            out.push(SlotGroup { start, count, slot_len, key_mask });
+            out.push(SlotGroup { start, count, slot_len, real_lens: real.to_vec(), key_mask });
         }
         Ok(Self { groups: out })
     }

@@ -3,6 +3,11 @@
 //! Everything of substance lives in the library crates (`warpfold-engine`, `warpfold-candle`); this
 //! binary parses arguments, sets up logging on stderr, loads a model and prints results.
 
+// Candle allocates a fresh buffer per tensor op; mimalloc keeps freed pages for reuse where the
+// system allocator returns them to the kernel and page-faults them back in on every op.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod bench;
 mod embed;
 mod setup;

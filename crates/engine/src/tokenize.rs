@@ -76,7 +76,7 @@ impl TextEncoder {
     /// breaking only between words so that every span re-tokenizes to the same pieces. Every word
     /// lands in exactly one span: nothing is dropped.
     pub fn chunk(&self, text: &str) -> Result<Vec<TextChunk>, TextError> {
-        let enc = self.tokenizer.encode_fast(text, false).map_err(|e| TextError::Tokenizer(e.to_string()))?;
+        let enc = self.tokenizer.encode(text, false).map_err(|e| TextError::Tokenizer(e.to_string()))?;
         let specials = self.tokenizer.get_post_processor().map(|p| p.added_tokens(false)).unwrap_or(0);
         let budget = self.max_tokens.saturating_sub(specials).max(1);
         let offsets = enc.get_offsets();
