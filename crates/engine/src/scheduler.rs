@@ -476,3 +476,177 @@ impl Dispatcher {
         Work { bin, replies: planned.items.into_iter().map(|p| p.reply).collect() }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex as StdMutex;
+    use warpfold_backend::{validate_bin, Layout};
+
+    /// Token id that makes the fake backend fail the whole bin it is in.
+    const POISON: u32 = 666;
+    const PAD: u32 = 0;
+
+    /// A backend whose "embedding" of a sequence is `[sum of its ids, its length]`, so every answer
+    /// can be checked against the input; it records the bins it saw and can be held at a gate.
+    struct FakeBackend {
+        seen: Arc<StdMutex<Vec<Bin>>>,
+        gate: Option<Receiver<()>>,
+    }
+
+    impl Backend for FakeBackend {
+        fn info(&self) -> BackendInfo {
+            BackendInfo { model: "fake".into(), device: "none".into(), max_sequence_tokens: 512, output_dim: 2, pad_token_id: PAD }
+        }
+        fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
+            if let Some(gate) = &self.gate {
+                gate.recv().map_err(|_| BackendError::Inference("gate closed".into()))?;
+            }
+            validate_bin(bin)?;
+            self.seen.lock().unwrap().push(bin.clone());
+            let mut out = Vec::new();
+            for i in 0..bin.num_sequences() {
+                let (start, slot, real) = bin.slot(i);
+                let ids = &bin.input_ids[start..start + real];
+                assert!(bin.input_ids[start + real..start + slot].iter().all(|&t| t == PAD), "slot tail is padding");
+                assert!(bin.position_ids[start..start + slot].iter().copied().eq(0..slot as u32), "positions restart");
+                if ids.contains(&POISON) {
+                    return Err(BackendError::Inference("poisoned bin".into()));
+                }
+                out.push(vec![ids.iter().map(|&t| t as f32).sum(), real as f32]);
+            }
+            Ok(out)
+        }
+    }
+
+    fn fake(gate: Option<Receiver<()>>) -> (FakeBackend, Arc<StdMutex<Vec<Bin>>>) {
+        let seen = Arc::new(StdMutex::new(Vec::new()));
+        (FakeBackend { seen: seen.clone(), gate }, seen)
+    }
+
+    fn expected(seq: &[u32]) -> Vec<f32> {
+        vec![seq.iter().map(|&t| t as f32).sum(), seq.len() as f32]
+    }
+
+    fn sequences(n: usize, seed: u64) -> Vec<Vec<u32>> {
+        let mut rng = crate::corpus::Rng::new(seed);
+        (0..n).map(|_| (0..rng.range(1, 300)).map(|_| rng.range(1_000, 30_000) as u32).collect()).collect()
+    }
+
+    #[test]
+    fn every_sequence_is_answered_in_order_with_its_own_result() {
+        let (backend, seen) = fake(None);
+        let engine = Engine::start(backend, SchedulerConfig { bin_tokens: 1024, ..Default::default() });
+        let seqs = sequences(500, 1);
+        let results = engine.embed(Lane::Bulk, seqs.clone());
+        for (seq, r) in seqs.iter().zip(&results) {
+            assert_eq!(r.as_ref().unwrap(), &expected(seq));
+        }
+        let stats = engine.shutdown();
+        assert_eq!(stats.sequences, 500);
+        let bins = seen.lock().unwrap();
+        assert!(bins.iter().all(|b| b.layout == Layout::Packed && b.computed_tokens() <= 1024));
+        assert!(bins.iter().all(|b| b.cu_seqlens.iter().all(|&c| c % 16 == 0)), "slots start aligned");
+        let real: usize = seqs.iter().map(Vec::len).sum();
+        assert_eq!(stats.real_tokens as usize, real);
+        // FFD over everything pending: bins are nearly full, so few more than the lower bound.
+        let aligned: u64 = seqs.iter().map(|s| u64::from(aligned_len(s.len() as u32, 16))).sum();
+        assert!(stats.bins <= aligned.div_ceil(1024) + 2, "{} bins for {aligned} aligned tokens", stats.bins);
+    }
+
+    #[test]
+    fn too_long_and_empty_sequences_get_their_own_errors_and_the_rest_still_run() {
+        let (backend, _) = fake(None);
+        let engine = Engine::start(backend, SchedulerConfig { bin_tokens: 256, ..Default::default() });
+        let ok = vec![5u32; 40];
+        let results = engine.embed(Lane::Bulk, vec![ok.clone(), vec![7; 300], vec![], ok.clone()]);
+        assert_eq!(results[0], Ok(expected(&ok)));
+        assert_eq!(results[1], Err(EngineError::SequenceTooLong { tokens: 300, aligned: 304, capacity: 256 }));
+        assert_eq!(results[2], Err(EngineError::EmptySequence));
+        assert_eq!(results[3], Ok(expected(&ok)));
+    }
+
+    #[test]
+    fn a_failing_bin_fails_only_its_own_sequences() {
+        let (backend, _) = fake(None);
+        // Bins of 64 tokens: each 40-token sequence gets a bin of its own.
+        let engine = Engine::start(backend, SchedulerConfig { bin_tokens: 64, ..Default::default() });
+        let good = vec![3u32; 40];
+        let mut bad = vec![3u32; 40];
+        bad[7] = POISON;
+        let results = engine.embed(Lane::Bulk, vec![good.clone(), bad, good.clone()]);
+        assert_eq!(results[0], Ok(expected(&good)));
+        assert!(matches!(&results[1], Err(EngineError::Backend(BackendError::Inference(m))) if m.contains("poison")));
+        assert_eq!(results[2], Ok(expected(&good)));
+        assert_eq!(engine.shutdown().failed_bins, 1);
+    }
+
+    #[test]
+    fn interactive_requests_overtake_queued_bulk_work() {
+        let (gate_tx, gate_rx) = crossbeam_channel::unbounded();
+        let (backend, seen) = fake(Some(gate_rx));
+        let engine = Engine::start(backend, SchedulerConfig { bin_tokens: 256, ..Default::default() });
+        // 40 bulk sequences of 200 tokens: 40 bins, queued behind a closed gate.
+        let bulk = engine.submit(Lane::Bulk, vec![vec![1u32; 200]; 40]);
+        // Let the dispatcher take the bulk work and block on the first hand-over.
+        while engine.queue.state.lock().unwrap().bulk.len() > 0 {
+            std::thread::yield_now();
+        }
+        let query = engine.submit(Lane::Interactive, vec![vec![2u32; 10]]);
+        for _ in 0..60 {
+            gate_tx.send(()).unwrap();
+        }
+        assert_eq!(query.wait()[0], Ok(expected(&[2; 10])));
+        assert!(bulk.wait().iter().all(Result::is_ok));
+        let bins = seen.lock().unwrap();
+        let pos = bins.iter().position(|b| b.input_ids[0] == 2).unwrap();
+        // At most the bin being run and the one already handed over go first.
+        assert!(pos <= 2, "the interactive bin ran {pos}th of {}", bins.len());
+    }
+
+    #[test]
+    fn padded_batching_groups_in_arrival_order_and_pads_to_the_longest() {
+        let (backend, seen) = fake(None);
+        let cfg = SchedulerConfig { batching: Batching::Padded { batch_size: 4 }, ..Default::default() };
+        let engine = Engine::start(backend, cfg);
+        let seqs = sequences(10, 2);
+        let results = engine.embed(Lane::Bulk, seqs.clone());
+        for (seq, r) in seqs.iter().zip(&results) {
+            assert_eq!(r.as_ref().unwrap(), &expected(seq));
+        }
+        drop(engine);
+        let bins = seen.lock().unwrap();
+        assert_eq!(bins.iter().map(Bin::num_sequences).collect::<Vec<_>>(), vec![4, 4, 2]);
+        for (b, group) in bins.iter().zip(seqs.chunks(4)) {
+            let longest = group.iter().map(Vec::len).max().unwrap();
+            assert!(b.cu_seqlens.windows(2).all(|w| (w[1] - w[0]) as usize == longest));
+        }
+    }
+
+    #[test]
+    fn a_lone_sequence_is_sent_after_the_wait_and_a_full_window_at_once() {
+        let (backend, seen) = fake(None);
+        // A long wait: only the count trigger can send a full window quickly; the lone sequence
+        // waits for the timer. Both must arrive, each in a single bin.
+        let cfg = SchedulerConfig { min_sequences: 4, max_wait: Duration::from_millis(200), ..Default::default() };
+        let engine = Engine::start(backend, cfg);
+        let four = engine.embed(Lane::Bulk, vec![vec![1; 10]; 4]);
+        assert!(four.iter().all(Result::is_ok));
+        let one = engine.embed(Lane::Bulk, vec![vec![1; 10]]);
+        assert!(one[0].is_ok());
+        drop(engine);
+        let bins = seen.lock().unwrap();
+        assert_eq!(bins.iter().map(Bin::num_sequences).collect::<Vec<_>>(), vec![4, 1]);
+    }
+
+    #[test]
+    fn shutting_down_answers_everything_already_queued() {
+        let (backend, _) = fake(None);
+        let cfg = SchedulerConfig { max_wait: Duration::from_secs(3600), min_sequences: 1000, ..Default::default() };
+        let engine = Engine::start(backend, cfg);
+        let ticket = engine.submit(Lane::Bulk, vec![vec![4; 20]; 3]);
+        let stats = engine.shutdown();
+        assert_eq!(stats.sequences, 3);
+        assert!(ticket.wait().iter().all(Result::is_ok));
+    }
+}

@@ -1,0 +1,97 @@
+//! The `warpfold` binary as a user runs it.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use crate::common::repo;
+
+fn warpfold() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_warpfold"));
+    cmd.env("WARPFOLD_MODELS_DIR", repo().join("models")).env("WARPFOLD_LOG", "off");
+    cmd
+}
+
+fn run_embed(stdin: &[u8], extra: &[&str]) -> (Vec<serde_json::Value>, String, i32) {
+    let mut child = warpfold()
+        .arg("embed")
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let lines = String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    (lines, String::from_utf8_lossy(&out.stderr).into_owned(), out.status.code().unwrap())
+}
+
+#[test]
+fn embed_answers_every_line_in_order_and_bad_lines_get_specific_errors() {
+    let long = "word ".repeat(400);
+    let mut input = Vec::new();
+    input.extend_from_slice(b"{\"text\": \"The first good line.\"}\n");
+    input.extend_from_slice(b"{\"text\": \"\"}\n");
+    input.extend_from_slice(b"{\"text\": \"bad \xff\xfe bytes\"}\n");
+    input.extend_from_slice(format!("{{\"text\": \"{long}\"}}\n").as_bytes());
+    input.extend_from_slice(b"this is not json\n");
+    input.extend_from_slice(b"{\"body\": \"no text field\"}\n");
+    input.extend_from_slice(b"{\"text\": \"The last good line.\"}\n");
+    let (lines, stderr, code) = run_embed(&input, &[]);
+    assert_eq!(lines.len(), 7, "one output line per input line; stderr: {stderr}");
+    for i in [0, 6] {
+        assert_eq!(lines[i]["embedding"].as_array().map(Vec::len), Some(384), "line {}", i + 1);
+    }
+    let error = |i: usize| lines[i]["error"].as_str().unwrap_or_default().to_string();
+    assert_eq!(error(1), "the text is empty");
+    assert!(error(2).contains("UTF-8"), "{}", error(2));
+    assert!(error(3).contains("402 tokens long") && error(3).contains("at most 256"), "{}", error(3));
+    assert!(error(4).contains("invalid JSON"), "{}", error(4));
+    assert!(error(5).contains("no \"text\""), "{}", error(5));
+    for i in 1..6 {
+        assert_eq!(lines[i]["line"], i + 1);
+    }
+    assert_eq!(code, 1, "some inputs failed");
+    assert!(stderr.contains("2 of 7 texts embedded (5 failed)"), "{stderr}");
+}
+
+#[test]
+fn embed_output_is_the_same_packed_and_padded_and_the_json_report_counts_padding() {
+    let input: String = (1..=40).map(|i| format!("{{\"text\": \"{}\"}}\n", "token ".repeat(i * 5))).collect();
+    let (packed, stderr, code) = run_embed(input.as_bytes(), &["--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(report["embedded"], 40);
+    let (padded, stderr, code) = run_embed(input.as_bytes(), &["--json", "--batching", "padded", "--batch-size", "8"]);
+    assert_eq!(code, 0);
+    let padded_report: serde_json::Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert!(padded_report["pad_tokens"].as_u64() > report["pad_tokens"].as_u64(), "{padded_report} vs {report}");
+    for (a, b) in packed.iter().zip(&padded) {
+        let a: Vec<f64> = a["embedding"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        let b: Vec<f64> = b["embedding"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        assert!(a.iter().zip(&b).all(|(x, y)| (x - y).abs() <= 1e-5));
+    }
+}
+
+#[test]
+fn asking_for_cuda_in_a_cpu_build_says_how_to_get_it() {
+    let out = warpfold().args(["--device", "cuda", "embed"]).stdin(Stdio::null()).output().unwrap();
+    if cfg!(feature = "cuda") {
+        return;
+    }
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("built without CUDA") && stderr.contains("--features cuda"), "{stderr}");
+}
+
+#[test]
+fn a_model_folder_without_weights_is_a_clear_error() {
+    let dir = std::env::temp_dir().join(format!("warpfold-empty-model-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.json"), "{}").unwrap();
+    let out = warpfold().arg("--model").arg(&dir).arg("embed").stdin(Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("tokenizer.json is missing"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
