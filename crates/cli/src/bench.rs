@@ -400,15 +400,16 @@ fn print_table(report: &Report) {
             "\n{} corpus: {} documents, {} chunks, {} real tokens (tokenized in {:.2} s)",
             c.corpus, c.documents, c.chunks, c.real_tokens, c.tokenize_seconds
         );
+        let w = c.runs.iter().map(|r| r.system.len()).max().unwrap_or(6);
         let _ = writeln!(
             out,
-            "{:<50} {:>10} {:>10} {:>8} {:>7} {:>8} {:>11} {:>9} {:>9}",
+            "{:<w$} {:>10} {:>10} {:>8} {:>7} {:>8} {:>11} {:>9} {:>9}",
             "system", "real tok", "pad tok", "pad %", "bins", "seconds", "tokens/s", "peak MiB", "min cos"
         );
         for r in &c.runs {
             let _ = writeln!(
                 out,
-                "{:<50} {:>10} {:>10} {:>8.1} {:>7} {:>8.2} {:>11.0} {:>9} {:>9}",
+                "{:<w$} {:>10} {:>10} {:>8.1} {:>7} {:>8.2} {:>11.0} {:>9} {:>9}",
                 r.system,
                 r.real_tokens,
                 r.pad_tokens,
