@@ -1,6 +1,6 @@
 use std::path::PathBuf;
 
-use warpfold_candle::{BertBackend, EncoderFiles, Pooling};
+use warpfold_candle::BertBackend;
 use warpfold_engine::models::ModelDir;
 use warpfold_engine::tokenize::TextEncoder;
 
@@ -17,14 +17,7 @@ pub fn minilm_dir() -> ModelDir {
 }
 
 pub fn load(dir: &ModelDir) -> (BertBackend, TextEncoder) {
-    let files = EncoderFiles {
-        name: dir.name.clone(),
-        config: dir.config.clone(),
-        weights: dir.weights.clone(),
-        pooling: if dir.pooling == "cls" { Pooling::Cls } else { Pooling::Mean },
-        max_sequence_tokens: dir.max_seq_length,
-    };
-    let backend = BertBackend::load(&files, &candle_core::Device::Cpu).expect("model loads");
+    let backend = BertBackend::load(dir, &candle_core::Device::Cpu).expect("model loads");
     let max = warpfold_backend::Backend::info(&backend).max_sequence_tokens;
     let encoder = TextEncoder::from_file(&dir.tokenizer, max).expect("tokenizer loads");
     (backend, encoder)

@@ -167,7 +167,7 @@ fn a_bge_style_checkpoint_loads_and_packs_exactly() {
     let dir = std::env::temp_dir().join(format!("warpfold-bge-{}", std::process::id()));
     write_bge_style_model(&dir);
     let model = ModelDir::open(&dir).unwrap();
-    assert_eq!(model.pooling, "cls");
+    assert_eq!(model.pooling, warpfold_candle::Pooling::Cls);
     assert_eq!(model.max_seq_length, None);
     let (backend, _) = load(&model);
     assert_eq!(backend.info().max_sequence_tokens, 512);

@@ -10,6 +10,8 @@
 //! sequence of the batch). A model must mask the pad tokens out of attention and out of pooling, so a
 //! sequence's output never depends on its slot size or on its neighbours.
 
+pub mod model_dir;
+
 use serde::{Deserialize, Serialize};
 
 /// Identifies one sequence across the scheduler: the request it came from and its index there.

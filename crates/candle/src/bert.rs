@@ -13,6 +13,7 @@
 use candle_core::{DType, Device, IndexOp, Module, Result, Tensor};
 use candle_nn::{layer_norm, linear, Embedding, LayerNorm, LayerNormConfig, Linear, VarBuilder};
 use serde::Deserialize;
+use warpfold_backend::model_dir::Pooling;
 use warpfold_backend::Bin;
 
 use crate::cpu_ops::{GeluErf, MaskedSoftmax};
@@ -77,12 +78,6 @@ impl Config {
     }
 }
 
-/// How the token states of one sequence become its vector (sentence-transformers' `1_Pooling`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pooling {
-    Mean,
-    Cls,
-}
 
 struct Embeddings {
     word: Embedding,

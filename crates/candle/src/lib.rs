@@ -7,12 +7,12 @@
 pub mod bert;
 mod cpu_ops;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use candle_core::Device;
 use warpfold_backend::{validate_bin, Backend, BackendError, BackendInfo, Bin};
 
-pub use bert::Pooling;
+pub use warpfold_backend::model_dir::{ModelDir, Pooling};
 
 /// Where a model runs, as the user asks for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,17 +48,6 @@ fn device_name(device: &Device) -> String {
     }
 }
 
-/// What a BERT-family model directory provides to the loader.
-#[derive(Debug, Clone)]
-pub struct EncoderFiles {
-    pub name: String,
-    pub config: PathBuf,
-    pub weights: Vec<PathBuf>,
-    pub pooling: Pooling,
-    /// The model card's own limit (sentence-transformers' `max_seq_length`), when it has one.
-    pub max_sequence_tokens: Option<usize>,
-}
-
 /// The BERT encoder as a [`Backend`]: bins in, normalised sentence embeddings out.
 pub struct BertBackend {
     model: bert::BertModel,
@@ -66,7 +55,7 @@ pub struct BertBackend {
 }
 
 impl BertBackend {
-    pub fn load(files: &EncoderFiles, device: &Device) -> Result<Self, BackendError> {
+    pub fn load(files: &ModelDir, device: &Device) -> Result<Self, BackendError> {
         let cfg = read_config(&files.config)?;
         for w in &files.weights {
             if !w.is_file() {
@@ -75,7 +64,7 @@ impl BertBackend {
         }
         let model = bert::load(&cfg, files.pooling, &files.weights, device)
             .map_err(|e| BackendError::Start(format!("loading {}: {e}", files.name)))?;
-        let max = files.max_sequence_tokens.unwrap_or(cfg.max_position_embeddings).min(cfg.max_position_embeddings);
+        let max = files.max_seq_length.unwrap_or(cfg.max_position_embeddings).min(cfg.max_position_embeddings);
         let info = BackendInfo {
             model: format!("bert ({})", files.name),
             device: device_name(device),

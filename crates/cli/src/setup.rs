@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use warpfold_candle::{select_device, BertBackend, DeviceChoice, EncoderFiles, Pooling};
+use warpfold_candle::{select_device, BertBackend, DeviceChoice};
 use warpfold_engine::embed::Embedder;
 use warpfold_engine::models::{self, Manifest, ModelDir};
 use warpfold_engine::tokenize::TextEncoder;
@@ -58,14 +58,7 @@ pub fn load_backend(global: &GlobalOptions, dir: &ModelDir) -> Result<BertBacken
         DeviceArg::Cuda => DeviceChoice::Cuda,
         DeviceArg::Auto => DeviceChoice::Auto,
     })?;
-    let files = EncoderFiles {
-        name: dir.name.clone(),
-        config: dir.config.clone(),
-        weights: dir.weights.clone(),
-        pooling: if dir.pooling == "cls" { Pooling::Cls } else { Pooling::Mean },
-        max_sequence_tokens: dir.max_seq_length,
-    };
-    BertBackend::load(&files, &device).with_context(|| format!("loading the model in {}", dir.dir.display()))
+    BertBackend::load(dir, &device).with_context(|| format!("loading the model in {}", dir.dir.display()))
 }
 
 /// Loads the model and starts the engine with the global options.

