@@ -59,15 +59,36 @@ struct Block {
 pub fn run(global: &GlobalOptions, args: &EmbedArgs) -> Result<ExitCode> {
     let embedder = setup::embedder(global)?;
     let started = Instant::now();
-    let stdin = std::io::stdin().lock();
-    let mut out = BufWriter::new(std::io::stdout().lock());
     let bar = if std::io::stderr().is_terminal() {
         let bar = ProgressBar::new_spinner();
-        bar.set_style(ProgressStyle::with_template("{spinner} {pos} texts embedded {per_sec} [{elapsed}] {msg}")?);
+        bar.set_style(ProgressStyle::with_template("{spinner} {pos} sequences embedded ({per_sec}) [{elapsed}] {msg}")?);
         bar
     } else {
         ProgressBar::hidden()
     };
+    // The bar follows the engine's own counter: answers are written in input order, but FFD spreads
+    // a block's texts over many bins, so written lines alone would make the bar stall and jump.
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let s = embedder.engine.stats();
+                bar.set_position(s.sequences);
+                bar.set_message(format!("{} bins, {} tokens", s.bins, s.real_tokens));
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        });
+        let result = embed_all(&embedder);
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        result
+    })
+    .and_then(|(ok, failed, tokens)| report(&embedder, &bar, args, ok, failed, tokens, started))
+}
+
+/// Streams stdin through the engine and writes the answers; returns (embedded, failed, tokens).
+fn embed_all(embedder: &warpfold_engine::embed::Embedder) -> Result<(usize, usize, usize)> {
+    let stdin = std::io::stdin().lock();
+    let mut out = BufWriter::new(std::io::stdout().lock());
 
     let mut raw_lines = stdin.split(b'\n');
     let mut in_flight: VecDeque<Block> = VecDeque::new();
@@ -118,10 +139,21 @@ pub fn run(global: &GlobalOptions, args: &EmbedArgs) -> Result<ExitCode> {
             };
             serde_json::to_writer(&mut out, &value)?;
             out.write_all(b"\n")?;
-            bar.inc(1);
         }
         out.flush()?;
     }
+    Ok((ok, failed, tokens))
+}
+
+fn report(
+    embedder: &warpfold_engine::embed::Embedder,
+    bar: &ProgressBar,
+    args: &EmbedArgs,
+    ok: usize,
+    failed: usize,
+    tokens: usize,
+    started: Instant,
+) -> Result<ExitCode> {
     bar.finish_and_clear();
     let stats = embedder.engine.stats();
     let seconds = started.elapsed().as_secs_f64();
