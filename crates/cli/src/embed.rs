@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 use std::io::{BufRead, BufWriter, IsTerminal, Write};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use clap::Args;
@@ -68,18 +68,20 @@ pub fn run(global: &GlobalOptions, args: &EmbedArgs) -> Result<ExitCode> {
     };
     // The bar follows the engine's own counter: answers are written in input order, but FFD spreads
     // a block's texts over many bins, so written lines alone would make the bar stall and jump.
-    let done = std::sync::atomic::AtomicBool::new(false);
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
     std::thread::scope(|scope| {
-        scope.spawn(|| {
-            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+        let embedder = &embedder;
+        let bar = &bar;
+        scope.spawn(move || {
+            // Wakes every 100 ms to redraw, and at once when the run ends (the sender is dropped).
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(Duration::from_millis(100)) {
                 let s = embedder.engine.stats();
                 bar.set_position(s.sequences);
                 bar.set_message(format!("{} bins, {} tokens", s.bins, s.real_tokens));
-                std::thread::sleep(std::time::Duration::from_millis(100));
             }
         });
-        let result = embed_all(&embedder);
-        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let result = embed_all(embedder);
+        drop(stop);
         result
     })
     .and_then(|(ok, failed, tokens)| report(&embedder, &bar, args, ok, failed, tokens, started))
@@ -169,10 +171,14 @@ fn report(
         eprintln!("{report}");
     } else {
         eprintln!(
-            "warpfold embed: {ok} of {} texts embedded ({failed} failed), {tokens} tokens in {} bins, {:.1}% padding, {:.2} s, {:.0} tokens/s on {}",
+            "warpfold embed: {ok} of {} texts embedded ({failed} failed), {tokens} tokens in {} bins, {:.1}% {}, {:.2} s, {:.0} tokens/s on {}",
             ok + failed,
             stats.bins,
             report["padding_percent"].as_f64().unwrap_or(0.0),
+            match embedder.engine.config().batching {
+                warpfold_engine::Batching::Packed => format!("alignment tokens (slots rounded up to {})", embedder.engine.config().align),
+                warpfold_engine::Batching::Padded { .. } => "padding tokens".to_string(),
+            },
             seconds,
             report["tokens_per_second"].as_f64().unwrap_or(0.0),
             embedder.engine.info().device,
