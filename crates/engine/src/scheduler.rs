@@ -198,7 +198,9 @@ impl Engine {
             let pad = info.pad_token_id;
             std::thread::Builder::new()
                 .name("warpfold-dispatch".into())
-                .spawn(move || Dispatcher { queue, config, pad, ready: VecDeque::new() }.run(bin_tx))
+                .spawn(move || {
+                    Dispatcher { queue, config, pad, urgent: VecDeque::new(), ready: VecDeque::new() }.run(bin_tx)
+                })
                 .expect("spawning the dispatcher thread")
         };
         Engine {
@@ -312,7 +314,16 @@ struct Work {
 fn run_backend<B: Backend>(mut backend: B, bins: Receiver<Work>, stats: &EngineStats) {
     for work in bins {
         let started = Instant::now();
-        let result = backend.embed(&work.bin);
+        // A panicking model costs its own bin, not the engine: the thread lives on for the next one.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| backend.embed(&work.bin)))
+            .unwrap_or_else(|panic| {
+                let why = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                Err(BackendError::Inference(format!("the backend panicked: {why}")))
+            });
         stats.backend_busy_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         let bin = &work.bin;
         match result {
@@ -354,6 +365,8 @@ struct Dispatcher {
     queue: Arc<Queue>,
     config: SchedulerConfig,
     pad: u32,
+    /// Interactive bins planned but not yet handed over: they go before any bulk bin.
+    urgent: VecDeque<PlannedBin>,
     /// Bulk bins planned but not yet handed over, fullest first.
     ready: VecDeque<PlannedBin>,
 }
@@ -361,6 +374,7 @@ struct Dispatcher {
 enum Take {
     Interactive(Vec<Pending>),
     Bulk(Vec<Pending>),
+    Urgent,
     Ready,
     Exit,
 }
@@ -370,7 +384,12 @@ impl Dispatcher {
         loop {
             let next = match self.take() {
                 Take::Exit => return,
-                Take::Interactive(items) => self.plan(items).into_iter().next(),
+                Take::Interactive(items) => {
+                    let planned = self.plan(items);
+                    self.urgent.extend(planned);
+                    self.urgent.pop_front()
+                }
+                Take::Urgent => self.urgent.pop_front(),
                 Take::Bulk(items) => {
                     let planned = self.plan(items);
                     self.ready.extend(planned);
@@ -396,6 +415,9 @@ impl Dispatcher {
                     state.oldest = None;
                 }
                 return Take::Interactive(items);
+            }
+            if !self.urgent.is_empty() {
+                return Take::Urgent;
             }
             if !self.ready.is_empty() {
                 // Re-open the last, partly filled bin when new bulk work can share it.
@@ -485,6 +507,8 @@ mod tests {
 
     /// Token id that makes the fake backend fail the whole bin it is in.
     const POISON: u32 = 666;
+    /// Token id that makes the fake backend panic.
+    const PANIC: u32 = 999;
     const PAD: u32 = 0;
 
     /// A backend whose "embedding" of a sequence is `[sum of its ids, its length]`, so every answer
@@ -510,6 +534,7 @@ mod tests {
                 let ids = &bin.input_ids[start..start + real];
                 assert!(bin.input_ids[start + real..start + slot].iter().all(|&t| t == PAD), "slot tail is padding");
                 assert!(bin.position_ids[start..start + slot].iter().copied().eq(0..slot as u32), "positions restart");
+                assert!(!ids.contains(&PANIC), "fake backend told to panic");
                 if ids.contains(&POISON) {
                     return Err(BackendError::Inference("poisoned bin".into()));
                 }
@@ -648,5 +673,28 @@ mod tests {
         let stats = engine.shutdown();
         assert_eq!(stats.sequences, 3);
         assert!(ticket.wait().iter().all(Result::is_ok));
+    }
+
+    #[test]
+    fn an_interactive_request_larger_than_one_bin_is_answered_whole() {
+        let (backend, seen) = fake(None);
+        let engine = Engine::start(backend, SchedulerConfig { bin_tokens: 64, ..Default::default() });
+        let seqs = vec![vec![2000u32; 48]; 5];
+        let results = engine.embed(Lane::Interactive, seqs.clone());
+        assert_eq!(results, seqs.iter().map(|s| Ok(expected(s))).collect::<Vec<_>>());
+        drop(engine);
+        assert_eq!(seen.lock().unwrap().len(), 5, "one 48-token sequence per 64-token bin");
+    }
+
+    #[test]
+    fn a_panicking_backend_fails_its_bin_and_the_engine_goes_on() {
+        let (backend, _) = fake(None);
+        let engine = Engine::start(backend, SchedulerConfig { bin_tokens: 64, ..Default::default() });
+        let mut bad = vec![3000u32; 40];
+        bad[0] = PANIC;
+        let results = engine.embed(Lane::Bulk, vec![bad]);
+        assert!(matches!(&results[0], Err(EngineError::Backend(BackendError::Inference(m))) if m.contains("panicked")));
+        let after = engine.embed(Lane::Bulk, vec![vec![3000u32; 40]]);
+        assert_eq!(after[0], Ok(expected(&[3000; 40])));
     }
 }
