@@ -37,7 +37,7 @@ pub struct Bin {
     pub layout: Layout,
     /// All slots' tokens, back to back; `input_ids.len() == cu_seqlens.last()`.
     pub input_ids: Vec<u32>,
-    /// Position of each token inside its own sequence: restarts at 0 in every slot.
+    /// Position of each token inside its own sequence: restarts at 0 in every slot; pad tokens are 0.
     pub position_ids: Vec<u32>,
     /// Slot boundaries, `slots + 1` entries starting at 0, strictly increasing.
     pub cu_seqlens: Vec<u32>,

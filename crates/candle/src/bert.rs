@@ -58,7 +58,12 @@ impl Config {
     /// Fails early, with the reason, on configurations this file does not implement.
     pub fn check(&self) -> std::result::Result<(), String> {
         if let Some(t) = &self.model_type {
-            if !matches!(t.as_str(), "bert" | "roberta" | "xlm-roberta") {
+            if matches!(t.as_str(), "roberta" | "xlm-roberta") {
+                // RoBERTa offsets positions by pad_token_id + 1; not implemented, so refuse rather
+                // than return wrong vectors.
+                return Err(format!("model_type {t:?} (RoBERTa position offsets) is not supported yet"));
+            }
+            if t != "bert" {
                 return Err(format!("model_type {t:?} is not a BERT-family encoder"));
             }
         }
@@ -341,6 +346,9 @@ mod tests {
         let mut bad = cfg.clone();
         bad.num_attention_heads = 3;
         assert!(bad.check().unwrap_err().contains("multiple"));
+        let mut bad = cfg.clone();
+        bad.model_type = Some("xlm-roberta".into());
+        assert!(bad.check().unwrap_err().contains("RoBERTa"));
         let mut bad = cfg;
         bad.model_type = Some("llama".into());
         assert!(bad.check().unwrap_err().contains("llama"));

@@ -92,10 +92,11 @@ impl Backend for BertBackend {
 
     fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
         validate_bin(bin)?;
-        if bin.max_seqlen as usize > self.model.config.max_position_embeddings {
+        let longest = bin.seq_lens.iter().copied().max().unwrap_or(0) as usize;
+        if longest > self.model.config.max_position_embeddings {
             return Err(BackendError::InvalidBin(format!(
-                "a slot of {} tokens exceeds the model's {} positions",
-                bin.max_seqlen, self.model.config.max_position_embeddings
+                "a sequence of {longest} tokens exceeds the model's {} positions",
+                self.model.config.max_position_embeddings
             )));
         }
         let out = self.model.embed(bin).and_then(|t| t.to_vec2::<f32>());

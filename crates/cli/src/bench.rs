@@ -366,7 +366,8 @@ fn packer_throughput(n: usize, capacity: u32, align: u32, seed: u64) -> PackerRe
     let lengths: Vec<u32> = (0..n)
         .map(|_| {
             let len = if rng.range(0, 1) == 0 { rng.range(60, 180) } else { rng.range(200, 256) };
-            aligned_len(len as u32, align)
+            // Clamped so that any --bin-tokens works: the packer refuses items over the capacity.
+            aligned_len(len as u32, align).min(capacity - capacity % align.max(1)).max(1)
         })
         .collect();
     let t = Instant::now();

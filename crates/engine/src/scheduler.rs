@@ -130,6 +130,7 @@ struct Pending {
     tag: SequenceTag,
     ids: Vec<u32>,
     reply: Reply,
+    arrived: Instant,
 }
 
 #[derive(Default)]
@@ -245,6 +246,7 @@ impl Engine {
         let len = sequences.len();
         let limit = self.max_sequence_tokens();
         let mut accepted = Vec::with_capacity(len);
+        let arrived = Instant::now();
         for (index, ids) in sequences.into_iter().enumerate() {
             let index = index as u32;
             if ids.is_empty() {
@@ -254,7 +256,7 @@ impl Engine {
                 let capacity = self.config.bin_tokens as usize;
                 let _ = reply.send((index, Err(EngineError::SequenceTooLong { tokens: ids.len(), aligned, capacity })));
             } else {
-                accepted.push(Pending { tag: SequenceTag { request, index }, ids, reply: reply.clone() });
+                accepted.push(Pending { tag: SequenceTag { request, index }, ids, reply: reply.clone(), arrived });
             }
         }
         if !accepted.is_empty() {
@@ -420,10 +422,13 @@ impl Dispatcher {
                 return Take::Urgent;
             }
             if !self.ready.is_empty() {
-                // Re-open the last, partly filled bin when new bulk work can share it.
+                // Re-open the last, partly filled bin when new bulk work can share it, unless its
+                // oldest sequence has already waited `max_wait`: under steady load it could
+                // otherwise be re-planned into the tail again and again.
                 let tail_has_room = self.ready.len() == 1
                     && self.ready[0].tokens < self.config.bin_tokens
-                    && matches!(self.config.batching, Batching::Packed);
+                    && matches!(self.config.batching, Batching::Packed)
+                    && self.ready[0].items.iter().map(|p| p.arrived).min().is_some_and(|t| t.elapsed() < self.config.max_wait);
                 if tail_has_room && !state.bulk.is_empty() {
                     let tail = self.ready.pop_front().expect("checked non-empty");
                     let mut items = tail.items;
@@ -533,7 +538,8 @@ mod tests {
                 let (start, slot, real) = bin.slot(i);
                 let ids = &bin.input_ids[start..start + real];
                 assert!(bin.input_ids[start + real..start + slot].iter().all(|&t| t == PAD), "slot tail is padding");
-                assert!(bin.position_ids[start..start + slot].iter().copied().eq(0..slot as u32), "positions restart");
+                assert!(bin.position_ids[start..start + real].iter().copied().eq(0..real as u32), "positions restart");
+                assert!(bin.position_ids[start + real..start + slot].iter().all(|&p| p == 0), "pad positions are 0");
                 assert!(!ids.contains(&PANIC), "fake backend told to panic");
                 if ids.contains(&POISON) {
                     return Err(BackendError::Inference("poisoned bin".into()));

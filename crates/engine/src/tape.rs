@@ -39,7 +39,10 @@ pub fn build_bin<'a>(
         debug_assert!(slot >= seq.ids.len(), "a slot holds its whole sequence. This is a bug.");
         bin.input_ids.extend_from_slice(seq.ids);
         bin.input_ids.resize(bin.input_ids.len() + slot - seq.ids.len(), pad_token_id);
-        bin.position_ids.extend(0..slot as u32);
+        // Real tokens count 0, 1, 2, ...; pad tokens (masked out) take position 0, so a slot rounded
+        // up past the model's last position embedding still only uses positions it has.
+        bin.position_ids.extend(0..seq.ids.len() as u32);
+        bin.position_ids.resize(bin.position_ids.len() + slot - seq.ids.len(), 0);
         bin.cu_seqlens.push(bin.input_ids.len() as u32);
         bin.seq_lens.push(seq.ids.len() as u32);
         bin.max_seqlen = bin.max_seqlen.max(slot as u32);
@@ -95,7 +98,8 @@ mod tests {
         assert_eq!(bin.max_seqlen, 32);
         assert_eq!(&bin.input_ids[..6], &[101, 5, 6, 102, 0, 0]);
         assert_eq!(bin.position_ids[16], 0);
-        assert_eq!(bin.position_ids[15], 15);
+        assert_eq!(bin.position_ids[3], 3);
+        assert_eq!(bin.position_ids[4], 0, "pad tokens take position 0");
         assert_eq!(&bin.input_ids[16..33], b.as_slice());
         assert_eq!(bin.real_tokens(), 21);
         assert_eq!(bin.pad_tokens(), 27);
