@@ -13,16 +13,16 @@ pub struct TokenSequence<'a> {
     pub ids: &'a [u32],
 }
 
-/// Lays `sequences` out as slots of `slot_len(i)` tokens each (at least the sequence's own length).
+/// Lays `sequences` out as slots of `slot_len(sequence length)` tokens each.
 pub fn build_bin<'a>(
     layout: Layout,
     sequences: impl ExactSizeIterator<Item = TokenSequence<'a>> + Clone,
-    slot_len: impl Fn(usize, usize) -> usize,
+    slot_len: impl Fn(usize) -> usize,
     capacity: u32,
     pad_token_id: u32,
 ) -> Bin {
     let n = sequences.len();
-    let total: usize = sequences.clone().enumerate().map(|(i, s)| slot_len(i, s.ids.len())).sum();
+    let total: usize = sequences.clone().map(|s| slot_len(s.ids.len())).sum();
     let mut bin = Bin {
         layout,
         input_ids: Vec::with_capacity(total),
@@ -34,8 +34,8 @@ pub fn build_bin<'a>(
         tags: Vec::with_capacity(n),
     };
     bin.cu_seqlens.push(0);
-    for (i, seq) in sequences.enumerate() {
-        let slot = slot_len(i, seq.ids.len());
+    for seq in sequences {
+        let slot = slot_len(seq.ids.len());
         debug_assert!(slot >= seq.ids.len(), "a slot holds its whole sequence. This is a bug.");
         bin.input_ids.extend_from_slice(seq.ids);
         bin.input_ids.resize(bin.input_ids.len() + slot - seq.ids.len(), pad_token_id);
@@ -61,7 +61,7 @@ pub fn packed_bin<'a>(
     build_bin(
         Layout::Packed,
         sequences,
-        |_, len| crate::packer::aligned_len(len as u32, align) as usize,
+        |len| crate::packer::aligned_len(len as u32, align) as usize,
         capacity,
         pad_token_id,
     )
@@ -74,7 +74,7 @@ pub fn padded_bin<'a>(
 ) -> Bin {
     let longest = sequences.clone().map(|s| s.ids.len()).max().unwrap_or(0);
     let capacity = (longest * sequences.len()) as u32;
-    build_bin(Layout::Padded, sequences, |_, _| longest, capacity, pad_token_id)
+    build_bin(Layout::Padded, sequences, |_| longest, capacity, pad_token_id)
 }
 
 #[cfg(test)]
