@@ -3,13 +3,7 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use crate::common::repo;
-
-fn warpfold() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_warpfold"));
-    cmd.env("WARPFOLD_MODELS_DIR", repo().join("models")).env("WARPFOLD_LOG", "off");
-    cmd
-}
+use crate::common::{repo, warpfold};
 
 fn run_embed(stdin: &[u8], extra: &[&str]) -> (Vec<serde_json::Value>, String, i32) {
     let mut child = warpfold()

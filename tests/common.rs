@@ -4,6 +4,13 @@ use warpfold_candle::BertBackend;
 use warpfold_engine::models::ModelDir;
 use warpfold_engine::tokenize::TextEncoder;
 
+/// The real `warpfold` binary, with the test models and quiet logs.
+pub fn warpfold() -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_warpfold"));
+    cmd.env("WARPFOLD_MODELS_DIR", repo().join("models")).env("WARPFOLD_LOG", "off");
+    cmd
+}
+
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }

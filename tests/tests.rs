@@ -6,3 +6,4 @@
 mod cli;
 mod common;
 mod embedding;
+mod index;

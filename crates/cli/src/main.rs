@@ -10,6 +10,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod bench;
 mod embed;
+mod index;
 mod setup;
 
 use std::path::PathBuf;
@@ -71,6 +72,18 @@ pub enum Command {
     Embed(embed::EmbedArgs),
     /// Packed against padded (and optionally sentence-transformers) on the seeded benchmark corpora.
     Bench(bench::BenchArgs),
+    /// Index files and folders (PDF, text, Markdown) into a local searchable database.
+    Index(index::IndexArgs),
+    /// Search an index: semantic (embeddings) and keyword (BM25) hits merged.
+    Search(index::SearchArgs),
+    /// Write the bundled sample documents into a folder.
+    MakeSamples {
+        /// Where to write them.
+        dir: PathBuf,
+    },
+    /// Extract one PDF and print its pages as JSON (used by `index` in a separate process).
+    #[command(hide = true)]
+    ExtractWorker { path: PathBuf },
     /// Manage the default models.
     Models {
         #[command(subcommand)]
@@ -89,6 +102,11 @@ pub enum ModelsAction {
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Command::ExtractWorker { path } = &cli.command {
+        // Nothing else runs in a worker: no logging setup, no model.
+        return ExitCode::from(warpfold_index::extract::worker_main(path) as u8);
+    }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
@@ -96,10 +114,13 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
-    let cli = Cli::parse();
     let result = match &cli.command {
         Command::Embed(args) => embed::run(&cli.global, args),
         Command::Bench(args) => bench::run(&cli.global, args),
+        Command::Index(args) => index::run_index(&cli.global, args),
+        Command::Search(args) => index::run_search(&cli.global, args),
+        Command::MakeSamples { dir } => index::run_make_samples(dir),
+        Command::ExtractWorker { .. } => unreachable!("handled above"),
         Command::Models { action } => setup::models_command(&cli.global, action).map(|()| ExitCode::SUCCESS),
     };
     match result {

@@ -63,7 +63,12 @@ pub fn load_backend(global: &GlobalOptions, dir: &ModelDir) -> Result<BertBacken
 
 /// Loads the model and starts the engine with the global options.
 pub fn embedder(global: &GlobalOptions) -> Result<Embedder> {
-    let dir = embedding_model_dir(global)?;
+    embedder_for(global, &embedding_model_dir(global)?)
+}
+
+/// Loads the model in `dir` and starts the engine with the global options.
+pub fn embedder_for(global: &GlobalOptions, dir: &ModelDir) -> Result<Embedder> {
+    let dir = dir.clone();
     let backend = load_backend(global, &dir)?;
     let max_tokens = warpfold_backend::Backend::info(&backend).max_sequence_tokens;
     let encoder = TextEncoder::from_file(&dir.tokenizer, max_tokens)?;

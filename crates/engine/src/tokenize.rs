@@ -46,6 +46,11 @@ impl TextEncoder {
         self.max_tokens
     }
 
+    /// Special tokens the model adds around every sequence ([CLS] and [SEP] for BERT).
+    pub fn special_tokens(&self) -> usize {
+        self.tokenizer.get_post_processor().map(|p| p.added_tokens(false)).unwrap_or(0)
+    }
+
     /// Ids with the model's special tokens, or why not.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, TextError> {
         self.check(text, self.tokenizer.encode_fast(text, true))
@@ -76,12 +81,31 @@ impl TextEncoder {
     /// breaking only between words so that every span re-tokenizes to the same pieces. Every word
     /// lands in exactly one span: nothing is dropped.
     pub fn chunk(&self, text: &str) -> Result<Vec<TextChunk>, TextError> {
+        self.chunk_overlapping(text, 0)
+    }
+
+    /// Like [`chunk`](Self::chunk), but each span after the first starts about `overlap` tokens
+    /// before the previous one ended (at a word start), so a sentence cut by a chunk boundary is
+    /// whole in one of the two. Every word lands in at least one span.
+    pub fn chunk_overlapping(&self, text: &str, overlap: usize) -> Result<Vec<TextChunk>, TextError> {
+        let specials = self.special_tokens();
+        self.chunk_with_budget(text, self.max_tokens.saturating_sub(specials).max(1), overlap, specials)
+    }
+
+    /// Spans of at most `budget` tokens without special tokens (`specials` are counted on top).
+    pub fn chunk_with_budget(
+        &self,
+        text: &str,
+        budget: usize,
+        overlap: usize,
+        specials: usize,
+    ) -> Result<Vec<TextChunk>, TextError> {
         let enc = self.tokenizer.encode(text, false).map_err(|e| TextError::Tokenizer(e.to_string()))?;
-        let specials = self.tokenizer.get_post_processor().map(|p| p.added_tokens(false)).unwrap_or(0);
-        let budget = self.max_tokens.saturating_sub(specials).max(1);
+        let budget = budget.max(1);
+        let overlap = overlap.min(budget / 2);
         let offsets = enc.get_offsets();
         let words = enc.get_word_ids();
-        // Token indices where a new word begins: the only places a span may start.
+        let continues_word = |i: usize| words[i].is_some() && words[i] == words[i - 1];
         let n = offsets.len();
         let mut chunks = Vec::new();
         let mut start_tok = 0;
@@ -91,10 +115,10 @@ impl TextEncoder {
                 // Move the cut back to the start of the word it falls in, unless that word alone is
                 // longer than the budget (then cut inside it rather than loop forever).
                 let mut cut = end_tok;
-                while cut > start_tok + 1 && words[cut].is_some() && words[cut] == words[cut - 1] {
+                while cut > start_tok + 1 && continues_word(cut) {
                     cut -= 1;
                 }
-                if cut > start_tok + 1 || words[end_tok] != words[end_tok - 1] {
+                if cut > start_tok + 1 || !continues_word(end_tok) {
                     end_tok = cut;
                 }
             }
@@ -103,7 +127,16 @@ impl TextEncoder {
                 end: offsets[end_tok - 1].1,
                 tokens: end_tok - start_tok + specials,
             });
-            start_tok = end_tok;
+            if end_tok >= n {
+                break;
+            }
+            // The next span re-reads the last `overlap` tokens, from the first word start at or
+            // after that point, and always moves forward.
+            let mut next = end_tok.saturating_sub(overlap).max(start_tok + 1);
+            while next < end_tok && continues_word(next) {
+                next += 1;
+            }
+            start_tok = next;
         }
         Ok(chunks)
     }

@@ -1,0 +1,211 @@
+//! `warpfold index`, `warpfold search`, and the hidden `extract-worker` they rely on.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use warpfold_engine::Lane;
+use warpfold_index::extract::Isolation;
+use warpfold_index::pipeline::{IndexOptions, IndexReport, Progress};
+use warpfold_index::search::{hybrid_search, Hit, VectorIndex};
+use warpfold_index::store::Store;
+
+use crate::{setup, GlobalOptions};
+
+#[derive(Args, Debug)]
+pub struct IndexArgs {
+    /// Files and folders to index (folders recursively; .pdf, .txt and .md).
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// The index database (SQLite); created if missing, updated incrementally if not.
+    #[arg(long)]
+    pub db: PathBuf,
+    /// Print one JSON object with the run's report instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Remove documents whose file no longer exists.
+    #[arg(long)]
+    pub prune: bool,
+    /// Read again files that failed in an earlier run even if they did not change.
+    #[arg(long)]
+    pub retry_failed: bool,
+    /// Seconds one PDF may take to extract before it is stopped and recorded as failed.
+    #[arg(long, default_value_t = 60)]
+    pub extract_timeout: u64,
+    /// Memory (MiB of address space) one PDF's extraction may use.
+    #[arg(long, default_value_t = 2048)]
+    pub extract_memory_mib: u64,
+    /// Parallel extraction and tokenization workers (default: the number of cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Tokens shared by consecutive chunks of a document.
+    #[arg(long, default_value_t = 32)]
+    pub overlap: usize,
+}
+
+#[derive(Args, Debug)]
+pub struct SearchArgs {
+    /// What to look for, in your own words.
+    pub query: String,
+    /// The index database built by `warpfold index`.
+    #[arg(long)]
+    pub db: PathBuf,
+    /// How many hits to show.
+    #[arg(short = 'k', long, default_value_t = 5)]
+    pub k: usize,
+    /// Print a JSON array of {"path", "page", "score", "text", ...}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// How this binary runs itself as an extraction worker.
+fn isolation(args: &IndexArgs) -> Result<Isolation> {
+    let exe = std::env::current_exe().context("finding the warpfold binary to run extraction workers")?;
+    let mut isolation = Isolation::new(exe, vec!["extract-worker".into()]);
+    isolation.timeout = Duration::from_secs(args.extract_timeout.max(1));
+    isolation.memory_limit_mib = args.extract_memory_mib;
+    Ok(isolation)
+}
+
+/// A path as the user would like to read it: relative to the current folder when it is inside it.
+fn display_path(path: &str) -> String {
+    let cwd = std::env::current_dir().ok();
+    cwd.as_deref()
+        .and_then(|cwd| Path::new(path).strip_prefix(cwd).ok())
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| path.to_string())
+}
+
+pub fn run_index(global: &GlobalOptions, args: &IndexArgs) -> Result<ExitCode> {
+    for path in &args.paths {
+        if !path.exists() {
+            bail!("{}: no such file or folder", path.display());
+        }
+    }
+    let dir = setup::embedding_model_dir(global)?;
+    let embedder = setup::embedder_for(global, &dir)?;
+    let options = IndexOptions {
+        isolation: isolation(args)?,
+        jobs: args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)),
+        overlap: args.overlap,
+        prune: args.prune,
+        retry_failed: args.retry_failed,
+    };
+    let progress = Progress::default();
+    let bar = if std::io::stderr().is_terminal() && !args.json {
+        let bar = ProgressBar::new(0);
+        bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} files [{elapsed}] {msg}")?);
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let report = std::thread::scope(|scope| {
+        let (progress, bar, embedder) = (&progress, &bar, &embedder);
+        scope.spawn(move || {
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(Duration::from_millis(100)) {
+                bar.set_length(progress.files_total.load(Ordering::Relaxed));
+                bar.set_position(progress.files_done.load(Ordering::Relaxed));
+                let s = embedder.engine.stats();
+                bar.set_message(format!("{} chunks embedded, {} tokens", progress.chunks_embedded.load(Ordering::Relaxed), s.real_tokens));
+            }
+        });
+        let report = warpfold_index::index_paths(&args.paths, &args.db, &embedder, &dir.name, &options, progress);
+        drop(stop);
+        report
+    })?;
+    bar.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print_report(&report, &args.db);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_report(r: &IndexReport, db: &Path) {
+    println!(
+        "{} documents: {} indexed, {} unchanged, {} failed{} -> {}",
+        r.documents_total,
+        r.documents_indexed,
+        r.documents_skipped,
+        r.documents_failed,
+        if r.documents_pruned > 0 { format!(", {} pruned", r.documents_pruned) } else { String::new() },
+        db.display()
+    );
+    let padding = if r.tokens + r.pad_tokens > 0 { 100.0 * r.pad_tokens as f64 / (r.tokens + r.pad_tokens) as f64 } else { 0.0 };
+    println!(
+        "{} chunks written, {} embedded: {} tokens in {} bins ({padding:.1}% alignment padding), {:.2} s, {:.0} tokens/s",
+        r.chunks, r.chunks_embedded, r.tokens, r.bins, r.seconds, r.tokens_per_second
+    );
+    if !r.failures.is_empty() {
+        println!("not indexed:");
+        for f in &r.failures {
+            println!("  {}  [{}] {}", display_path(&f.path), f.status, f.error);
+        }
+    }
+    if !r.warnings.is_empty() {
+        println!("indexed with warnings:");
+        for w in &r.warnings {
+            println!("  {}  {}", display_path(&w.path), w.error);
+        }
+    }
+    for p in &r.pruned {
+        println!("  pruned {}", display_path(p));
+    }
+}
+
+pub fn run_search(global: &GlobalOptions, args: &SearchArgs) -> Result<ExitCode> {
+    let started = Instant::now();
+    let store = Store::open_existing(&args.db)?;
+    let Some((_, dim)) = store.model()? else {
+        bail!("{} holds no documents yet; run `warpfold index PATH... --db {}` first", args.db.display(), args.db.display());
+    };
+    let dir = setup::embedding_model_dir(global)?;
+    store.check_model(&dir.name, dim, false)?;
+    let embedder = setup::embedder_for(global, &dir)?;
+    let vectors = VectorIndex::load(&store)?;
+    let loaded = started.elapsed();
+    let query_started = Instant::now();
+    let query_vector = embedder
+        .embed_texts(Lane::Interactive, &[args.query.as_str()])
+        .pop()
+        .expect("one answer per text")
+        .with_context(|| "embedding the query")?;
+    let hits = hybrid_search(&store, &vectors, &args.query, &query_vector, args.k)?;
+    let query_time = query_started.elapsed();
+    if args.json {
+        println!("{}", serde_json::to_string(&hits)?);
+    } else {
+        print_hits(&hits);
+        eprintln!(
+            "{} chunks searched; query {:.1} ms (embedding + cosine + BM25 + fusion), loading {:.0} ms",
+            vectors.len(),
+            query_time.as_secs_f64() * 1e3,
+            loaded.as_secs_f64() * 1e3
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_hits(hits: &[Hit]) {
+    if hits.is_empty() {
+        println!("no hits");
+    }
+    for (i, hit) in hits.iter().enumerate() {
+        println!("{}. {}  page {}  score {:.4}", i + 1, display_path(&hit.path), hit.page, hit.score);
+        println!("   {}", hit.text);
+    }
+}
+
+pub fn run_make_samples(dir: &Path) -> Result<ExitCode> {
+    let written = warpfold_index::samples::write_samples(dir).with_context(|| format!("writing samples into {}", dir.display()))?;
+    println!("wrote {} sample documents into {}", written.len(), dir.display());
+    println!("try: warpfold index {} --db samples.db && warpfold search {:?} --db samples.db", dir.display(), warpfold_index::samples::EXAMPLE_QUERY);
+    Ok(ExitCode::SUCCESS)
+}

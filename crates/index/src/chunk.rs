@@ -1,0 +1,165 @@
+//! Documents to model-sized chunks, keeping where each chunk came from.
+//!
+//! Why chunk by tokens and not characters: the model's limit is in tokens (256 for
+//! all-MiniLM-L6-v2), and a character budget either wastes most of it or overflows it on dense
+//! text. Chunks break between words, overlap a little so a sentence cut at a boundary is whole in
+//! one of them, and together cover every token of the document: nothing is truncated.
+
+use sha2::{Digest, Sha256};
+use warpfold_engine::tokenize::{TextEncoder, TextError};
+
+/// What goes between pages in a document's joined text.
+pub const PAGE_SEPARATOR: &str = "\n\n";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocumentChunk {
+    pub ordinal: usize,
+    pub text: String,
+    /// SHA-256 of `text`: the key embeddings are stored and reused under.
+    pub text_hash: [u8; 32],
+    /// Token ids with the model's special tokens, exactly as the text encodes on its own.
+    pub ids: Vec<u32>,
+    /// 1-based pages of the first and last character.
+    pub page_start: u32,
+    pub page_end: u32,
+    /// Pages that begin inside this chunk: (byte offset in `text`, page number).
+    pub page_breaks: Vec<(usize, u32)>,
+    /// Character (Unicode scalar) offsets into the document's joined text.
+    pub char_start: usize,
+    pub char_end: usize,
+}
+
+impl DocumentChunk {
+    /// The page holding byte `offset` of this chunk's text.
+    pub fn page_at(&self, offset: usize) -> u32 {
+        self.page_breaks.iter().take_while(|(at, _)| *at <= offset).last().map(|(_, p)| *p).unwrap_or(self.page_start)
+    }
+}
+
+pub fn text_hash(text: &str) -> [u8; 32] {
+    Sha256::digest(text.as_bytes()).into()
+}
+
+/// Pages joined with [`PAGE_SEPARATOR`], and the byte offset where each page starts.
+pub fn join_pages(pages: &[String]) -> (String, Vec<usize>) {
+    let mut text = String::with_capacity(pages.iter().map(|p| p.len() + PAGE_SEPARATOR.len()).sum());
+    let mut starts = Vec::with_capacity(pages.len());
+    for (i, page) in pages.iter().enumerate() {
+        if i > 0 {
+            text.push_str(PAGE_SEPARATOR);
+        }
+        starts.push(text.len());
+        text.push_str(page);
+    }
+    (text, starts)
+}
+
+/// Byte offsets to character offsets, walking from the last position asked (chunks come in order,
+/// overlapping a little), so a long document costs one pass instead of one per chunk.
+struct CharCursor<'a> {
+    text: &'a str,
+    byte: usize,
+    chars: usize,
+}
+
+impl CharCursor<'_> {
+    fn to_char(&mut self, byte: usize) -> usize {
+        if byte >= self.byte {
+            self.chars += self.text[self.byte..byte].chars().count();
+        } else {
+            self.chars -= self.text[byte..self.byte].chars().count();
+        }
+        self.byte = byte;
+        self.chars
+    }
+}
+
+/// Cuts a document (its pages) into chunks the encoder accepts, consecutive chunks sharing about
+/// `overlap` tokens.
+pub fn chunk_document(encoder: &TextEncoder, pages: &[String], overlap: usize) -> Result<Vec<DocumentChunk>, TextError> {
+    let (text, page_starts) = join_pages(pages);
+    let page_of = |byte: usize| page_starts.partition_point(|&s| s <= byte).max(1) as u32;
+    let specials = encoder.special_tokens();
+    let mut cursor = CharCursor { text: &text, byte: 0, chars: 0 };
+    let mut chunks = Vec::new();
+    for span in encoder.chunk_overlapping(&text, overlap)? {
+        // A span re-encodes to the same pieces in all but freak cases (a tokenizer whose pieces
+        // depend on context across a word boundary); then it is cut smaller, never truncated.
+        let pieces = match encoder.encode(&text[span.start..span.end]) {
+            Ok(ids) => vec![(span.start, span.end, ids)],
+            Err(TextError::TooLong { tokens, max }) => {
+                let budget = (span.tokens - specials).saturating_sub(tokens - max + 8);
+                let mut pieces = Vec::new();
+                for sub in encoder.chunk_with_budget(&text[span.start..span.end], budget, 0, specials)? {
+                    let (start, end) = (span.start + sub.start, span.start + sub.end);
+                    pieces.push((start, end, encoder.encode(&text[start..end])?));
+                }
+                pieces
+            }
+            Err(e) => return Err(e),
+        };
+        for (start, end, ids) in pieces {
+            let chunk_text = text[start..end].to_string();
+            let page_start = page_of(start);
+            let page_end = page_of(end.saturating_sub(1).max(start));
+            let page_breaks =
+                (page_start + 1..=page_end).map(|p| (page_starts[p as usize - 1] - start, p)).collect();
+            let char_start = cursor.to_char(start);
+            let char_end = cursor.to_char(end);
+            chunks.push(DocumentChunk {
+                ordinal: chunks.len(),
+                text_hash: text_hash(&chunk_text),
+                text: chunk_text,
+                ids,
+                page_start,
+                page_end,
+                page_breaks,
+                char_start,
+                char_end,
+            });
+        }
+    }
+    Ok(chunks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn joined_pages_know_where_each_page_starts() {
+        let pages = vec!["ab".to_string(), String::new(), "cdé".to_string()];
+        let (text, starts) = join_pages(&pages);
+        assert_eq!(text, "ab\n\n\n\ncdé");
+        assert_eq!(starts, vec![0, 4, 6]);
+    }
+
+    #[test]
+    fn char_cursor_moves_both_ways() {
+        let text = "aé€b";
+        let mut c = CharCursor { text, byte: 0, chars: 0 };
+        assert_eq!(c.to_char(text.len()), 4);
+        assert_eq!(c.to_char(1), 1);
+        assert_eq!(c.to_char(3), 2);
+        assert_eq!(c.to_char(6), 3);
+    }
+
+    #[test]
+    fn page_at_follows_the_breaks() {
+        let chunk = DocumentChunk {
+            ordinal: 0,
+            text: String::new(),
+            text_hash: [0; 32],
+            ids: vec![],
+            page_start: 3,
+            page_end: 5,
+            page_breaks: vec![(10, 4), (20, 5)],
+            char_start: 0,
+            char_end: 0,
+        };
+        assert_eq!(chunk.page_at(0), 3);
+        assert_eq!(chunk.page_at(9), 3);
+        assert_eq!(chunk.page_at(10), 4);
+        assert_eq!(chunk.page_at(25), 5);
+    }
+}

@@ -1,0 +1,405 @@
+//! Text out of files: PDF pages with pdf-extract, plain text and Markdown as they are.
+//!
+//! Why a separate process per PDF: pdf-extract (and lopdf under it) panic on many malformed files,
+//! can recurse until the stack overflows (which aborts the whole process, uncatchably), and can
+//! spin or balloon on hostile input. So every PDF is read by a short-lived worker process (the
+//! `warpfold extract-worker` command) under a wall-clock limit and an address-space limit; whatever
+//! happens to it becomes that file's recorded error and the run goes on. Text files cannot trip a
+//! parser and are read in-process.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// Why a file gave no text. Each variant names one cause, so a user knows what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "detail", rename_all = "snake_case")]
+pub enum ExtractError {
+    #[error("the file is empty (0 bytes)")]
+    EmptyFile,
+    #[error("not a PDF: the file does not start with %PDF- (it starts with {0})")]
+    NotPdf(String),
+    #[error("encrypted PDF: it needs a password to open (warpfold only opens PDFs with an empty user password)")]
+    Encrypted,
+    #[error("truncated PDF (no %%EOF marker at the end; was the download or copy cut short?): {0}")]
+    Truncated(String),
+    #[error("malformed PDF: {0}")]
+    Malformed(String),
+    #[error("no text layer: none of the {pages} page(s) holds extractable text (a scan or image-only PDF?); OCR is not supported")]
+    NoTextLayer { pages: usize },
+    #[error("the file holds no words, only whitespace")]
+    Blank,
+    #[error("the file is not valid UTF-8 text (first invalid byte at offset {0})")]
+    NotUtf8(usize),
+    #[error("unsupported file type {0:?} (warpfold reads .pdf, .txt and .md)")]
+    Unsupported(String),
+    #[error("cannot read the file: {0}")]
+    Io(String),
+    #[error("the PDF parser panicked: {0}")]
+    Panicked(String),
+    #[error("extraction took longer than {0} s and was stopped (raise --extract-timeout for very large files)")]
+    TimedOut(u64),
+    #[error("extraction needed more than {0} MiB of memory and was stopped (raise --extract-memory-mib)")]
+    OutOfMemory(u64),
+    #[error("the extraction process crashed: {0}")]
+    Crashed(String),
+    #[error("the extraction worker could not run: {0}")]
+    Worker(String),
+}
+
+impl ExtractError {
+    /// The document status this error is recorded with: a file without a text layer is not broken,
+    /// it just has nothing to index, and says so separately.
+    pub fn status(&self) -> &'static str {
+        match self {
+            ExtractError::NoTextLayer { .. } | ExtractError::Blank => "no_text",
+            _ => "failed",
+        }
+    }
+}
+
+/// The text of one file, page by page (text files are one page).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Extracted {
+    pub pages: Vec<String>,
+    /// Pages that could not be read while the others could: kept with the document so nothing
+    /// goes missing silently.
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    Pdf,
+    Text,
+}
+
+/// The kind of file by extension, or `None` for files warpfold does not read.
+pub fn file_kind(path: &Path) -> Option<FileKind> {
+    let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+    match ext.as_str() {
+        "pdf" => Some(FileKind::Pdf),
+        "txt" | "text" | "md" | "markdown" => Some(FileKind::Text),
+        _ => None,
+    }
+}
+
+fn describe_start(bytes: &[u8]) -> String {
+    let head: String = bytes.iter().take(8).map(|&b| if b.is_ascii_graphic() { b as char } else { '.' }).collect();
+    format!("{head:?}")
+}
+
+/// Reads a PDF from memory, in this process. Only the extraction worker should call this on
+/// untrusted input: it may panic, abort or never return.
+pub fn extract_pdf_in_process(bytes: &[u8]) -> Result<Extracted, ExtractError> {
+    if bytes.is_empty() {
+        return Err(ExtractError::EmptyFile);
+    }
+    let head = &bytes[..bytes.len().min(1024)];
+    if !head.windows(5).any(|w| w == b"%PDF-") {
+        return Err(ExtractError::NotPdf(describe_start(bytes)));
+    }
+    let tail = &bytes[bytes.len().saturating_sub(2048)..];
+    let has_eof = tail.windows(5).any(|w| w == b"%%EOF");
+    let mut doc = match pdf_extract::Document::load_mem(bytes) {
+        Ok(doc) => doc,
+        Err(e) if !has_eof => return Err(ExtractError::Truncated(e.to_string())),
+        Err(pdf_extract::Error::Decryption(_)) => return Err(ExtractError::Encrypted),
+        Err(e) => return Err(ExtractError::Malformed(e.to_string())),
+    };
+    if doc.is_encrypted() && doc.decrypt("").is_err() {
+        return Err(ExtractError::Encrypted);
+    }
+    let page_ids = doc.get_pages();
+    if page_ids.is_empty() {
+        return Err(if has_eof {
+            ExtractError::Malformed("the document has no pages".into())
+        } else {
+            ExtractError::Truncated("no pages could be found".into())
+        });
+    }
+    let mut pages = Vec::with_capacity(page_ids.len());
+    let mut warnings = Vec::new();
+    let mut first_error = None;
+    for &number in page_ids.keys() {
+        let mut text = String::new();
+        let result = {
+            let mut output = pdf_extract::PlainTextOutput::new(&mut text);
+            pdf_extract::output_doc_page(&doc, &mut output, number)
+        };
+        if let Err(e) = result {
+            warnings.push(format!("page {number}: {e}"));
+            first_error.get_or_insert_with(|| format!("page {number}: {e}"));
+            text.clear();
+        }
+        pages.push(text);
+    }
+    if warnings.len() == pages.len() {
+        let msg = first_error.unwrap_or_default();
+        return Err(if has_eof { ExtractError::Malformed(msg) } else { ExtractError::Truncated(msg) });
+    }
+    for page in &mut pages {
+        *page = normalize_page(page);
+    }
+    if pages.iter().all(|p| p.trim().is_empty()) {
+        return Err(ExtractError::NoTextLayer { pages: pages.len() });
+    }
+    if !has_eof {
+        warnings.push("the file has no %%EOF marker (truncated?); the pages that could be read were kept".into());
+    }
+    Ok(Extracted { pages, warnings })
+}
+
+/// Tidies extracted page text: Unix line ends, no control characters, no trailing spaces, at most
+/// one blank line in a row. Words and their order are untouched.
+pub fn normalize_page(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut blank_run = 0;
+    for line in text.split('\n') {
+        let line: String = line.chars().filter(|c| !c.is_control() || *c == '\t').collect();
+        let line = line.trim_end();
+        if line.is_empty() {
+            blank_run += 1;
+            if blank_run > 1 || out.is_empty() {
+                continue;
+            }
+        } else {
+            blank_run = 0;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.truncate(out.trim_end().len());
+    out
+}
+
+/// Reads a text or Markdown file as one page.
+pub fn extract_text_file(bytes: &[u8]) -> Result<Extracted, ExtractError> {
+    if bytes.is_empty() {
+        return Err(ExtractError::EmptyFile);
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| ExtractError::NotUtf8(e.valid_up_to()))?;
+    // A byte-order mark is not text.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.trim().is_empty() {
+        return Err(ExtractError::Blank);
+    }
+    Ok(Extracted { pages: vec![normalize_page(text)], warnings: Vec::new() })
+}
+
+/// How PDF workers are started and bounded.
+#[derive(Debug, Clone)]
+pub struct Isolation {
+    /// The program to run, with `args` before the file path: normally the `warpfold` binary
+    /// itself and `["extract-worker"]`.
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub timeout: Duration,
+    /// Address-space limit of the worker, in MiB (0 = none).
+    pub memory_limit_mib: u64,
+}
+
+impl Isolation {
+    pub fn new(program: PathBuf, args: Vec<String>) -> Self {
+        Isolation { program, args, timeout: Duration::from_secs(60), memory_limit_mib: 2048 }
+    }
+}
+
+/// Reads one file: text files here, PDFs in an isolated worker.
+pub fn extract_file(path: &Path, isolation: &Isolation) -> Result<Extracted, ExtractError> {
+    match file_kind(path) {
+        Some(FileKind::Text) => {
+            let bytes = std::fs::read(path).map_err(|e| ExtractError::Io(e.to_string()))?;
+            extract_text_file(&bytes)
+        }
+        Some(FileKind::Pdf) => extract_isolated(path, isolation),
+        None => Err(ExtractError::Unsupported(
+            path.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_else(|| "(no extension)".into()),
+        )),
+    }
+}
+
+/// The extraction worker's whole job: read `path`, extract, print the result as one JSON value on
+/// stdout. Returns the process exit code.
+pub fn worker_main(path: &Path) -> i32 {
+    let result = match std::fs::read(path) {
+        Ok(bytes) => extract_pdf_in_process(&bytes),
+        Err(e) => Err(ExtractError::Io(e.to_string())),
+    };
+    let stdout = std::io::stdout();
+    let mut lock = stdout.lock();
+    match serde_json::to_writer(&mut lock, &result) {
+        Ok(()) => 0,
+        Err(_) => 3,
+    }
+}
+
+fn spawn_reader(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = pipe.read_to_end(&mut buf);
+        buf
+    })
+}
+
+/// Runs the worker on `path` and turns whatever it does into a result for this file.
+pub fn extract_isolated(path: &Path, isolation: &Isolation) -> Result<Extracted, ExtractError> {
+    let mut command = Command::new(&isolation.program);
+    command.args(&isolation.args).arg(path).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let memory_limit = isolation.memory_limit_mib.saturating_mul(1 << 20);
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: only async-signal-safe calls (setrlimit, prctl) between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                // Die with the parent: a killed indexer must not leave a spinning worker behind.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+                libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+                if memory_limit > 0 {
+                    let limit = libc::rlimit { rlim_cur: memory_limit as _, rlim_max: memory_limit as _ };
+                    libc::setrlimit(libc::RLIMIT_AS, &limit);
+                }
+                Ok(())
+            });
+        }
+    }
+    let mut child = command
+        .spawn()
+        .map_err(|e| ExtractError::Worker(format!("cannot start {}: {e}", isolation.program.display())))?;
+    let stdout = spawn_reader(child.stdout.take().expect("piped"));
+    let stderr = spawn_reader(child.stderr.take().expect("piped"));
+    let deadline = Instant::now() + isolation.timeout;
+    let mut pause = Duration::from_millis(1);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
+            Err(e) => return Err(ExtractError::Worker(e.to_string())),
+        }
+    };
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = String::from_utf8_lossy(&stderr.join().unwrap_or_default()).into_owned();
+    match status {
+        None => Err(ExtractError::TimedOut(isolation.timeout.as_secs().max(1))),
+        Some(status) if status.success() => serde_json::from_slice::<Result<Extracted, ExtractError>>(&stdout)
+            .map_err(|e| ExtractError::Worker(format!("unreadable worker output: {e}")))?,
+        Some(status) => Err(classify_failure(status, &stderr, isolation.memory_limit_mib)),
+    }
+}
+
+/// What a worker that did not exit cleanly went through, from its status and its last words.
+fn classify_failure(status: ExitStatus, stderr: &str, memory_limit_mib: u64) -> ExtractError {
+    if stderr.contains("memory allocation of") || stderr.contains("out of memory") {
+        return ExtractError::OutOfMemory(memory_limit_mib);
+    }
+    if stderr.contains("has overflowed its stack") {
+        return ExtractError::Crashed("stack overflow in the PDF parser (deeply nested or cyclic structure)".into());
+    }
+    if status.code() == Some(101) {
+        // Rust's panic report: "thread 'main' panicked at FILE:LINE:COL:\nMESSAGE\nnote: ...".
+        let message = stderr
+            .lines()
+            .skip_while(|l| !l.contains("panicked at"))
+            .skip(1)
+            .take_while(|l| !l.starts_with("note:"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let location = stderr.lines().find(|l| l.contains("panicked at")).unwrap_or("").trim();
+        return ExtractError::Panicked(if message.is_empty() { location.to_string() } else { message });
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            let name = match signal {
+                libc::SIGSEGV => "SIGSEGV",
+                libc::SIGABRT => "SIGABRT",
+                libc::SIGKILL => "SIGKILL",
+                libc::SIGBUS => "SIGBUS",
+                _ => "a signal",
+            };
+            return ExtractError::Crashed(format!("killed by {name} ({signal})"));
+        }
+    }
+    let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no message");
+    ExtractError::Crashed(format!("exit status {}: {last}", status.code().unwrap_or(-1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pdfgen::{Font, Page, PdfDocument};
+
+    #[test]
+    fn pages_come_back_in_order_with_their_text() {
+        let doc = PdfDocument {
+            pages: vec![
+                Page::text(Font::Helvetica, "First page speaks of café prices in €."),
+                Page::text(Font::TimesRoman, "Second page: crème à la française."),
+                Page::text(Font::Courier, "Third page, typewriter text 1234."),
+                Page::text(Font::RemappedHelveticaBold, "Fourth page uses remapped letters."),
+            ],
+            compress: true,
+            ..Default::default()
+        };
+        let out = extract_pdf_in_process(&doc.to_bytes()).expect("extracts");
+        assert_eq!(out.pages.len(), 4);
+        let norm = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(norm(&out.pages[0]).contains("First page speaks of café prices in €."), "{:?}", out.pages[0]);
+        assert!(norm(&out.pages[1]).contains("crème à la française"), "{:?}", out.pages[1]);
+        assert!(norm(&out.pages[2]).contains("typewriter text 1234"), "{:?}", out.pages[2]);
+        assert!(norm(&out.pages[3]).contains("Fourth page uses remapped letters."), "{:?}", out.pages[3]);
+        assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    }
+
+    #[test]
+    fn each_bad_input_has_its_own_error() {
+        assert_eq!(extract_pdf_in_process(b""), Err(ExtractError::EmptyFile));
+        assert!(matches!(extract_pdf_in_process(b"\x89PNG\r\n\x1a\nrest"), Err(ExtractError::NotPdf(_))));
+        let image = PdfDocument { pages: vec![Page::image_only(), Page::image_only()], ..Default::default() };
+        assert_eq!(extract_pdf_in_process(&image.to_bytes()), Err(ExtractError::NoTextLayer { pages: 2 }));
+        let locked = PdfDocument {
+            pages: vec![Page::text(Font::Helvetica, "secret")],
+            encrypt_with_unknown_password: true,
+            ..Default::default()
+        };
+        assert_eq!(extract_pdf_in_process(&locked.to_bytes()), Err(ExtractError::Encrypted));
+        let good = PdfDocument { pages: vec![Page::text(Font::Helvetica, "some text"); 3], ..Default::default() };
+        let bytes = good.to_bytes();
+        let cut = &bytes[..bytes.len() / 2];
+        assert!(matches!(extract_pdf_in_process(cut), Err(ExtractError::Truncated(_))), "{:?}", extract_pdf_in_process(cut));
+    }
+
+    #[test]
+    fn text_files_are_checked_for_utf8() {
+        assert_eq!(extract_text_file(b"ok\r\nfine\n").unwrap().pages, vec!["ok\nfine".to_string()]);
+        assert_eq!(extract_text_file(b"abc\xffdef"), Err(ExtractError::NotUtf8(3)));
+        assert_eq!(extract_text_file(b""), Err(ExtractError::EmptyFile));
+        assert_eq!(extract_text_file(b" \n\t\n"), Err(ExtractError::Blank));
+    }
+
+    #[test]
+    fn normalizing_keeps_words_and_drops_noise() {
+        assert_eq!(normalize_page("\n\nA  b \r\n\n\n\nc\x0c d\u{0}\n\n"), "A  b\n\nc d");
+    }
+
+    #[test]
+    fn file_kinds_follow_the_extension() {
+        assert_eq!(file_kind(Path::new("a/B.PDF")), Some(FileKind::Pdf));
+        assert_eq!(file_kind(Path::new("notes.md")), Some(FileKind::Text));
+        assert_eq!(file_kind(Path::new("photo.jpg")), None);
+        assert_eq!(file_kind(Path::new("Makefile")), None);
+    }
+}

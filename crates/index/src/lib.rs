@@ -1,0 +1,22 @@
+//! warpfold's document indexer: files in, a searchable local index out.
+//!
+//! - [`extract`]: PDF, text and Markdown to page texts; PDFs in an isolated, time- and
+//!   memory-limited worker process, every failure a specific error for that file.
+//! - [`chunk`]: token-aware, overlapping chunks that cover every token, with page spans and
+//!   character offsets.
+//! - [`store`]: the SQLite index (documents, pages, chunks, embeddings by text hash, FTS5).
+//! - [`search`]: cosine + BM25 merged by reciprocal rank fusion.
+//! - [`pipeline`]: the parallel, bounded, resumable run that ties them together.
+//! - [`pdfgen`]: PDFs with known content, for the tests and the bundled samples.
+//!
+//! No Tauri and no CUDA here: the desktop shell and the GPU backend plug in from outside.
+
+pub mod chunk;
+pub mod extract;
+pub mod pdfgen;
+pub mod pipeline;
+pub mod samples;
+pub mod search;
+pub mod store;
+
+pub use pipeline::{index_paths, IndexOptions, IndexReport, Progress};

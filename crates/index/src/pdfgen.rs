@@ -1,0 +1,361 @@
+//! A small PDF writer for documents with known content: the test suite's inputs and the bundled
+//! samples (`warpfold make-samples`).
+//!
+//! Why write PDFs by hand instead of shipping files: the tests must know exactly what text sits on
+//! which page, in which font and encoding, and must be able to build broken variants (truncated,
+//! encrypted, image-only) byte by byte. Every document here is generated from a seed or from fixed
+//! text, so the suite never depends on files from elsewhere.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+
+/// The fonts a generated page can use. Each comes with a different text encoding, so extraction is
+/// exercised on several code-to-glyph mappings, not only ASCII.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Font {
+    /// Helvetica, WinAnsiEncoding: Latin-1 letters and typographic quotes as single bytes.
+    Helvetica,
+    /// Times-Roman, MacRomanEncoding: accented letters at Mac Roman code points.
+    TimesRoman,
+    /// Courier with no /Encoding entry: the font's built-in StandardEncoding (ASCII letters only).
+    Courier,
+    /// Helvetica-Bold with a /Differences array moving the lowercase letters a..z to codes 1..26,
+    /// so the content stream holds no readable bytes and extraction must apply the mapping.
+    RemappedHelveticaBold,
+}
+
+impl Font {
+    const ALL: [Font; 4] = [Font::Helvetica, Font::TimesRoman, Font::Courier, Font::RemappedHelveticaBold];
+
+    fn resource_name(self) -> &'static str {
+        match self {
+            Font::Helvetica => "F1",
+            Font::TimesRoman => "F2",
+            Font::Courier => "F3",
+            Font::RemappedHelveticaBold => "F4",
+        }
+    }
+
+    fn dictionary(self) -> String {
+        match self {
+            Font::Helvetica => "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>".into(),
+            Font::TimesRoman => "<< /Type /Font /Subtype /Type1 /BaseFont /Times-Roman /Encoding /MacRomanEncoding >>".into(),
+            Font::Courier => "<< /Type /Font /Subtype /Type1 /BaseFont /Courier >>".into(),
+            Font::RemappedHelveticaBold => {
+                let mut differences = String::from("1");
+                for letter in 'a'..='z' {
+                    write!(differences, " /{letter}").unwrap();
+                }
+                format!(
+                    "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding << /Type /Encoding \
+                     /BaseEncoding /WinAnsiEncoding /Differences [{differences}] >> >>"
+                )
+            }
+        }
+    }
+
+    /// The byte this font's encoding uses for `c`, if it has one.
+    fn encode_char(self, c: char) -> Option<u8> {
+        let ascii_ok = |c: char| c.is_ascii_graphic() || c == ' ';
+        match self {
+            Font::Courier => (ascii_ok(c) && c != '\'' && c != '`').then_some(c as u8),
+            Font::RemappedHelveticaBold if c.is_ascii_lowercase() => Some(c as u8 - b'a' + 1),
+            Font::Helvetica | Font::RemappedHelveticaBold => match c {
+                c if ascii_ok(c) => Some(c as u8),
+                '\u{a0}'..='\u{ff}' => Some(c as u32 as u8),
+                '€' => Some(0x80),
+                '‘' => Some(0x91),
+                '’' => Some(0x92),
+                '“' => Some(0x93),
+                '”' => Some(0x94),
+                '–' => Some(0x96),
+                '—' => Some(0x97),
+                _ => None,
+            },
+            Font::TimesRoman => match c {
+                c if ascii_ok(c) => Some(c as u8),
+                'Ä' => Some(0x80),
+                'Ç' => Some(0x82),
+                'É' => Some(0x83),
+                'Ñ' => Some(0x84),
+                'Ö' => Some(0x85),
+                'Ü' => Some(0x86),
+                'á' => Some(0x87),
+                'à' => Some(0x88),
+                'â' => Some(0x89),
+                'ä' => Some(0x8A),
+                'ç' => Some(0x8D),
+                'é' => Some(0x8E),
+                'è' => Some(0x8F),
+                'ê' => Some(0x90),
+                'í' => Some(0x92),
+                'ñ' => Some(0x96),
+                'ó' => Some(0x97),
+                'ö' => Some(0x9A),
+                'ú' => Some(0x9C),
+                'ü' => Some(0x9F),
+                _ => None,
+            },
+        }
+    }
+
+    /// Whether every character of `text` can be written in this font.
+    pub fn can_encode(self, text: &str) -> bool {
+        text.chars().all(|c| self.encode_char(c).is_some())
+    }
+}
+
+/// One run of text in one font, laid out as wrapped lines.
+#[derive(Debug, Clone)]
+pub struct TextBlock {
+    pub font: Font,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    pub blocks: Vec<TextBlock>,
+    /// Draws a grey image covering most of the page (a scan has only this, no text).
+    pub image: bool,
+}
+
+impl Page {
+    pub fn text(font: Font, text: impl Into<String>) -> Page {
+        Page { blocks: vec![TextBlock { font, text: text.into() }], image: false }
+    }
+    pub fn image_only() -> Page {
+        Page { blocks: Vec::new(), image: true }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct PdfDocument {
+    pub pages: Vec<Page>,
+    /// FlateDecode the content streams (as most real producers do).
+    pub compress: bool,
+    /// Adds a standard security handler entry that needs a user password nobody knows.
+    pub encrypt_with_unknown_password: bool,
+}
+
+const LINE_CHARS: usize = 88;
+const LEADING: f32 = 14.0;
+const TOP: f32 = 740.0;
+const LEFT: f32 = 56.0;
+
+/// Greedy word wrap at `width` characters.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+fn hex_string(font: Font, text: &str) -> String {
+    let mut out = String::with_capacity(text.len() * 2 + 2);
+    out.push('<');
+    for c in text.chars() {
+        let byte = font.encode_char(c).unwrap_or(b'?');
+        write!(out, "{byte:02X}").unwrap();
+    }
+    out.push('>');
+    out
+}
+
+fn content_stream(page: &Page) -> Vec<u8> {
+    let mut ops = String::new();
+    if page.image {
+        ops.push_str("q 500 0 0 650 56 80 cm /Im1 Do Q\n");
+    }
+    let mut y = TOP;
+    for block in &page.blocks {
+        for line in wrap(&block.text, LINE_CHARS) {
+            writeln!(ops, "BT /{} 10 Tf {LEFT} {y} Td {} Tj ET", block.font.resource_name(), hex_string(block.font, &line))
+                .unwrap();
+            y -= LEADING;
+        }
+        y -= LEADING / 2.0;
+    }
+    ops.into_bytes()
+}
+
+fn deflate(bytes: &[u8]) -> Vec<u8> {
+    let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(bytes).expect("writing to memory");
+    encoder.finish().expect("writing to memory")
+}
+
+/// Numbered objects written in order, with the cross-reference table computed from real offsets.
+struct Writer {
+    objects: Vec<Vec<u8>>,
+}
+
+impl Writer {
+    fn reserve(&mut self) -> usize {
+        self.objects.push(Vec::new());
+        self.objects.len()
+    }
+    fn set(&mut self, id: usize, body: impl Into<Vec<u8>>) {
+        self.objects[id - 1] = body.into();
+    }
+    fn add(&mut self, body: impl Into<Vec<u8>>) -> usize {
+        let id = self.reserve();
+        self.set(id, body);
+        id
+    }
+    fn stream(&mut self, dict_extra: &str, data: &[u8], compress: bool) -> usize {
+        let body = if compress {
+            raw_stream(&format!(" /Filter /FlateDecode{dict_extra}"), &deflate(data))
+        } else {
+            raw_stream(dict_extra, data)
+        };
+        self.add(body)
+    }
+    fn finish(self, root: usize, trailer_extra: &str) -> Vec<u8> {
+        let mut out = b"%PDF-1.4\n%\xE2\xE3\xCF\xD3\n".to_vec();
+        let mut offsets = Vec::with_capacity(self.objects.len());
+        for (i, body) in self.objects.iter().enumerate() {
+            offsets.push(out.len());
+            out.extend_from_slice(format!("{} 0 obj\n", i + 1).as_bytes());
+            out.extend_from_slice(body);
+            out.extend_from_slice(b"\nendobj\n");
+        }
+        let xref = out.len();
+        let mut table = format!("xref\n0 {}\n0000000000 65535 f \n", self.objects.len() + 1);
+        for offset in offsets {
+            writeln!(table, "{offset:010} 00000 n ").unwrap();
+        }
+        write!(
+            table,
+            "trailer\n<< /Size {} /Root {root} 0 R{trailer_extra} >>\nstartxref\n{xref}\n%%EOF\n",
+            self.objects.len() + 1
+        )
+        .unwrap();
+        out.extend_from_slice(table.as_bytes());
+        out
+    }
+}
+
+impl PdfDocument {
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut w = Writer { objects: Vec::new() };
+        let catalog = w.reserve();
+        let pages_id = w.reserve();
+        let fonts: Vec<(Font, usize)> = Font::ALL.iter().map(|&f| (f, w.add(f.dictionary()))).collect();
+        let font_resources: String =
+            fonts.iter().map(|(f, id)| format!("/{} {id} 0 R ", f.resource_name())).collect();
+        let image = if self.pages.iter().any(|p| p.image) {
+            // 64x64 8-bit grey gradient: the kind of thing a scanner produces, minus the text.
+            let pixels: Vec<u8> = (0..64 * 64).map(|i| ((i % 64) * 4) as u8).collect();
+            Some(w.stream(
+                " /Type /XObject /Subtype /Image /Width 64 /Height 64 /ColorSpace /DeviceGray /BitsPerComponent 8",
+                &pixels,
+                self.compress,
+            ))
+        } else {
+            None
+        };
+        let mut kids = Vec::new();
+        for page in &self.pages {
+            let content = w.stream("", &content_stream(page), self.compress);
+            let xobjects = match (page.image, image) {
+                (true, Some(id)) => format!(" /XObject << /Im1 {id} 0 R >>"),
+                _ => String::new(),
+            };
+            kids.push(w.add(format!(
+                "<< /Type /Page /Parent {pages_id} 0 R /MediaBox [0 0 612 792] /Contents {content} 0 R \
+                 /Resources << /Font << {font_resources}>>{xobjects} >> >>"
+            )));
+        }
+        let kids_list: String = kids.iter().map(|id| format!("{id} 0 R ")).collect();
+        w.set(pages_id, format!("<< /Type /Pages /Kids [{kids_list}] /Count {} >>", kids.len()));
+        w.set(catalog, format!("<< /Type /Catalog /Pages {pages_id} 0 R >>"));
+        let mut trailer = String::new();
+        if self.encrypt_with_unknown_password {
+            // RC4 40-bit standard handler; /O and /U do not derive from the empty password, so a
+            // reader must ask for one.
+            let o = "7A".repeat(32);
+            let u = "3C".repeat(32);
+            let encrypt = w.add(format!("<< /Filter /Standard /V 1 /R 2 /O <{o}> /U <{u}> /P -44 >>"));
+            write!(trailer, " /Encrypt {encrypt} 0 R /ID [<{0}> <{0}>]", "5A".repeat(16)).unwrap();
+        }
+        w.finish(catalog, &trailer)
+    }
+}
+
+/// A PDF of hand-written object bodies (object 1 must be the catalog), with a correct
+/// cross-reference table: for building deliberately broken documents.
+pub fn raw_pdf(objects: &[Vec<u8>], trailer_extra: &str) -> Vec<u8> {
+    let mut w = Writer { objects: Vec::new() };
+    for body in objects {
+        w.add(body.clone());
+    }
+    w.finish(1, trailer_extra)
+}
+
+/// A stream object body.
+pub fn raw_stream(dict_extra: &str, data: &[u8]) -> Vec<u8> {
+    let mut body = format!("<< /Length {}{dict_extra} >>\nstream\n", data.len()).into_bytes();
+    body.extend_from_slice(data);
+    body.extend_from_slice(b"\nendstream");
+    body
+}
+
+/// Sentences that identify one page of one generated document, for tests that must find them again.
+pub fn planted_sentence(document: usize, page: usize) -> String {
+    const SUBJECTS: [&str; 8] =
+        ["violet heron", "copper lantern", "granite owl", "amber tramcar", "silver fox", "cobalt kettle", "jade compass", "scarlet kite"];
+    const PLACES: [&str; 8] =
+        ["harbour", "orchard", "observatory", "railway yard", "glacier", "bazaar", "lighthouse", "vineyard"];
+    const NUMBERS: [&str; 10] =
+        ["three", "seven", "eleven", "nineteen", "twenty", "forty", "sixty", "ninety", "hundred", "thousand"];
+    let subject = SUBJECTS[document % SUBJECTS.len()];
+    let place = PLACES[(document / SUBJECTS.len() + page * 3) % PLACES.len()];
+    let number = NUMBERS[(page + document * 7) % NUMBERS.len()];
+    format!("The {subject} counted {number} quiet lanterns near the {place}.")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrap_keeps_every_word_in_order() {
+        let text = "one two three four five six seven eight nine ten eleven twelve";
+        let lines = wrap(text, 12);
+        assert!(lines.iter().all(|l| l.chars().count() <= 12), "{lines:?}");
+        assert_eq!(lines.join(" "), text);
+    }
+
+    #[test]
+    fn xref_offsets_point_at_their_objects() {
+        let doc = PdfDocument { pages: vec![Page::text(Font::Helvetica, "hello"), Page::image_only()], ..Default::default() };
+        let bytes = doc.to_bytes();
+        let text = String::from_utf8_lossy(&bytes);
+        let xref_at: usize = text.rsplit("startxref\n").next().unwrap().lines().next().unwrap().parse().unwrap();
+        let table = &text[xref_at..];
+        for (i, line) in table.lines().skip(3).take_while(|l| l.ends_with(" n ")).enumerate() {
+            let offset: usize = line[..10].parse().unwrap();
+            assert!(text[offset..].starts_with(&format!("{} 0 obj", i + 1)), "object {} not at {offset}", i + 1);
+        }
+    }
+
+    #[test]
+    fn fonts_refuse_characters_outside_their_encoding() {
+        assert!(Font::Helvetica.can_encode("café “quoted” €5"));
+        assert!(!Font::TimesRoman.can_encode("crème brûlée")); // û is not in the table above
+        assert!(Font::TimesRoman.can_encode("café à la carte"));
+        assert!(!Font::Courier.can_encode("café"));
+        assert!(Font::RemappedHelveticaBold.can_encode("Plain Words 42"));
+    }
+}

@@ -1,0 +1,371 @@
+//! Files to index entries: walk, extract, chunk, embed, commit.
+//!
+//! Why three stages with bounded queues: extraction (a process per PDF) and tokenization are I/O-
+//! and CPU-bound work that must not leave the compute backend waiting, so `jobs` workers run them
+//! side by side and feed the engine's bulk lane as soon as each document is ready; a single writer
+//! commits documents in order, each in its own transaction, as their embeddings come back. Every
+//! queue is bounded, so memory stays flat however many files arrive.
+//!
+//! ```text
+//!  paths ─▶ [worker × jobs: hash, skip?, extract (isolated), chunk] ─▶ submit to engine ─▶ [writer: wait, commit]
+//! ```
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use crossbeam_channel::bounded;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use warpfold_engine::embed::Embedder;
+use warpfold_engine::scheduler::Ticket;
+use warpfold_engine::Lane;
+
+use crate::chunk::chunk_document;
+use crate::extract::{extract_file, file_kind, ExtractError, Isolation};
+use crate::store::{DocumentRecord, Store, StoreError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("{0}: no such file or folder")]
+    NotFound(String),
+    #[error("{path}: {source}")]
+    Walk { path: String, source: std::io::Error },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[derive(Debug, Clone)]
+pub struct IndexOptions {
+    pub isolation: Isolation,
+    /// Extraction and tokenization workers.
+    pub jobs: usize,
+    /// Tokens shared by consecutive chunks.
+    pub overlap: usize,
+    /// Remove documents whose file no longer exists.
+    pub prune: bool,
+    /// Read again files that failed before even if they did not change.
+    pub retry_failed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Failure {
+    pub path: String,
+    pub error: String,
+    /// `failed`, or `no_text` for a file with nothing to index (a scan, a blank file).
+    pub status: String,
+}
+
+/// What `warpfold index --json` prints.
+#[derive(Debug, Clone, Serialize)]
+pub struct IndexReport {
+    pub documents_total: u64,
+    pub documents_indexed: u64,
+    pub documents_skipped: u64,
+    pub documents_failed: u64,
+    pub documents_pruned: u64,
+    pub failures: Vec<Failure>,
+    /// Indexed files that lost something on the way (an unreadable page), with what.
+    pub warnings: Vec<Failure>,
+    pub pruned: Vec<String>,
+    /// Chunks written for the documents indexed in this run.
+    pub chunks: u64,
+    /// Of those, chunks whose text had no stored embedding and went through the model.
+    pub chunks_embedded: u64,
+    /// Real tokens embedded, and the pad/alignment tokens computed alongside them.
+    pub tokens: u64,
+    pub pad_tokens: u64,
+    pub bins: u64,
+    pub seconds: f64,
+    pub tokens_per_second: f64,
+    pub documents_per_second: f64,
+}
+
+/// Live counters for a progress display.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub files_total: AtomicU64,
+    pub files_done: AtomicU64,
+    pub chunks_embedded: AtomicU64,
+}
+
+/// Every file under `paths` that warpfold reads (folders recursively, hidden entries skipped,
+/// symlinked folders not followed), plus files named directly whatever their type; absolute,
+/// sorted, without duplicates.
+pub fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, IndexError> {
+    let mut files = Vec::new();
+    for path in paths {
+        let meta = std::fs::metadata(path).map_err(|_| IndexError::NotFound(path.display().to_string()))?;
+        let absolute = std::fs::canonicalize(path).map_err(|source| IndexError::Walk { path: path.display().to_string(), source })?;
+        if meta.is_dir() {
+            walk(&absolute, &mut files)?;
+        } else {
+            files.push(absolute);
+        }
+    }
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
+fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), IndexError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| IndexError::Walk { path: dir.display().to_string(), source })?;
+    for entry in entries {
+        let entry = entry.map_err(|source| IndexError::Walk { path: dir.display().to_string(), source })?;
+        if entry.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(file_type) = entry.file_type() else { continue };
+        if file_type.is_dir() {
+            walk(&path, files)?;
+        } else if file_kind(&path).is_some() && (file_type.is_file() || path.is_file()) {
+            files.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// A document on its way to the writer.
+struct Prepared {
+    record: DocumentRecord,
+    /// Hashes sent to the model, in the order of the ticket's answers.
+    submitted: Vec<[u8; 32]>,
+    ticket: Option<Ticket>,
+}
+
+enum Outcome {
+    Skipped,
+    Ready(DocumentRecord),
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn failed_record(path: String, hash: String, size: u64, mtime: i64, error: &ExtractError) -> DocumentRecord {
+    DocumentRecord {
+        path,
+        content_hash: hash,
+        size,
+        mtime,
+        status: error.status(),
+        error: Some(error.to_string()),
+        pages: Vec::new(),
+        chunks: Vec::new(),
+    }
+}
+
+/// Reads, hashes, extracts and chunks one file (a worker's whole job for it).
+fn prepare(path: &Path, store: &Store, embedder: &Embedder, options: &IndexOptions) -> Outcome {
+    let path_text = path.display().to_string();
+    let (bytes, size, mtime) = match std::fs::read(path).and_then(|b| Ok((std::fs::metadata(path)?, b))) {
+        Ok((meta, bytes)) => {
+            let mtime = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_secs() as i64)
+                .unwrap_or(0);
+            (bytes, meta.len(), mtime)
+        }
+        Err(e) => {
+            let error = ExtractError::Io(e.to_string());
+            return Outcome::Ready(failed_record(path_text, String::new(), 0, 0, &error));
+        }
+    };
+    let hash = hex(&Sha256::digest(&bytes));
+    drop(bytes);
+    if let Ok(Some(state)) = store.document_state(&path_text) {
+        if state.content_hash == hash && (state.status == "indexed" || !options.retry_failed) {
+            return Outcome::Skipped;
+        }
+    }
+    let extracted = match extract_file(path, &options.isolation) {
+        Ok(extracted) => extracted,
+        Err(error) => return Outcome::Ready(failed_record(path_text, hash, size, mtime, &error)),
+    };
+    match chunk_document(&embedder.encoder, &extracted.pages, options.overlap) {
+        Ok(chunks) if chunks.is_empty() => {
+            let error = ExtractError::NoTextLayer { pages: extracted.pages.len() };
+            Outcome::Ready(failed_record(path_text, hash, size, mtime, &error))
+        }
+        Ok(chunks) => Outcome::Ready(DocumentRecord {
+            path: path_text,
+            content_hash: hash,
+            size,
+            mtime,
+            status: "indexed",
+            error: (!extracted.warnings.is_empty()).then(|| extracted.warnings.join("; ")),
+            pages: extracted.pages,
+            chunks,
+        }),
+        Err(e) => Outcome::Ready(DocumentRecord {
+            status: "failed",
+            error: Some(format!("tokenization failed: {e}")),
+            ..failed_record(path_text, hash, size, mtime, &ExtractError::Blank)
+        }),
+    }
+}
+
+/// Indexes `paths` into the database at `db` with `embedder` (whose model is `model`).
+pub fn index_paths(
+    paths: &[PathBuf],
+    db: &Path,
+    embedder: &Embedder,
+    model: &str,
+    options: &IndexOptions,
+    progress: &Progress,
+) -> Result<IndexReport, IndexError> {
+    let started = Instant::now();
+    let dim = embedder.engine.info().output_dim;
+    let mut writer_store = Store::open(db, model, dim)?;
+    let files = collect_files(paths)?;
+    progress.files_total.store(files.len() as u64, Ordering::Relaxed);
+    let stats_before = embedder.engine.stats();
+    let jobs = options.jobs.max(1);
+
+    let skipped = AtomicU64::new(0);
+    let tokens = AtomicU64::new(0);
+    let failures = Mutex::new(Vec::new());
+    let warnings = Mutex::new(Vec::new());
+    let (mut indexed, mut chunks_written, mut chunks_embedded) = (0u64, 0u64, 0u64);
+    let mut write_error: Option<StoreError> = None;
+
+    let worker_stores = (0..jobs).map(|_| Store::open_existing(db)).collect::<Result<Vec<_>, _>>()?;
+    let submit_store = Store::open_existing(db)?;
+    let (work_tx, work_rx) = bounded::<PathBuf>(jobs * 4);
+    let (ready_tx, ready_rx) = bounded::<DocumentRecord>(jobs * 2);
+    let (commit_tx, commit_rx) = bounded::<Prepared>(64);
+
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            for file in files {
+                if work_tx.send(file).is_err() {
+                    break;
+                }
+            }
+        });
+        for store in worker_stores {
+            let (work_rx, ready_tx) = (work_rx.clone(), ready_tx.clone());
+            let (skipped, progress) = (&skipped, progress);
+            scope.spawn(move || {
+                for path in work_rx {
+                    match prepare(&path, &store, embedder, options) {
+                        Outcome::Skipped => {
+                            skipped.fetch_add(1, Ordering::Relaxed);
+                            progress.files_done.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Outcome::Ready(record) => {
+                            if ready_tx.send(record).is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        drop((work_rx, ready_tx));
+
+        // Submitter: queue each document's new chunk texts in the engine as soon as it is ready.
+        let tokens_ref = &tokens;
+        scope.spawn(move || {
+            for record in ready_rx {
+                let mut submitted = Vec::new();
+                let mut ids = Vec::new();
+                if !record.chunks.is_empty() {
+                    let hashes: Vec<[u8; 32]> = record.chunks.iter().map(|c| c.text_hash).collect();
+                    let known = submit_store.embedded_hashes(&hashes).unwrap_or_default();
+                    let mut seen = HashSet::new();
+                    for chunk in &record.chunks {
+                        if !known.contains(&chunk.text_hash) && seen.insert(chunk.text_hash) {
+                            submitted.push(chunk.text_hash);
+                            tokens_ref.fetch_add(chunk.ids.len() as u64, Ordering::Relaxed);
+                            ids.push(chunk.ids.clone());
+                        }
+                    }
+                }
+                let ticket = (!ids.is_empty()).then(|| embedder.engine.submit(Lane::Bulk, ids));
+                if commit_tx.send(Prepared { record, submitted, ticket }).is_err() {
+                    break;
+                }
+            }
+        });
+
+        // Writer (this thread): one transaction per document, in submission order.
+        for Prepared { mut record, submitted, ticket } in commit_rx {
+            let mut new_embeddings = Vec::with_capacity(submitted.len());
+            if let Some(ticket) = ticket {
+                let answers = ticket.wait();
+                match answers.iter().find_map(|a| a.as_ref().err()) {
+                    Some(err) => {
+                        record.status = "failed";
+                        record.error = Some(format!("embedding failed: {err}"));
+                        record.pages.clear();
+                        record.chunks.clear();
+                    }
+                    None => {
+                        new_embeddings = submitted.into_iter().zip(answers.into_iter().map(|a| a.expect("checked"))).collect();
+                    }
+                }
+            }
+            progress.files_done.fetch_add(1, Ordering::Relaxed);
+            if write_error.is_some() {
+                continue; // keep draining so the other stages finish; the error is reported below
+            }
+            if let Err(e) = writer_store.commit_document(&record, &new_embeddings) {
+                write_error = Some(e);
+                continue;
+            }
+            if record.status == "indexed" {
+                indexed += 1;
+                chunks_written += record.chunks.len() as u64;
+                chunks_embedded += new_embeddings.len() as u64;
+                progress.chunks_embedded.fetch_add(new_embeddings.len() as u64, Ordering::Relaxed);
+                if let Some(warning) = &record.error {
+                    warnings.lock().unwrap().push(Failure { path: record.path.clone(), error: warning.clone(), status: "indexed".into() });
+                }
+            } else {
+                failures.lock().unwrap().push(Failure {
+                    path: record.path.clone(),
+                    error: record.error.clone().unwrap_or_default(),
+                    status: record.status.into(),
+                });
+            }
+        }
+    });
+    if let Some(e) = write_error {
+        return Err(e.into());
+    }
+    let pruned = if options.prune { writer_store.prune_missing()? } else { Vec::new() };
+
+    let stats_after = embedder.engine.stats();
+    let seconds = started.elapsed().as_secs_f64();
+    let mut failures = failures.into_inner().unwrap();
+    failures.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut warnings = warnings.into_inner().unwrap();
+    warnings.sort_by(|a, b| a.path.cmp(&b.path));
+    let tokens = tokens.into_inner();
+    let total = progress.files_total.load(Ordering::Relaxed);
+    Ok(IndexReport {
+        documents_total: total,
+        documents_indexed: indexed,
+        documents_skipped: skipped.into_inner(),
+        documents_failed: failures.len() as u64,
+        documents_pruned: pruned.len() as u64,
+        failures,
+        warnings,
+        pruned,
+        chunks: chunks_written,
+        chunks_embedded,
+        tokens,
+        pad_tokens: (stats_after.computed_tokens - stats_after.real_tokens)
+            .saturating_sub(stats_before.computed_tokens - stats_before.real_tokens),
+        bins: stats_after.bins - stats_before.bins,
+        seconds,
+        tokens_per_second: tokens as f64 / seconds.max(1e-9),
+        documents_per_second: total as f64 / seconds.max(1e-9),
+    })
+}

@@ -1,0 +1,247 @@
+//! Hybrid search: cosine similarity over every stored embedding, BM25 over FTS5, merged by
+//! reciprocal rank fusion.
+//!
+//! Why both: embeddings find paraphrases and miss rare exact terms (names, codes, numbers); BM25 is
+//! the reverse. Reciprocal rank fusion merges the two rankings without having to calibrate a cosine
+//! against a BM25 score: a chunk ranked r-th by a method earns 1/(60 + r) from it.
+
+use std::collections::HashMap;
+
+use crate::store::{Store, StoreError, StoredChunk};
+
+/// The constant of reciprocal rank fusion (Cormack et al. use 60; it damps the top ranks' lead).
+pub const RRF_K: f64 = 60.0;
+
+/// All stored embeddings in one flat, normalized array: a query is one pass over memory.
+pub struct VectorIndex {
+    ids: Vec<i64>,
+    flat: Vec<f32>,
+    dim: usize,
+}
+
+fn normalize(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
+/// Dot product with eight independent accumulators, so the compiler vectorizes it.
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+impl VectorIndex {
+    pub fn load(store: &Store) -> Result<VectorIndex, StoreError> {
+        let (ids, mut flat, dim) = store.load_vectors()?;
+        if dim > 0 {
+            flat.chunks_exact_mut(dim).for_each(normalize);
+        }
+        Ok(VectorIndex { ids, flat, dim })
+    }
+
+    pub fn from_parts(ids: Vec<i64>, mut flat: Vec<f32>, dim: usize) -> VectorIndex {
+        assert_eq!(flat.len(), ids.len() * dim);
+        flat.chunks_exact_mut(dim).for_each(normalize);
+        VectorIndex { ids, flat, dim }
+    }
+
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// The `k` chunks most similar to `query` (cosine), best first.
+    pub fn top(&self, query: &[f32], k: usize) -> Vec<(i64, f32)> {
+        if self.dim == 0 || query.len() != self.dim || k == 0 {
+            return Vec::new();
+        }
+        let mut q = query.to_vec();
+        normalize(&mut q);
+        let mut scored: Vec<(f32, u32)> =
+            self.flat.chunks_exact(self.dim).enumerate().map(|(i, v)| (dot(&q, v), i as u32)).collect();
+        let k = k.min(scored.len());
+        if k < scored.len() {
+            scored.select_nth_unstable_by(k - 1, |a, b| b.0.total_cmp(&a.0));
+            scored.truncate(k);
+        }
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        scored.into_iter().map(|(s, i)| (self.ids[i as usize], s)).collect()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Hit {
+    pub path: String,
+    /// The page where the snippet is (1-based).
+    pub page: u32,
+    /// Reciprocal-rank-fusion score.
+    pub score: f64,
+    /// A snippet of the chunk around the query's words.
+    pub text: String,
+    /// The whole chunk, for retrieval-augmented generation.
+    pub chunk: String,
+    pub chunk_id: i64,
+    pub char_start: usize,
+    pub char_end: usize,
+    /// Cosine similarity to the query, when the chunk was among the nearest vectors.
+    pub cosine: Option<f32>,
+    /// 1-based ranks in each list, when the chunk was in it.
+    pub semantic_rank: Option<usize>,
+    pub keyword_rank: Option<usize>,
+}
+
+/// Merges two best-first rankings by reciprocal rank fusion; ties keep the semantic order.
+pub fn reciprocal_rank_fusion(semantic: &[i64], keyword: &[i64]) -> Vec<(i64, f64)> {
+    let mut scores: HashMap<i64, (f64, usize)> = HashMap::new();
+    for (list_index, list) in [semantic, keyword].iter().enumerate() {
+        for (rank, id) in list.iter().enumerate() {
+            let entry = scores.entry(*id).or_insert((0.0, list_index * 1_000_000 + rank));
+            entry.0 += 1.0 / (RRF_K + rank as f64 + 1.0);
+        }
+    }
+    let mut merged: Vec<(i64, f64, usize)> = scores.into_iter().map(|(id, (s, order))| (id, s, order)).collect();
+    merged.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)));
+    merged.into_iter().map(|(id, s, _)| (id, s)).collect()
+}
+
+const SNIPPET_CHARS: usize = 240;
+
+fn floor_boundary(text: &str, mut i: usize) -> usize {
+    while i > 0 && !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// The window of the chunk with the most query-word hits, and where it starts (byte offset).
+pub fn snippet(chunk: &str, query: &str) -> (String, usize) {
+    let lower = chunk.to_ascii_lowercase();
+    let words: Vec<String> = query
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() > 2)
+        .map(|w| w.to_ascii_lowercase())
+        .collect();
+    let mut hits: Vec<usize> = words.iter().flat_map(|w| lower.match_indices(w.as_str()).map(|(i, _)| i)).collect();
+    hits.sort_unstable();
+    // The hit that starts the densest window.
+    let best = hits
+        .iter()
+        .map(|&start| (hits.iter().filter(|&&h| h >= start && h < start + SNIPPET_CHARS).count(), start))
+        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
+        .map(|(_, start)| start);
+    let anchor = best.unwrap_or(0);
+    // Start a little before the first hit, at a word start.
+    let mut start = floor_boundary(chunk, anchor.saturating_sub(40));
+    if start > 0 {
+        start = chunk[start..anchor].find(char::is_whitespace).map(|w| start + w + 1).unwrap_or(anchor);
+    }
+    let mut end = floor_boundary(chunk, (start + SNIPPET_CHARS).min(chunk.len()));
+    if end < chunk.len() {
+        end = chunk[..end].rfind(char::is_whitespace).filter(|&w| w > anchor).unwrap_or(end);
+    }
+    let mut out = String::new();
+    if start > 0 {
+        out.push('…');
+    }
+    out.push_str(&chunk[start..end].split_whitespace().collect::<Vec<_>>().join(" "));
+    if end < chunk.len() {
+        out.push('…');
+    }
+    (out, anchor)
+}
+
+/// Hybrid search over the index: `query_vector` is the embedding of `query`.
+pub fn hybrid_search(
+    store: &Store,
+    vectors: &VectorIndex,
+    query: &str,
+    query_vector: &[f32],
+    k: usize,
+) -> Result<Vec<Hit>, StoreError> {
+    // Each list goes deeper than k so fusion can lift a chunk that both rank moderately.
+    let depth = (k * 4).max(50);
+    let nearest = vectors.top(query_vector, depth);
+    let cosines: HashMap<i64, f32> = nearest.iter().copied().collect();
+    let semantic: Vec<i64> = nearest.iter().map(|(id, _)| *id).collect();
+    let keyword = store.keyword_search(query, depth)?;
+    let mut hits = Vec::with_capacity(k);
+    for (id, score) in reciprocal_rank_fusion(&semantic, &keyword).into_iter().take(k) {
+        let Some(stored) = store.chunk(id)? else { continue };
+        let (snippet_text, anchor) = snippet(&stored.text, query);
+        let page = stored.page_at(anchor);
+        let StoredChunk { text, path, char_start, char_end, .. } = stored;
+        hits.push(Hit {
+            path,
+            page,
+            score,
+            text: snippet_text,
+            chunk: text,
+            chunk_id: id,
+            char_start,
+            char_end,
+            cosine: cosines.get(&id).copied(),
+            semantic_rank: semantic.iter().position(|x| *x == id).map(|r| r + 1),
+            keyword_rank: keyword.iter().position(|x| *x == id).map(|r| r + 1),
+        });
+    }
+    Ok(hits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fusion_rewards_agreement() {
+        // 3 is second in both lists and beats 1, which is first in one list only.
+        let merged = reciprocal_rank_fusion(&[1, 3, 4], &[5, 3, 6]);
+        assert_eq!(merged[0].0, 3);
+        assert!((merged[0].1 - 2.0 / 62.0).abs() < 1e-12);
+        assert_eq!(merged.iter().map(|m| m.0).collect::<Vec<_>>(), vec![3, 1, 5, 4, 6]);
+    }
+
+    #[test]
+    fn top_k_is_the_exact_nearest_in_order() {
+        let dim = 4;
+        let vectors: Vec<Vec<f32>> = (0..100).map(|i| vec![(i as f32).cos(), (i as f32).sin(), 0.3, -0.1 * i as f32]).collect();
+        let index = VectorIndex::from_parts((0..100).collect(), vectors.concat(), dim);
+        let q = [0.2, 0.9, 0.1, -1.0];
+        let got = index.top(&q, 7);
+        let mut brute: Vec<(i64, f32)> = vectors
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let n = v.iter().map(|x| x * x).sum::<f32>().sqrt() * q.iter().map(|x| x * x).sum::<f32>().sqrt();
+                (i as i64, v.iter().zip(&q).map(|(a, b)| a * b).sum::<f32>() / n)
+            })
+            .collect();
+        brute.sort_by(|a, b| b.1.total_cmp(&a.1));
+        assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), brute[..7].iter().map(|b| b.0).collect::<Vec<_>>());
+        for (g, b) in got.iter().zip(&brute) {
+            assert!((g.1 - b.1).abs() < 1e-5);
+        }
+    }
+
+    #[test]
+    fn snippets_centre_on_the_query_words() {
+        let chunk = format!("{} the violet heron counted lanterns {}", "filler ".repeat(80), "tail ".repeat(80));
+        let (s, anchor) = snippet(&chunk, "violet heron");
+        assert!(s.starts_with('…') && s.ends_with('…'), "{s}");
+        assert!(s.contains("the violet heron counted lanterns"), "{s}");
+        assert_eq!(&chunk[anchor..anchor + 6], "violet");
+        let (plain, at) = snippet("short text", "nothing matches");
+        assert_eq!((plain.as_str(), at), ("short text", 0));
+    }
+}

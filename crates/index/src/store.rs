@@ -1,0 +1,517 @@
+//! The index on disk: one SQLite file (WAL) with documents, their pages, chunks, embeddings and an
+//! FTS5 table for BM25.
+//!
+//! Why SQLite: one file a user can copy, crash-safe transactions, full-text search built in. Every
+//! document is written in one transaction (its row, pages, chunks and new embeddings), so a run
+//! killed at any instant leaves each document either fully indexed or as it was before, and the
+//! next run picks up exactly what is missing. Embeddings are keyed by the SHA-256 of the chunk
+//! text, so an edited file only re-embeds the chunks whose text changed, and identical chunks in
+//! different files are embedded once.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+
+use crate::chunk::DocumentChunk;
+
+const SCHEMA_VERSION: &str = "1";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("index database {path}: {source}")]
+    Open { path: String, source: rusqlite::Error },
+    #[error("index database: {0}")]
+    Sql(#[from] rusqlite::Error),
+    #[error("the index {path} was built with the model {found} ({found_dim} dimensions); this run uses {wanted} ({wanted_dim}). Use the same --model, or a new --db")]
+    ModelMismatch { path: String, found: String, found_dim: usize, wanted: String, wanted_dim: usize },
+    #[error("{path} is not a warpfold index (schema version {found:?}, expected {SCHEMA_VERSION})")]
+    Schema { path: String, found: Option<String> },
+    #[error("{0} does not exist; build it first with `warpfold index PATH... --db {0}`")]
+    Missing(String),
+}
+
+/// A document's row as the indexer needs it to decide whether to read the file again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentState {
+    pub content_hash: String,
+    pub status: String,
+}
+
+/// Everything written for one file in one transaction.
+#[derive(Debug, Clone)]
+pub struct DocumentRecord {
+    pub path: String,
+    pub content_hash: String,
+    pub size: u64,
+    pub mtime: i64,
+    /// `indexed`, `no_text` or `failed`.
+    pub status: &'static str,
+    /// The error (failed, no_text) or warnings (indexed) for this file.
+    pub error: Option<String>,
+    pub pages: Vec<String>,
+    pub chunks: Vec<DocumentChunk>,
+}
+
+/// A chunk as search shows it.
+#[derive(Debug, Clone)]
+pub struct StoredChunk {
+    pub id: i64,
+    pub path: String,
+    pub text: String,
+    pub page_start: u32,
+    pub page_breaks: Vec<(usize, u32)>,
+    pub char_start: usize,
+    pub char_end: usize,
+}
+
+impl StoredChunk {
+    pub fn page_at(&self, offset: usize) -> u32 {
+        self.page_breaks.iter().take_while(|(at, _)| *at <= offset).last().map(|(_, p)| *p).unwrap_or(self.page_start)
+    }
+}
+
+pub struct Store {
+    conn: Connection,
+    path: String,
+}
+
+fn encode_vector(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+pub fn decode_vector(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+}
+
+fn encode_breaks(breaks: &[(usize, u32)]) -> String {
+    breaks.iter().map(|(at, page)| format!("{at}:{page}")).collect::<Vec<_>>().join(",")
+}
+
+fn decode_breaks(text: &str) -> Vec<(usize, u32)> {
+    text.split(',')
+        .filter_map(|pair| {
+            let (at, page) = pair.split_once(':')?;
+            Some((at.parse().ok()?, page.parse().ok()?))
+        })
+        .collect()
+}
+
+impl Store {
+    /// Opens (creating if needed) the index at `path` for a model; refuses an index built with
+    /// another model, whose vectors would not be comparable.
+    pub fn open(path: &Path, model: &str, dim: usize) -> Result<Store, StoreError> {
+        let display = path.display().to_string();
+        let conn = Connection::open(path).map_err(|source| StoreError::Open { path: display.clone(), source })?;
+        let store = Store { conn, path: display };
+        store.configure()?;
+        store.create_schema()?;
+        store.check_model(model, dim, true)?;
+        Ok(store)
+    }
+
+    /// Opens an existing index without writing to it (search, parallel readers).
+    pub fn open_existing(path: &Path) -> Result<Store, StoreError> {
+        let display = path.display().to_string();
+        if !path.exists() {
+            return Err(StoreError::Missing(display));
+        }
+        let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+            .map_err(|source| StoreError::Open { path: display.clone(), source })?;
+        let store = Store { conn, path: display };
+        store.configure()?;
+        let version = store.meta("schema_version")?;
+        if version.as_deref() != Some(SCHEMA_VERSION) {
+            return Err(StoreError::Schema { path: store.path.clone(), found: version });
+        }
+        Ok(store)
+    }
+
+    fn configure(&self) -> Result<(), StoreError> {
+        self.conn.busy_timeout(std::time::Duration::from_secs(30))?;
+        self.conn.pragma_update(None, "journal_mode", "WAL")?;
+        // NORMAL in WAL mode: a committed transaction survives a killed process (not a power cut,
+        // which would lose at most the last few, never corrupt the file).
+        self.conn.pragma_update(None, "synchronous", "NORMAL")?;
+        self.conn.pragma_update(None, "foreign_keys", "ON")?;
+        Ok(())
+    }
+
+    fn create_schema(&self) -> Result<(), StoreError> {
+        self.conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+             CREATE TABLE IF NOT EXISTS documents(
+                 id INTEGER PRIMARY KEY,
+                 path TEXT NOT NULL UNIQUE,
+                 content_hash TEXT NOT NULL,
+                 size INTEGER NOT NULL,
+                 mtime INTEGER NOT NULL,
+                 status TEXT NOT NULL CHECK (status IN ('indexed', 'no_text', 'failed')),
+                 error TEXT,
+                 page_count INTEGER NOT NULL,
+                 indexed_at INTEGER NOT NULL);
+             CREATE TABLE IF NOT EXISTS pages(
+                 document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+                 page INTEGER NOT NULL,
+                 text TEXT NOT NULL,
+                 PRIMARY KEY (document_id, page)) WITHOUT ROWID;
+             CREATE TABLE IF NOT EXISTS chunks(
+                 id INTEGER PRIMARY KEY,
+                 document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+                 ordinal INTEGER NOT NULL,
+                 text TEXT NOT NULL,
+                 text_hash BLOB NOT NULL,
+                 page_start INTEGER NOT NULL,
+                 page_end INTEGER NOT NULL,
+                 page_breaks TEXT NOT NULL,
+                 char_start INTEGER NOT NULL,
+                 char_end INTEGER NOT NULL,
+                 tokens INTEGER NOT NULL,
+                 UNIQUE (document_id, ordinal));
+             CREATE INDEX IF NOT EXISTS chunks_by_hash ON chunks(text_hash);
+             CREATE TABLE IF NOT EXISTS embeddings(text_hash BLOB PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID;
+             CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+                 text, content='chunks', content_rowid='id', tokenize='unicode61 remove_diacritics 2');
+             CREATE TRIGGER IF NOT EXISTS chunks_fts_insert AFTER INSERT ON chunks BEGIN
+                 INSERT INTO chunks_fts(rowid, text) VALUES (new.id, new.text);
+             END;
+             CREATE TRIGGER IF NOT EXISTS chunks_fts_delete AFTER DELETE ON chunks BEGIN
+                 INSERT INTO chunks_fts(chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
+             END;",
+        )?;
+        self.conn.execute(
+            "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?1)",
+            params![SCHEMA_VERSION],
+        )?;
+        Ok(())
+    }
+
+    fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.conn.query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| r.get(0)).optional()?)
+    }
+
+    /// The model the index was built with, and its dimension.
+    pub fn model(&self) -> Result<Option<(String, usize)>, StoreError> {
+        let model = self.meta("model")?;
+        let dim = self.meta("dimension")?.and_then(|d| d.parse().ok());
+        Ok(model.zip(dim))
+    }
+
+    /// Fails unless the index holds vectors of `model`; records it first if `claim` and the index
+    /// has none yet.
+    pub fn check_model(&self, model: &str, dim: usize, claim: bool) -> Result<(), StoreError> {
+        match self.model()? {
+            Some((found, found_dim)) if found != model || found_dim != dim => Err(StoreError::ModelMismatch {
+                path: self.path.clone(),
+                found,
+                found_dim,
+                wanted: model.to_string(),
+                wanted_dim: dim,
+            }),
+            Some(_) => Ok(()),
+            None if claim => {
+                self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('model', ?1)", params![model])?;
+                self.conn
+                    .execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('dimension', ?1)", params![dim.to_string()])?;
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    pub fn document_state(&self, path: &str) -> Result<Option<DocumentState>, StoreError> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT content_hash, status FROM documents WHERE path = ?1")?
+            .query_row(params![path], |r| Ok(DocumentState { content_hash: r.get(0)?, status: r.get(1)? }))
+            .optional()?)
+    }
+
+    /// Which of `hashes` already have a stored embedding.
+    pub fn embedded_hashes(&self, hashes: &[[u8; 32]]) -> Result<HashSet<[u8; 32]>, StoreError> {
+        let mut stmt = self.conn.prepare_cached("SELECT 1 FROM embeddings WHERE text_hash = ?1")?;
+        let mut found = HashSet::new();
+        for hash in hashes {
+            if stmt.exists(params![&hash[..]])? {
+                found.insert(*hash);
+            }
+        }
+        Ok(found)
+    }
+
+    /// Replaces everything stored for `record.path` with `record`, adding `new_embeddings`
+    /// (text hash, vector), in one transaction. Embeddings no chunk uses any more are dropped.
+    pub fn commit_document(&mut self, record: &DocumentRecord, new_embeddings: &[([u8; 32], Vec<f32>)]) -> Result<(), StoreError> {
+        let tx = self.conn.transaction()?;
+        let old_id: Option<i64> =
+            tx.query_row("SELECT id FROM documents WHERE path = ?1", params![record.path], |r| r.get(0)).optional()?;
+        let mut old_hashes: Vec<Vec<u8>> = Vec::new();
+        if let Some(id) = old_id {
+            old_hashes = tx
+                .prepare("SELECT DISTINCT text_hash FROM chunks WHERE document_id = ?1")?
+                .query_map(params![id], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            tx.execute("DELETE FROM chunks WHERE document_id = ?1", params![id])?;
+            tx.execute("DELETE FROM pages WHERE document_id = ?1", params![id])?;
+        }
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+        let id: i64 = tx.query_row(
+            "INSERT INTO documents(path, content_hash, size, mtime, status, error, page_count, indexed_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+             ON CONFLICT(path) DO UPDATE SET content_hash = excluded.content_hash, size = excluded.size,
+                 mtime = excluded.mtime, status = excluded.status, error = excluded.error,
+                 page_count = excluded.page_count, indexed_at = excluded.indexed_at
+             RETURNING id",
+            params![
+                record.path,
+                record.content_hash,
+                record.size as i64,
+                record.mtime,
+                record.status,
+                record.error,
+                record.pages.len() as i64,
+                now
+            ],
+            |r| r.get(0),
+        )?;
+        {
+            let mut insert_page = tx.prepare_cached("INSERT INTO pages(document_id, page, text) VALUES (?1, ?2, ?3)")?;
+            for (i, page) in record.pages.iter().enumerate() {
+                insert_page.execute(params![id, i as i64 + 1, page])?;
+            }
+            let mut insert_embedding =
+                tx.prepare_cached("INSERT OR IGNORE INTO embeddings(text_hash, vector) VALUES (?1, ?2)")?;
+            for (hash, vector) in new_embeddings {
+                insert_embedding.execute(params![&hash[..], encode_vector(vector)])?;
+            }
+            let mut insert_chunk = tx.prepare_cached(
+                "INSERT INTO chunks(document_id, ordinal, text, text_hash, page_start, page_end, page_breaks,
+                                    char_start, char_end, tokens)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            )?;
+            for c in &record.chunks {
+                insert_chunk.execute(params![
+                    id,
+                    c.ordinal as i64,
+                    c.text,
+                    &c.text_hash[..],
+                    c.page_start,
+                    c.page_end,
+                    encode_breaks(&c.page_breaks),
+                    c.char_start as i64,
+                    c.char_end as i64,
+                    c.ids.len() as i64
+                ])?;
+            }
+        }
+        drop_unused_embeddings(&tx, &old_hashes)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Removes documents whose file no longer exists; returns their paths.
+    pub fn prune_missing(&mut self) -> Result<Vec<String>, StoreError> {
+        let rows: Vec<(i64, String)> = self
+            .conn
+            .prepare("SELECT id, path FROM documents ORDER BY path")?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        let mut removed = Vec::new();
+        for (id, path) in rows {
+            if Path::new(&path).exists() {
+                continue;
+            }
+            let tx = self.conn.transaction()?;
+            let hashes: Vec<Vec<u8>> = tx
+                .prepare("SELECT DISTINCT text_hash FROM chunks WHERE document_id = ?1")?
+                .query_map(params![id], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            tx.execute("DELETE FROM chunks WHERE document_id = ?1", params![id])?;
+            tx.execute("DELETE FROM pages WHERE document_id = ?1", params![id])?;
+            tx.execute("DELETE FROM documents WHERE id = ?1", params![id])?;
+            drop_unused_embeddings(&tx, &hashes)?;
+            tx.commit()?;
+            removed.push(path);
+        }
+        Ok(removed)
+    }
+
+    /// Every chunk id with its embedding, for the vector half of search.
+    pub fn load_vectors(&self) -> Result<(Vec<i64>, Vec<f32>, usize), StoreError> {
+        let dim = self.model()?.map(|(_, d)| d).unwrap_or(0);
+        let mut ids = Vec::new();
+        let mut flat = Vec::new();
+        let mut stmt = self.conn.prepare(
+            "SELECT chunks.id, embeddings.vector FROM chunks JOIN embeddings ON embeddings.text_hash = chunks.text_hash",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            let bytes = row.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
+            if bytes.len() != dim * 4 {
+                continue;
+            }
+            ids.push(row.get(0)?);
+            flat.extend(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+        }
+        Ok((ids, flat, dim))
+    }
+
+    /// BM25 (FTS5) ranking of chunks for `query`, best first, at most `limit`.
+    pub fn keyword_search(&self, query: &str, limit: usize) -> Result<Vec<i64>, StoreError> {
+        let Some(expression) = fts_expression(query) else {
+            return Ok(Vec::new());
+        };
+        let mut stmt =
+            self.conn.prepare_cached("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2")?;
+        let ids = stmt.query_map(params![expression, limit as i64], |r| r.get(0))?.collect::<Result<_, _>>()?;
+        Ok(ids)
+    }
+
+    pub fn chunk(&self, id: i64) -> Result<Option<StoredChunk>, StoreError> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT chunks.id, documents.path, chunks.text, chunks.page_start, chunks.page_breaks,
+                        chunks.char_start, chunks.char_end
+                 FROM chunks JOIN documents ON documents.id = chunks.document_id WHERE chunks.id = ?1",
+            )?
+            .query_row(params![id], |r| {
+                Ok(StoredChunk {
+                    id: r.get(0)?,
+                    path: r.get(1)?,
+                    text: r.get(2)?,
+                    page_start: r.get(3)?,
+                    page_breaks: decode_breaks(&r.get::<_, String>(4)?),
+                    char_start: r.get::<_, i64>(5)? as usize,
+                    char_end: r.get::<_, i64>(6)? as usize,
+                })
+            })
+            .optional()?)
+    }
+
+    /// Row counts: documents by status, chunks, distinct embeddings.
+    pub fn counts(&self) -> Result<StoreCounts, StoreError> {
+        let count = |sql: &str| -> Result<u64, StoreError> { Ok(self.conn.query_row(sql, [], |r| r.get::<_, i64>(0))? as u64) };
+        Ok(StoreCounts {
+            documents: count("SELECT count(*) FROM documents")?,
+            indexed: count("SELECT count(*) FROM documents WHERE status = 'indexed'")?,
+            chunks: count("SELECT count(*) FROM chunks")?,
+            embeddings: count("SELECT count(*) FROM embeddings")?,
+        })
+    }
+
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct StoreCounts {
+    pub documents: u64,
+    pub indexed: u64,
+    pub chunks: u64,
+    pub embeddings: u64,
+}
+
+fn drop_unused_embeddings(tx: &rusqlite::Transaction, hashes: &[Vec<u8>]) -> Result<(), StoreError> {
+    let mut stmt = tx.prepare_cached(
+        "DELETE FROM embeddings WHERE text_hash = ?1 AND NOT EXISTS (SELECT 1 FROM chunks WHERE text_hash = ?1)",
+    )?;
+    for hash in hashes {
+        stmt.execute(params![hash])?;
+    }
+    Ok(())
+}
+
+/// A user's query as an FTS5 expression: every word quoted (so FTS syntax characters in the query
+/// are plain text), any word may match, BM25 ranks by how many and how rare.
+pub fn fts_expression(query: &str) -> Option<String> {
+    let words: Vec<String> = query
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| format!("\"{}\"", w.to_lowercase()))
+        .collect();
+    (!words.is_empty()).then(|| words.join(" OR "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(ordinal: usize, text: &str) -> DocumentChunk {
+        DocumentChunk {
+            ordinal,
+            text: text.into(),
+            text_hash: crate::chunk::text_hash(text),
+            ids: vec![101, 7, 102],
+            page_start: 1,
+            page_end: 1,
+            page_breaks: vec![],
+            char_start: 0,
+            char_end: text.chars().count(),
+        }
+    }
+
+    fn record(path: &str, hash: &str, chunks: Vec<DocumentChunk>) -> DocumentRecord {
+        DocumentRecord {
+            path: path.into(),
+            content_hash: hash.into(),
+            size: 10,
+            mtime: 0,
+            status: "indexed",
+            error: None,
+            pages: vec!["p".into()],
+            chunks,
+        }
+    }
+
+    #[test]
+    fn replacing_a_document_keeps_shared_embeddings_and_drops_orphans() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("i.db"), "m", 2).unwrap();
+        let (a, b, c) = (chunk(0, "alpha words"), chunk(1, "beta words"), chunk(0, "gamma words"));
+        store
+            .commit_document(&record("/x", "h1", vec![a.clone(), b.clone()]), &[(a.text_hash, vec![1.0, 0.0]), (b.text_hash, vec![0.0, 1.0])])
+            .unwrap();
+        store.commit_document(&record("/y", "h2", vec![chunk(0, "alpha words")]), &[]).unwrap();
+        assert_eq!(store.counts().unwrap(), StoreCounts { documents: 2, indexed: 2, chunks: 3, embeddings: 2 });
+        // /x now holds only gamma: beta's vector has no user left, alpha's is still used by /y.
+        store.commit_document(&record("/x", "h3", vec![c.clone()]), &[(c.text_hash, vec![0.5, 0.5])]).unwrap();
+        assert_eq!(store.counts().unwrap(), StoreCounts { documents: 2, indexed: 2, chunks: 2, embeddings: 2 });
+        let have = store.embedded_hashes(&[a.text_hash, b.text_hash, c.text_hash]).unwrap();
+        assert!(have.contains(&a.text_hash) && have.contains(&c.text_hash) && !have.contains(&b.text_hash));
+        assert_eq!(store.keyword_search("gamma", 10).unwrap().len(), 1);
+        assert_eq!(store.keyword_search("beta", 10).unwrap().len(), 0, "FTS rows follow deletions");
+        assert_eq!(store.keyword_search("words", 10).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn an_index_refuses_another_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("i.db");
+        drop(Store::open(&path, "model-a", 384).unwrap());
+        let err = Store::open(&path, "model-b", 768).err().expect("must refuse");
+        assert!(err.to_string().contains("model-a"), "{err}");
+        assert!(Store::open(&path, "model-a", 384).is_ok());
+    }
+
+    #[test]
+    fn prune_removes_documents_whose_file_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let kept = dir.path().join("kept.txt");
+        std::fs::write(&kept, "x").unwrap();
+        let mut store = Store::open(&dir.path().join("i.db"), "m", 2).unwrap();
+        let gone = dir.path().join("gone.txt").display().to_string();
+        let only_gone = chunk(0, "only in the gone file");
+        store.commit_document(&record(&gone, "h", vec![only_gone.clone()]), &[(only_gone.text_hash, vec![1.0, 1.0])]).unwrap();
+        store.commit_document(&record(&kept.display().to_string(), "k", vec![chunk(0, "kept text")]), &[]).unwrap();
+        assert_eq!(store.prune_missing().unwrap(), vec![gone]);
+        assert_eq!(store.counts().unwrap(), StoreCounts { documents: 1, indexed: 1, chunks: 1, embeddings: 0 });
+    }
+
+    #[test]
+    fn fts_expressions_quote_every_word() {
+        assert_eq!(fts_expression("Heron's \"lantern\" OR x*").unwrap(), "\"heron\" OR \"s\" OR \"lantern\" OR \"or\" OR \"x\"");
+        assert_eq!(fts_expression("  ?! "), None);
+    }
+}

@@ -1,0 +1,446 @@
+//! Files to index to search hits, through the real binary: generated PDFs with planted sentences,
+//! hostile files, incremental re-indexing, and a run killed with SIGKILL and resumed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use warpfold_engine::corpus::{words, Rng};
+use warpfold_engine::embed::Embedder;
+use warpfold_engine::{Engine, Lane, SchedulerConfig};
+use warpfold_index::chunk::{chunk_document, join_pages};
+use warpfold_index::pdfgen::{planted_sentence, Font, Page, PdfDocument, TextBlock};
+use warpfold_index::search::{hybrid_search, VectorIndex};
+use warpfold_index::store::Store;
+
+use crate::common::{load, minilm_dir, warpfold};
+
+fn index_json(paths: &[&Path], db: &Path, extra: &[&str]) -> Value {
+    let out = warpfold().arg("index").args(paths).arg("--db").arg(db).arg("--json").args(extra).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "index failed ({:?}): {stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("index --json printed {stdout:?}: {e}"))
+}
+
+fn embedder() -> Embedder {
+    let (backend, encoder) = load(&minilm_dir());
+    Embedder { encoder, engine: Engine::start(backend, SchedulerConfig::default()) }
+}
+
+/// A page of seeded filler with `sentence` planted somewhere in the middle.
+fn page_with(rng: &mut Rng, sentence: &str, font: Font) -> Page {
+    let before = words(rng, 60 + rng.range(0, 120));
+    let after = words(rng, 60 + rng.range(0, 120));
+    Page {
+        blocks: vec![
+            TextBlock { font, text: before },
+            TextBlock { font: Font::Helvetica, text: sentence.to_string() },
+            TextBlock { font, text: after },
+        ],
+        image: false,
+    }
+}
+
+fn planted_documents(dir: &Path, documents: usize, pages: usize) -> Vec<PathBuf> {
+    let fonts = [Font::Helvetica, Font::TimesRoman, Font::Courier, Font::RemappedHelveticaBold];
+    let mut rng = Rng::new(7);
+    (0..documents)
+        .map(|d| {
+            let doc = PdfDocument {
+                pages: (0..pages).map(|p| page_with(&mut rng, &planted_sentence(d, p), fonts[(d + p) % fonts.len()])).collect(),
+                compress: d % 2 == 0,
+                ..Default::default()
+            };
+            let path = dir.join(format!("planted-{d}.pdf"));
+            std::fs::write(&path, doc.to_bytes()).unwrap();
+            path
+        })
+        .collect()
+}
+
+#[test]
+fn chunks_cover_every_token_fit_the_model_and_know_their_pages() {
+    let (_, encoder) = load(&minilm_dir());
+    let mut rng = Rng::new(3);
+    let pages: Vec<String> = (0..5).map(|p| if p == 2 { String::new() } else { words(&mut rng, 150 + 200 * p) }).collect();
+    let chunks = chunk_document(&encoder, &pages, 32).unwrap();
+    let (text, starts) = join_pages(&pages);
+    assert!(chunks.len() > 5, "{} chunks", chunks.len());
+    let mut covered = vec![false; text.len()];
+    for c in &chunks {
+        assert!(c.ids.len() <= 256, "chunk {} has {} tokens", c.ordinal, c.ids.len());
+        assert_eq!(c.ids, encoder.encode(&c.text).unwrap(), "ids are the chunk text's own encoding");
+        let byte_start = text.char_indices().nth(c.char_start).map(|(b, _)| b).unwrap();
+        assert!(text[byte_start..].starts_with(&c.text), "char offsets point at the chunk");
+        covered[byte_start..byte_start + c.text.len()].iter_mut().for_each(|x| *x = true);
+        let page_of = |b: usize| starts.partition_point(|&s| s <= b) as u32;
+        assert_eq!(c.page_start, page_of(byte_start));
+        assert_eq!(c.page_end, page_of(byte_start + c.text.len() - 1));
+    }
+    for (i, ch) in text.char_indices() {
+        assert!(ch.is_whitespace() || covered[i], "byte {i} ({ch:?}) is in no chunk");
+    }
+    let overlapping = chunks.windows(2).filter(|w| w[1].char_start < w[0].char_end).count();
+    assert!(overlapping >= chunks.len() / 2, "consecutive chunks overlap ({overlapping} of {})", chunks.len() - 1);
+}
+
+#[test]
+fn planted_sentences_are_found_on_their_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(docs.join("nested")).unwrap();
+    let files = planted_documents(&docs, 3, 4);
+    std::fs::write(docs.join("nested/notes.md"), "# Notes\n\nThe indigo walrus repaired nine umbrellas beside the canal.\n").unwrap();
+    let db = dir.path().join("index.db");
+    let report = index_json(&[&docs], &db, &[]);
+    assert_eq!(report["documents_total"], 4, "{report}");
+    assert_eq!(report["documents_indexed"], 4, "{report}");
+    assert_eq!(report["documents_failed"], 0, "{report}");
+    assert!(report["chunks"].as_u64().unwrap() >= 12, "{report}");
+    for key in ["documents_skipped", "failures", "tokens", "pad_tokens", "bins", "seconds", "tokens_per_second"] {
+        assert!(report.get(key).is_some(), "report lacks {key}: {report}");
+    }
+
+    let store = Store::open_existing(&db).unwrap();
+    let vectors = VectorIndex::load(&store).unwrap();
+    let embedder = embedder();
+    for (d, file) in files.iter().enumerate() {
+        for p in 0..4 {
+            let sentence = planted_sentence(d, p);
+            let query = sentence.trim_end_matches('.');
+            let qv = embedder.embed_texts(Lane::Interactive, &[query]).pop().unwrap().unwrap();
+            let hits = hybrid_search(&store, &vectors, query, &qv, 3).unwrap();
+            let top = &hits[0];
+            assert_eq!(top.path, file.canonicalize().unwrap().display().to_string(), "query {query:?}: {hits:#?}");
+            assert_eq!(top.page, p as u32 + 1, "query {query:?}: {hits:#?}");
+            assert!(top.text.split_whitespace().collect::<Vec<_>>().join(" ").contains(query), "snippet shows it: {}", top.text);
+        }
+    }
+
+    // The CLI contract: a JSON array of {path, page, score, text}.
+    let out = warpfold().args(["search", "indigo walrus umbrellas", "--db"]).arg(&db).args(["-k", "2", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let hits: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let hits = hits.as_array().unwrap();
+    assert_eq!(hits.len(), 2);
+    assert!(hits[0]["path"].as_str().unwrap().ends_with("nested/notes.md"), "{hits:?}");
+    assert_eq!(hits[0]["page"], 1);
+    assert!(hits[0]["score"].as_f64().unwrap() > hits[1]["score"].as_f64().unwrap());
+    assert!(hits[0]["text"].as_str().unwrap().contains("indigo walrus"));
+}
+
+/// PDFs that break pdf-extract 0.12.1 / lopdf 0.42 for real (found by reading their source and
+/// probing): each must cost only its own file.
+pub mod hostile {
+    use std::io::Write;
+
+    use warpfold_index::pdfgen::{raw_pdf, raw_stream};
+
+    const CATALOG: &[u8] = b"<< /Type /Catalog /Pages 2 0 R >>";
+
+    /// An unknown simple-font encoding name: pdf-extract `panic!`s ("unexpected encoding").
+    pub fn panicking_pdf() -> Vec<u8> {
+        raw_pdf(
+            &[
+                CATALOG.to_vec(),
+                b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_vec(),
+                b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>".to_vec(),
+                raw_stream("", b"BT /F1 12 Tf 72 720 Td (Hi) Tj ET"),
+                b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /FooEncoding >>".to_vec(),
+            ],
+            "",
+        )
+    }
+
+    /// A page without /MediaBox whose parent is its own parent: pdf-extract's inherited-attribute
+    /// lookup follows /Parent forever (a CPU spin with flat memory in release builds).
+    pub fn hanging_pdf() -> Vec<u8> {
+        raw_pdf(
+            &[
+                CATALOG.to_vec(),
+                b"<< /Type /Pages /Kids [3 0 R] /Count 1 /Parent 2 0 R >>".to_vec(),
+                b"<< /Type /Page /Parent 2 0 R /Resources << >> /Contents 4 0 R >>".to_vec(),
+                raw_stream("", b"BT ET"),
+            ],
+            "",
+        )
+    }
+
+    /// A form XObject that draws itself: unbounded recursion, the stack overflows and Rust aborts
+    /// the process (SIGABRT), which no catch_unwind could stop.
+    pub fn stack_overflow_pdf() -> Vec<u8> {
+        raw_pdf(
+            &[
+                CATALOG.to_vec(),
+                b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_vec(),
+                b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /X0 5 0 R >> >> /Contents 4 0 R >>".to_vec(),
+                raw_stream("", b"/X0 Do"),
+                raw_stream(" /Type /XObject /Subtype /Form /BBox [0 0 10 10]", b"/X0 Do"),
+            ],
+            "",
+        )
+    }
+
+    /// A content stream of 1 GiB of spaces behind three FlateDecode layers (under 1 KB on disk):
+    /// lopdf inflates it whole.
+    pub fn memory_bomb_pdf() -> Vec<u8> {
+        let mut inner = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        let block = vec![b' '; 1 << 20];
+        for _ in 0..1024 {
+            inner.write_all(&block).unwrap();
+        }
+        let mut data = inner.finish().unwrap();
+        for _ in 0..2 {
+            let mut layer = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+            layer.write_all(&data).unwrap();
+            data = layer.finish().unwrap();
+        }
+        raw_pdf(
+            &[
+                CATALOG.to_vec(),
+                b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_vec(),
+                b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << >> /Contents 4 0 R >>".to_vec(),
+                raw_stream(" /Filter [/FlateDecode /FlateDecode /FlateDecode]", &data),
+            ],
+            "",
+        )
+    }
+
+    /// A well-formed file whose page tree is empty: it loads, and has nothing to read.
+    pub fn pageless_pdf() -> Vec<u8> {
+        raw_pdf(&[CATALOG.to_vec(), b"<< /Type /Pages /Kids [] /Count 0 >>".to_vec()], "")
+    }
+}
+
+#[test]
+fn every_bad_file_gets_its_own_status_and_the_good_ones_are_indexed() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    let good = planted_documents(&docs, 2, 2);
+    let write = |name: &str, bytes: &[u8]| std::fs::write(docs.join(name), bytes).unwrap();
+    write("empty.pdf", b"");
+    let mut rng = Rng::new(11);
+    write("random.pdf", &(0..4096).map(|_| rng.next_u64() as u8).collect::<Vec<_>>());
+    let whole = PdfDocument { pages: vec![Page::text(Font::Helvetica, &words(&mut rng, 300)); 3], ..Default::default() }.to_bytes();
+    write("truncated.pdf", &whole[..whole.len() / 2]);
+    write(
+        "encrypted.pdf",
+        &PdfDocument { pages: vec![Page::text(Font::Helvetica, "secret")], encrypt_with_unknown_password: true, ..Default::default() }
+            .to_bytes(),
+    );
+    write("scan.pdf", &PdfDocument { pages: vec![Page::image_only(); 2], compress: true, ..Default::default() }.to_bytes());
+    write("latin1.txt", b"caf\xe9 au lait");
+    write("blank.md", b"  \n\n ");
+    write("panics.pdf", &hostile::panicking_pdf());
+    write("hangs.pdf", &hostile::hanging_pdf());
+    write("recurses.pdf", &hostile::stack_overflow_pdf());
+    write("bomb.pdf", &hostile::memory_bomb_pdf());
+    write("pageless.pdf", &hostile::pageless_pdf());
+
+    let db = dir.path().join("index.db");
+    let limits = ["--extract-timeout", "5", "--extract-memory-mib", "768"];
+    let report = index_json(&[&docs], &db, &limits);
+    assert_eq!(report["documents_total"], 14, "{report:#}");
+    assert_eq!(report["documents_indexed"], 2, "{report:#}");
+    assert_eq!(report["documents_failed"], 12, "{report:#}");
+    let failures: BTreeMap<String, (String, String)> = report["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let name = Path::new(f["path"].as_str().unwrap()).file_name().unwrap().to_string_lossy().into_owned();
+            (name, (f["status"].as_str().unwrap().to_string(), f["error"].as_str().unwrap().to_string()))
+        })
+        .collect();
+    let expect = |name: &str, status: &str, needle: &str| {
+        let (s, e) = failures.get(name).unwrap_or_else(|| panic!("{name} is not among the failures: {failures:#?}"));
+        assert_eq!(s, status, "{name}: {e}");
+        assert!(e.contains(needle), "{name}: expected {needle:?} in {e:?}");
+    };
+    expect("empty.pdf", "failed", "empty (0 bytes)");
+    expect("random.pdf", "failed", "not a PDF");
+    expect("truncated.pdf", "failed", "truncated PDF");
+    expect("encrypted.pdf", "failed", "needs a password");
+    expect("scan.pdf", "no_text", "no text layer");
+    expect("latin1.txt", "failed", "not valid UTF-8");
+    expect("blank.md", "no_text", "no words");
+    expect("panics.pdf", "failed", "panicked");
+    expect("hangs.pdf", "failed", "longer than 5 s");
+    expect("recurses.pdf", "failed", "stack overflow");
+    expect("bomb.pdf", "failed", "more than 768 MiB");
+    expect("pageless.pdf", "failed", "no pages");
+
+    // The statuses are in the database too, and the good files are searchable.
+    let store = Store::open_existing(&db).unwrap();
+    let statuses: Vec<(String, String)> = store
+        .connection()
+        .prepare("SELECT path, status FROM documents ORDER BY path")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(statuses.len(), 14);
+    for file in &good {
+        let path = file.canonicalize().unwrap().display().to_string();
+        assert!(statuses.contains(&(path, "indexed".to_string())), "{statuses:?}");
+    }
+    // Unchanged failures are not retried (the hang would cost its time limit again)...
+    let again = index_json(&[&docs], &db, &limits);
+    assert_eq!(again["documents_skipped"], 14, "{again:#}");
+    // ...unless asked.
+    let retried = index_json(&[&docs.join("scan.pdf")], &db, &["--retry-failed"]);
+    assert_eq!(retried["documents_failed"], 1, "{retried:#}");
+}
+
+/// (path, ordinal) -> (text, pages, char offsets, vector) for a whole index.
+type Dump = BTreeMap<(String, i64), (String, i64, i64, i64, i64, Vec<f32>)>;
+
+fn dump(db: &Path) -> Dump {
+    let store = Store::open_existing(db).unwrap();
+    let mut stmt = store
+        .connection()
+        .prepare(
+            "SELECT d.path, c.ordinal, c.text, c.page_start, c.page_end, c.char_start, c.char_end, e.vector
+             FROM chunks c JOIN documents d ON d.id = c.document_id JOIN embeddings e ON e.text_hash = c.text_hash",
+        )
+        .unwrap();
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                (r.get::<_, String>(0)?, r.get(1)?),
+                (r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, warpfold_index::store::decode_vector(&r.get::<_, Vec<u8>>(7)?)),
+            ))
+        })
+        .unwrap()
+        .collect::<Result<Dump, _>>()
+        .unwrap();
+    let chunks: i64 = store.connection().query_row("SELECT count(*) FROM chunks", [], |r| r.get(0)).unwrap();
+    assert_eq!(chunks as usize, rows.len(), "every chunk has exactly one embedding row");
+    rows
+}
+
+fn assert_same_index(a: &Dump, b: &Dump) {
+    assert_eq!(a.len(), b.len());
+    for ((ka, va), (kb, vb)) in a.iter().zip(b) {
+        assert_eq!(ka, kb);
+        assert_eq!((&va.0, va.1, va.2, va.3, va.4), (&vb.0, vb.1, vb.2, vb.3, vb.4), "{ka:?}");
+        let diff = va.5.iter().zip(&vb.5).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+        assert!(diff < 1e-5, "{ka:?}: vectors differ by {diff}");
+    }
+}
+
+fn long_text_documents(dir: &Path, n: usize, seed: u64) {
+    let mut rng = Rng::new(seed);
+    for i in 0..n {
+        let paragraphs: Vec<String> = (0..6).map(|_| words(&mut rng, 120 + rng.range(0, 200))).collect();
+        std::fs::write(dir.join(format!("doc-{i:02}.txt")), paragraphs.join("\n\n")).unwrap();
+    }
+}
+
+#[test]
+fn reindexing_embeds_only_what_changed_and_prune_removes_deleted_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    long_text_documents(&docs, 4, 21);
+    planted_documents(&docs, 1, 2);
+    let db = dir.path().join("index.db");
+    let first = index_json(&[&docs], &db, &[]);
+    assert_eq!(first["documents_indexed"], 5, "{first:#}");
+    let total_chunks = first["chunks"].as_u64().unwrap();
+
+    let again = index_json(&[&docs], &db, &[]);
+    assert_eq!((again["documents_skipped"].as_u64(), again["chunks_embedded"].as_u64()), (Some(5), Some(0)), "{again:#}");
+    assert_eq!(again["tokens"], 0);
+
+    // Edit the last paragraph of one document: its early chunks keep their text and their vectors.
+    let edited = docs.join("doc-02.txt");
+    let text = std::fs::read_to_string(&edited).unwrap();
+    let cut = text.rfind("\n\n").unwrap();
+    std::fs::write(&edited, format!("{}\n\nA brand new closing paragraph about lighthouses and tides.", &text[..cut])).unwrap();
+    let store = Store::open_existing(&db).unwrap();
+    let chunks_of = |path: &Path| -> i64 {
+        store
+            .connection()
+            .query_row(
+                "SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.path = ?1",
+                [path.canonicalize().unwrap().display().to_string()],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    let before = chunks_of(&edited);
+    let after_edit = index_json(&[&docs], &db, &[]);
+    assert_eq!((after_edit["documents_indexed"].as_u64(), after_edit["documents_skipped"].as_u64()), (Some(1), Some(4)), "{after_edit:#}");
+    let embedded = after_edit["chunks_embedded"].as_u64().unwrap();
+    let now = chunks_of(&edited) as u64;
+    assert!(embedded >= 1 && embedded < now, "only the changed chunks: {embedded} of {now} (was {before})");
+    assert_eq!(after_edit["chunks"].as_u64().unwrap(), now);
+
+    // Delete one file; without --prune it stays, with --prune it goes, with its chunks.
+    std::fs::remove_file(docs.join("doc-00.txt")).unwrap();
+    let kept = index_json(&[&docs], &db, &[]);
+    assert_eq!(kept["documents_pruned"], 0);
+    let counts_before = store.counts().unwrap();
+    let pruned = index_json(&[&docs], &db, &["--prune"]);
+    assert_eq!(pruned["documents_pruned"], 1, "{pruned:#}");
+    assert!(pruned["pruned"][0].as_str().unwrap().ends_with("doc-00.txt"));
+    let counts_after = store.counts().unwrap();
+    assert_eq!(counts_after.documents, counts_before.documents - 1);
+    assert!(counts_after.chunks < counts_before.chunks);
+    assert_eq!(counts_after.chunks, total_chunks - (counts_before.chunks - counts_after.chunks) + (now - before as u64));
+}
+
+#[test]
+fn a_killed_run_resumes_to_exactly_the_uninterrupted_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    long_text_documents(&docs, 24, 5);
+    planted_documents(&docs, 4, 3);
+    let total = 28u64;
+
+    let whole_db = dir.path().join("whole.db");
+    let whole = index_json(&[&docs], &whole_db, &[]);
+    assert_eq!(whole["documents_indexed"].as_u64(), Some(total));
+
+    // Start a run, SIGKILL it once some documents are committed.
+    let killed_db = dir.path().join("killed.db");
+    let mut child = warpfold()
+        .arg("index")
+        .arg(&docs)
+        .arg("--db")
+        .arg(&killed_db)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let committed = loop {
+        assert!(Instant::now() < deadline, "the run never committed a document");
+        if let Ok(store) = Store::open_existing(&killed_db) {
+            if let Ok(counts) = store.counts() {
+                if counts.documents >= 3 {
+                    child.kill().unwrap(); // SIGKILL
+                    break counts.documents;
+                }
+            }
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the run finished ({status}) before it could be killed");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    child.wait().unwrap();
+    let at_kill = Store::open_existing(&killed_db).unwrap().counts().unwrap();
+    assert!(at_kill.documents < total, "killed mid-way: {committed} committed when killed, {at_kill:?} after");
+
+    let resumed = index_json(&[&docs], &killed_db, &[]);
+    assert_eq!(resumed["documents_skipped"].as_u64(), Some(at_kill.documents), "{resumed:#}");
+    assert_eq!(resumed["documents_indexed"].as_u64(), Some(total - at_kill.documents), "{resumed:#}");
+    assert_same_index(&dump(&whole_db), &dump(&killed_db));
+}
