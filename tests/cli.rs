@@ -1,9 +1,9 @@
 //! The `warpfold` binary as a user runs it.
 
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
-use crate::common::{repo, warpfold};
+use crate::common::warpfold;
 
 fn run_embed(stdin: &[u8], extra: &[&str]) -> (Vec<serde_json::Value>, String, i32) {
     let mut child = warpfold()

@@ -31,8 +31,9 @@ fn embedder() -> Embedder {
 
 /// A page of seeded filler with `sentence` planted somewhere in the middle.
 fn page_with(rng: &mut Rng, sentence: &str, font: Font) -> Page {
-    let before = words(rng, 60 + rng.range(0, 120));
-    let after = words(rng, 60 + rng.range(0, 120));
+    let (n_before, n_after) = (60 + rng.range(0, 120), 60 + rng.range(0, 120));
+    let before = words(rng, n_before);
+    let after = words(rng, n_after);
     Page {
         blocks: vec![
             TextBlock { font, text: before },
@@ -129,6 +130,31 @@ fn planted_sentences_are_found_on_their_page() {
     assert_eq!(hits[0]["page"], 1);
     assert!(hits[0]["score"].as_f64().unwrap() > hits[1]["score"].as_f64().unwrap());
     assert!(hits[0]["text"].as_str().unwrap().contains("indigo walrus"));
+}
+
+#[test]
+fn the_bundled_samples_answer_the_example_query() {
+    let dir = tempfile::tempdir().unwrap();
+    let samples = dir.path().join("samples");
+    let out = warpfold().arg("make-samples").arg(&samples).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let db = dir.path().join("samples.db");
+    let report = index_json(&[&samples], &db, &[]);
+    assert_eq!((report["documents_indexed"].as_u64(), report["documents_failed"].as_u64()), (Some(7), Some(1)), "{report:#}");
+    assert_eq!(report["failures"][0]["status"], "no_text", "the scan is reported as such: {report:#}");
+    let out = warpfold()
+        .args(["search", warpfold_index::samples::EXAMPLE_QUERY, "--db"])
+        .arg(&db)
+        .args(["-k", "3", "--json"])
+        .output()
+        .unwrap();
+    let hits: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(hits[0]["path"].as_str().unwrap().ends_with("gardening/tomatoes.pdf"), "{hits:#}");
+    assert_eq!(hits[0]["page"], 2, "the ripening advice is on page 2: {hits:#}");
+    // A paraphrase with none of the document's key words still finds it (the embedding half).
+    let out = warpfold().args(["search", "how long does a cup of joe keep me awake", "--db"]).arg(&db).args(["--json"]).output().unwrap();
+    let hits: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(hits[0]["path"].as_str().unwrap().ends_with("health/sleep.pdf"), "{hits:#}");
 }
 
 /// PDFs that break pdf-extract 0.12.1 / lopdf 0.42 for real (found by reading their source and
@@ -336,7 +362,12 @@ fn assert_same_index(a: &Dump, b: &Dump) {
 fn long_text_documents(dir: &Path, n: usize, seed: u64) {
     let mut rng = Rng::new(seed);
     for i in 0..n {
-        let paragraphs: Vec<String> = (0..6).map(|_| words(&mut rng, 120 + rng.range(0, 200))).collect();
+        let paragraphs: Vec<String> = (0..6)
+            .map(|_| {
+                let n = 120 + rng.range(0, 200);
+                words(&mut rng, n)
+            })
+            .collect();
         std::fs::write(dir.join(format!("doc-{i:02}.txt")), paragraphs.join("\n\n")).unwrap();
     }
 }

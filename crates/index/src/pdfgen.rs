@@ -313,16 +313,25 @@ pub fn raw_stream(dict_extra: &str, data: &[u8]) -> Vec<u8> {
 
 /// Sentences that identify one page of one generated document, for tests that must find them again.
 pub fn planted_sentence(document: usize, page: usize) -> String {
-    const SUBJECTS: [&str; 8] =
-        ["violet heron", "copper lantern", "granite owl", "amber tramcar", "silver fox", "cobalt kettle", "jade compass", "scarlet kite"];
+    const SUBJECTS: [&str; 16] = [
+        "violet heron", "copper lantern", "granite owl", "amber tramcar", "silver fox", "cobalt kettle",
+        "jade compass", "scarlet kite", "ivory walrus", "bronze beetle", "crimson yacht", "olive tortoise",
+        "saffron balloon", "teal accordion", "pewter squirrel", "coral typewriter",
+    ];
+    const ACTIONS: [&str; 8] = [
+        "counted the lanterns", "repaired the umbrellas", "painted the fences", "weighed the pumpkins",
+        "polished the telescopes", "folded the maps", "tuned the violins", "sorted the postcards",
+    ];
     const PLACES: [&str; 8] =
-        ["harbour", "orchard", "observatory", "railway yard", "glacier", "bazaar", "lighthouse", "vineyard"];
-    const NUMBERS: [&str; 10] =
-        ["three", "seven", "eleven", "nineteen", "twenty", "forty", "sixty", "ninety", "hundred", "thousand"];
-    let subject = SUBJECTS[document % SUBJECTS.len()];
-    let place = PLACES[(document / SUBJECTS.len() + page * 3) % PLACES.len()];
-    let number = NUMBERS[(page + document * 7) % NUMBERS.len()];
-    format!("The {subject} counted {number} quiet lanterns near the {place}.")
+        ["harbour", "monastery", "observatory", "railway yard", "glacier", "bazaar", "lighthouse", "vineyard"];
+    // Distinct subjects for documents 0..=2 with pages 0..=4 (k < 16); the other words vary too.
+    let k = document * 5 + page;
+    format!(
+        "The {} {} near the {} at dawn.",
+        SUBJECTS[k % SUBJECTS.len()],
+        ACTIONS[(k * 3 + document) % ACTIONS.len()],
+        PLACES[(k * 5 + page) % PLACES.len()]
+    )
 }
 
 #[cfg(test)]

@@ -2,10 +2,14 @@
 //! reciprocal rank fusion.
 //!
 //! Why both: embeddings find paraphrases and miss rare exact terms (names, codes, numbers); BM25 is
-//! the reverse. Reciprocal rank fusion merges the two rankings without having to calibrate a cosine
-//! against a BM25 score: a chunk ranked r-th by a method earns 1/(60 + r) from it.
+//! the reverse. Reciprocal rank fusion merges rankings without having to calibrate a cosine
+//! against a BM25 score: a chunk ranked r-th by a method earns 1/(60 + r) from it. Three rankings
+//! take part: nearest embeddings, BM25 (chunks with all the words first), and exact-phrase
+//! matches. The third matters for the common "I remember this sentence" query: a 256-token chunk's
+//! embedding is dominated by its other 240 tokens, so the chunk quoting the sentence can rank
+//! tenth by cosine; the phrase ranking puts it first.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::store::{Store, StoreError, StoredChunk};
 
@@ -102,10 +106,11 @@ pub struct Hit {
     pub keyword_rank: Option<usize>,
 }
 
-/// Merges two best-first rankings by reciprocal rank fusion; ties keep the semantic order.
-pub fn reciprocal_rank_fusion(semantic: &[i64], keyword: &[i64]) -> Vec<(i64, f64)> {
+/// Merges best-first rankings by reciprocal rank fusion; ties keep the order of the first list
+/// that ranked them.
+pub fn reciprocal_rank_fusion(rankings: &[&[i64]]) -> Vec<(i64, f64)> {
     let mut scores: HashMap<i64, (f64, usize)> = HashMap::new();
-    for (list_index, list) in [semantic, keyword].iter().enumerate() {
+    for (list_index, list) in rankings.iter().enumerate() {
         for (rank, id) in list.iter().enumerate() {
             let entry = scores.entry(*id).or_insert((0.0, list_index * 1_000_000 + rank));
             entry.0 += 1.0 / (RRF_K + rank as f64 + 1.0);
@@ -125,20 +130,52 @@ fn floor_boundary(text: &str, mut i: usize) -> usize {
     i
 }
 
-/// The window of the chunk with the most query-word hits, and where it starts (byte offset).
+/// Words too common to place a snippet by.
+const STOPWORDS: &[&str] = &[
+    "the", "and", "for", "are", "but", "not", "you", "all", "any", "can", "her", "was", "one", "our", "out", "his",
+    "has", "how", "its", "who", "did", "yes", "she", "him", "what", "when", "with", "that", "this", "from", "they",
+    "have", "were", "been", "into", "near", "than", "then", "them", "some", "where", "which", "there",
+];
+
+/// Whether two lowercase words are forms of one another by a shared start (ripen, ripens,
+/// ripening; tomato, tomatoes): a crude stemmer, enough to place a snippet.
+fn same_stem(a: &str, b: &str) -> bool {
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    short == long || (short.chars().count() >= 4 && long.starts_with(short))
+}
+
+/// The window of the chunk holding the most distinct query words (whole words or their inflected
+/// forms, case-insensitive, stopwords ignored), and where its first such word starts (byte offset).
 pub fn snippet(chunk: &str, query: &str) -> (String, usize) {
-    let lower = chunk.to_ascii_lowercase();
-    let words: Vec<String> = query
+    let wanted: HashSet<String> = query
         .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| w.chars().count() > 2)
-        .map(|w| w.to_ascii_lowercase())
+        .map(str::to_lowercase)
+        .filter(|w| w.chars().count() > 2 && !STOPWORDS.contains(&w.as_str()))
         .collect();
-    let mut hits: Vec<usize> = words.iter().flat_map(|w| lower.match_indices(w.as_str()).map(|(i, _)| i)).collect();
-    hits.sort_unstable();
-    // The hit that starts the densest window.
+    // (byte offset, query word) for every whole-word occurrence in the chunk.
+    let mut hits: Vec<(usize, String)> = Vec::new();
+    let mut word_start = None;
+    for (i, c) in chunk.char_indices().chain(std::iter::once((chunk.len(), ' '))) {
+        match (c.is_alphanumeric(), word_start) {
+            (true, None) => word_start = Some(i),
+            (false, Some(start)) => {
+                let word = chunk[start..i].to_lowercase();
+                if let Some(w) = wanted.iter().find(|w| same_stem(w, &word)) {
+                    hits.push((start, w.clone()));
+                }
+                word_start = None;
+            }
+            _ => {}
+        }
+    }
+    let reach = SNIPPET_CHARS - 60;
     let best = hits
         .iter()
-        .map(|&start| (hits.iter().filter(|&&h| h >= start && h < start + SNIPPET_CHARS).count(), start))
+        .map(|(start, _)| {
+            let distinct: HashSet<&str> =
+                hits.iter().filter(|(h, _)| *h >= *start && *h < start + reach).map(|(_, w)| w.as_str()).collect();
+            (distinct.len(), *start)
+        })
         .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
         .map(|(_, start)| start);
     let anchor = best.unwrap_or(0);
@@ -176,8 +213,9 @@ pub fn hybrid_search(
     let cosines: HashMap<i64, f32> = nearest.iter().copied().collect();
     let semantic: Vec<i64> = nearest.iter().map(|(id, _)| *id).collect();
     let keyword = store.keyword_search(query, depth)?;
+    let phrase = store.phrase_search(query, depth)?;
     let mut hits = Vec::with_capacity(k);
-    for (id, score) in reciprocal_rank_fusion(&semantic, &keyword).into_iter().take(k) {
+    for (id, score) in reciprocal_rank_fusion(&[&semantic, &keyword, &phrase]).into_iter().take(k) {
         let Some(stored) = store.chunk(id)? else { continue };
         let (snippet_text, anchor) = snippet(&stored.text, query);
         let page = stored.page_at(anchor);
@@ -206,10 +244,13 @@ mod tests {
     #[test]
     fn fusion_rewards_agreement() {
         // 3 is second in both lists and beats 1, which is first in one list only.
-        let merged = reciprocal_rank_fusion(&[1, 3, 4], &[5, 3, 6]);
+        let merged = reciprocal_rank_fusion(&[&[1, 3, 4], &[5, 3, 6]]);
         assert_eq!(merged[0].0, 3);
         assert!((merged[0].1 - 2.0 / 62.0).abs() < 1e-12);
         assert_eq!(merged.iter().map(|m| m.0).collect::<Vec<_>>(), vec![3, 1, 5, 4, 6]);
+        // A third list that agrees lifts its chunk over two-list agreement at lower ranks.
+        let merged = reciprocal_rank_fusion(&[&[1, 3, 4], &[5, 3, 6], &[6]]);
+        assert_eq!(merged[0].0, 6);
     }
 
     #[test]
@@ -241,6 +282,9 @@ mod tests {
         assert!(s.starts_with('…') && s.ends_with('…'), "{s}");
         assert!(s.contains("the violet heron counted lanterns"), "{s}");
         assert_eq!(&chunk[anchor..anchor + 6], "violet");
+        let text = format!("Tomatoes grow. {} Picked tomatoes ripen indoors.", "Filler words go here. ".repeat(12));
+        let (_, at) = snippet(&text, "pick tomato to ripen");
+        assert_eq!(&text[at..at + 6], "Picked", "the window with the most distinct words (picked, tomatoes, ripen) wins");
         let (plain, at) = snippet("short text", "nothing matches");
         assert_eq!((plain.as_str(), at), ("short text", 0));
     }

@@ -356,14 +356,35 @@ impl Store {
         Ok((ids, flat, dim))
     }
 
-    /// BM25 (FTS5) ranking of chunks for `query`, best first, at most `limit`.
+    /// BM25 (FTS5) ranking of chunks for `query`, best first, at most `limit`: chunks holding
+    /// every word of the query first, then chunks holding some of them.
     pub fn keyword_search(&self, query: &str, limit: usize) -> Result<Vec<i64>, StoreError> {
-        let Some(expression) = fts_expression(query) else {
+        let Some((all, any)) = fts_expressions(query) else {
             return Ok(Vec::new());
         };
         let mut stmt =
             self.conn.prepare_cached("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2")?;
-        let ids = stmt.query_map(params![expression, limit as i64], |r| r.get(0))?.collect::<Result<_, _>>()?;
+        let mut ids: Vec<i64> = stmt.query_map(params![all, limit as i64], |r| r.get(0))?.collect::<Result<_, _>>()?;
+        if ids.len() < limit {
+            let seen: HashSet<i64> = ids.iter().copied().collect();
+            let more: Vec<i64> = stmt.query_map(params![any, limit as i64], |r| r.get(0))?.collect::<Result<_, _>>()?;
+            ids.extend(more.into_iter().filter(|id| !seen.contains(id)).take(limit - seen.len()));
+        }
+        Ok(ids)
+    }
+
+    /// Chunks holding the query's words as one phrase (in order, adjacent), best BM25 first; empty
+    /// for one-word queries, which the keyword ranking already covers.
+    pub fn phrase_search(&self, query: &str, limit: usize) -> Result<Vec<i64>, StoreError> {
+        let words: Vec<String> =
+            query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+        if words.len() < 2 {
+            return Ok(Vec::new());
+        }
+        let phrase = format!("\"{}\"", words.join(" "));
+        let mut stmt =
+            self.conn.prepare_cached("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2")?;
+        let ids = stmt.query_map(params![phrase, limit as i64], |r| r.get(0))?.collect::<Result<_, _>>()?;
         Ok(ids)
     }
 
@@ -423,15 +444,15 @@ fn drop_unused_embeddings(tx: &rusqlite::Transaction, hashes: &[Vec<u8>]) -> Res
     Ok(())
 }
 
-/// A user's query as an FTS5 expression: every word quoted (so FTS syntax characters in the query
-/// are plain text), any word may match, BM25 ranks by how many and how rare.
-pub fn fts_expression(query: &str) -> Option<String> {
+/// A user's query as two FTS5 expressions, every word quoted (so FTS syntax characters in the
+/// query are plain text): all words (AND), and any word (OR).
+pub fn fts_expressions(query: &str) -> Option<(String, String)> {
     let words: Vec<String> = query
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .map(|w| format!("\"{}\"", w.to_lowercase()))
         .collect();
-    (!words.is_empty()).then(|| words.join(" OR "))
+    (!words.is_empty()).then(|| (words.join(" AND "), words.join(" OR ")))
 }
 
 #[cfg(test)]
@@ -483,6 +504,12 @@ mod tests {
         assert_eq!(store.keyword_search("gamma", 10).unwrap().len(), 1);
         assert_eq!(store.keyword_search("beta", 10).unwrap().len(), 0, "FTS rows follow deletions");
         assert_eq!(store.keyword_search("words", 10).unwrap().len(), 2);
+        // Chunks with every word come before chunks with some, whatever BM25 says of the rest.
+        let both = store.keyword_search("words gamma", 10).unwrap();
+        assert_eq!(both.len(), 2);
+        assert_eq!(store.chunk(both[0]).unwrap().unwrap().text, "gamma words");
+        assert_eq!(store.phrase_search("gamma words", 10).unwrap(), vec![both[0]]);
+        assert!(store.phrase_search("words gamma", 10).unwrap().is_empty(), "a phrase keeps its order");
     }
 
     #[test]
@@ -511,7 +538,9 @@ mod tests {
 
     #[test]
     fn fts_expressions_quote_every_word() {
-        assert_eq!(fts_expression("Heron's \"lantern\" OR x*").unwrap(), "\"heron\" OR \"s\" OR \"lantern\" OR \"or\" OR \"x\"");
-        assert_eq!(fts_expression("  ?! "), None);
+        let (all, any) = fts_expressions("Heron's \"lantern\" OR x*").unwrap();
+        assert_eq!(any, "\"heron\" OR \"s\" OR \"lantern\" OR \"or\" OR \"x\"");
+        assert_eq!(all, "\"heron\" AND \"s\" AND \"lantern\" AND \"or\" AND \"x\"");
+        assert_eq!(fts_expressions("  ?! "), None);
     }
 }
