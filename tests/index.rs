@@ -37,7 +37,7 @@ fn page_with(rng: &mut Rng, sentence: &str, font: Font) -> Page {
     Page {
         blocks: vec![
             TextBlock { font, text: before },
-            TextBlock { font: Font::Helvetica, text: sentence.to_string() },
+            TextBlock { font, text: sentence.to_string() },
             TextBlock { font, text: after },
         ],
         image: false,

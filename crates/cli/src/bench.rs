@@ -452,7 +452,7 @@ fn peak_rss_mib() -> Option<f64> {
     Some(kib / 1024.0)
 }
 
-fn machine() -> String {
+pub fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
@@ -462,7 +462,7 @@ fn machine() -> String {
 }
 
 /// Today's date (UTC) as YYYY-MM-DD, from the system clock.
-fn today() -> String {
+pub fn today() -> String {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let days = (secs / 86_400) as i64;
     // Civil-from-days (Howard Hinnant's algorithm).

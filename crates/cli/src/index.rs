@@ -12,7 +12,7 @@ use std::io::IsTerminal;
 use warpfold_engine::Lane;
 use warpfold_index::extract::Isolation;
 use warpfold_index::pipeline::{IndexOptions, IndexReport, Progress};
-use warpfold_index::search::{hybrid_search, Hit, VectorIndex};
+use warpfold_index::search::{Hit, Searcher};
 use warpfold_index::store::Store;
 
 use crate::{setup, GlobalOptions};
@@ -168,16 +168,14 @@ pub fn run_search(global: &GlobalOptions, args: &SearchArgs) -> Result<ExitCode>
     };
     let dir = setup::embedding_model_dir(global)?;
     store.check_model(&dir.name, dim, false)?;
+    drop(store);
     let embedder = setup::embedder_for(global, &dir)?;
-    let vectors = VectorIndex::load(&store)?;
+    let searcher = Searcher::open(&args.db)?;
     let loaded = started.elapsed();
     let query_started = Instant::now();
-    let query_vector = embedder
-        .embed_texts(Lane::Interactive, &[args.query.as_str()])
-        .pop()
-        .expect("one answer per text")
-        .with_context(|| "embedding the query")?;
-    let hits = hybrid_search(&store, &vectors, &args.query, &query_vector, args.k)?;
+    let hits = searcher.search(&args.query, args.k, |query| {
+        embedder.embed_texts(Lane::Interactive, &[query]).pop().expect("one answer per text").map_err(|e| e.to_string())
+    })?;
     let query_time = query_started.elapsed();
     if args.json {
         println!("{}", serde_json::to_string(&hits)?);
@@ -185,7 +183,7 @@ pub fn run_search(global: &GlobalOptions, args: &SearchArgs) -> Result<ExitCode>
         print_hits(&hits);
         eprintln!(
             "{} chunks searched; query {:.1} ms (embedding + cosine + BM25 + fusion), loading {:.0} ms",
-            vectors.len(),
+            searcher.vectors().len(),
             query_time.as_secs_f64() * 1e3,
             loaded.as_secs_f64() * 1e3
         );

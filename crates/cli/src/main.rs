@@ -9,6 +9,7 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod bench;
+mod bench_index;
 mod embed;
 mod index;
 mod setup;
@@ -72,6 +73,8 @@ pub enum Command {
     Embed(embed::EmbedArgs),
     /// Packed against padded (and optionally sentence-transformers) on the seeded benchmark corpora.
     Bench(bench::BenchArgs),
+    /// Indexing throughput on generated PDFs and search latency on a large index.
+    BenchIndex(bench_index::BenchIndexArgs),
     /// Index files and folders (PDF, text, Markdown) into a local searchable database.
     Index(index::IndexArgs),
     /// Search an index: semantic (embeddings) and keyword (BM25) hits merged.
@@ -117,6 +120,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Embed(args) => embed::run(&cli.global, args),
         Command::Bench(args) => bench::run(&cli.global, args),
+        Command::BenchIndex(args) => bench_index::run(&cli.global, args),
         Command::Index(args) => index::run_index(&cli.global, args),
         Command::Search(args) => index::run_search(&cli.global, args),
         Command::MakeSamples { dir } => index::run_make_samples(dir),

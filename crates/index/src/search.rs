@@ -132,10 +132,16 @@ fn floor_boundary(text: &str, mut i: usize) -> usize {
 
 /// Words too common to place a snippet by.
 const STOPWORDS: &[&str] = &[
-    "the", "and", "for", "are", "but", "not", "you", "all", "any", "can", "her", "was", "one", "our", "out", "his",
+    "an", "of", "to", "in", "on", "at", "by", "is", "it", "or", "as", "be", "we", "he", "if", "so", "do", "no", "my",
+    "me", "up", "the", "and", "for", "are", "but", "not", "you", "all", "any", "can", "her", "was", "one", "our", "out", "his",
     "has", "how", "its", "who", "did", "yes", "she", "him", "what", "when", "with", "that", "this", "from", "they",
     "have", "were", "been", "into", "near", "than", "then", "them", "some", "where", "which", "there",
 ];
+
+/// Whether a lowercase word is too common to rank or place a snippet by.
+pub fn is_stopword(word: &str) -> bool {
+    word.chars().count() <= 1 || STOPWORDS.contains(&word)
+}
 
 /// Whether two lowercase words are forms of one another by a shared start (ripen, ripens,
 /// ripening; tomato, tomatoes): a crude stemmer, enough to place a snippet.
@@ -150,7 +156,7 @@ pub fn snippet(chunk: &str, query: &str) -> (String, usize) {
     let wanted: HashSet<String> = query
         .split(|c: char| !c.is_alphanumeric())
         .map(str::to_lowercase)
-        .filter(|w| w.chars().count() > 2 && !STOPWORDS.contains(&w.as_str()))
+        .filter(|w| w.chars().count() > 2 && !is_stopword(w))
         .collect();
     // (byte offset, query word) for every whole-word occurrence in the chunk.
     let mut hits: Vec<(usize, String)> = Vec::new();
@@ -199,23 +205,30 @@ pub fn snippet(chunk: &str, query: &str) -> (String, usize) {
     (out, anchor)
 }
 
-/// Hybrid search over the index: `query_vector` is the embedding of `query`.
-pub fn hybrid_search(
+/// How deep each ranking goes: deeper than k, so fusion can lift a chunk that several rank
+/// moderately.
+fn depth(k: usize) -> usize {
+    (k * 4).max(50)
+}
+
+/// The keyword half: BM25 (all words first) and exact phrase, best first.
+fn keyword_rankings(store: &Store, query: &str, k: usize) -> Result<(Vec<i64>, Vec<i64>), StoreError> {
+    Ok((store.keyword_search(query, depth(k))?, store.phrase_search(query, depth(k))?))
+}
+
+/// Fuses the three rankings and reads the top `k` chunks with their snippets.
+fn fuse(
     store: &Store,
-    vectors: &VectorIndex,
     query: &str,
-    query_vector: &[f32],
+    nearest: &[(i64, f32)],
+    keyword: &[i64],
+    phrase: &[i64],
     k: usize,
 ) -> Result<Vec<Hit>, StoreError> {
-    // Each list goes deeper than k so fusion can lift a chunk that both rank moderately.
-    let depth = (k * 4).max(50);
-    let nearest = vectors.top(query_vector, depth);
     let cosines: HashMap<i64, f32> = nearest.iter().copied().collect();
     let semantic: Vec<i64> = nearest.iter().map(|(id, _)| *id).collect();
-    let keyword = store.keyword_search(query, depth)?;
-    let phrase = store.phrase_search(query, depth)?;
     let mut hits = Vec::with_capacity(k);
-    for (id, score) in reciprocal_rank_fusion(&[&semantic, &keyword, &phrase]).into_iter().take(k) {
+    for (id, score) in reciprocal_rank_fusion(&[&semantic, keyword, phrase]).into_iter().take(k) {
         let Some(stored) = store.chunk(id)? else { continue };
         let (snippet_text, anchor) = snippet(&stored.text, query);
         let page = stored.page_at(anchor);
@@ -235,6 +248,69 @@ pub fn hybrid_search(
         });
     }
     Ok(hits)
+}
+
+/// Hybrid search over the index, one step after the other: `query_vector` is the embedding of
+/// `query`.
+pub fn hybrid_search(
+    store: &Store,
+    vectors: &VectorIndex,
+    query: &str,
+    query_vector: &[f32],
+    k: usize,
+) -> Result<Vec<Hit>, StoreError> {
+    let nearest = vectors.top(query_vector, depth(k));
+    let (keyword, phrase) = keyword_rankings(store, query, k)?;
+    fuse(store, query, &nearest, &keyword, &phrase, k)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("embedding the query failed: {0}")]
+    Embed(String),
+}
+
+/// An index opened for many queries: vectors in memory, and a second connection so the keyword
+/// half runs on another core while the query is embedded and compared with every vector.
+pub struct Searcher {
+    store: Store,
+    keyword_store: std::sync::Mutex<Store>,
+    vectors: VectorIndex,
+}
+
+impl Searcher {
+    pub fn open(db: &std::path::Path) -> Result<Searcher, StoreError> {
+        let store = Store::open_existing(db)?;
+        let vectors = VectorIndex::load(&store)?;
+        Ok(Searcher { keyword_store: std::sync::Mutex::new(Store::open_existing(db)?), store, vectors })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn vectors(&self) -> &VectorIndex {
+        &self.vectors
+    }
+
+    /// The same result as [`hybrid_search`], with the keyword rankings computed in parallel with
+    /// `embed(query)` and the vector scan.
+    pub fn search<E>(&self, query: &str, k: usize, embed: E) -> Result<Vec<Hit>, SearchError>
+    where
+        E: FnOnce(&str) -> Result<Vec<f32>, String>,
+    {
+        let (nearest, keywords) = std::thread::scope(|scope| {
+            let keyword_store = &self.keyword_store;
+            let keywords = scope.spawn(move || keyword_rankings(&keyword_store.lock().expect("not poisoned"), query, k));
+            let nearest = embed(query).map(|v| self.vectors.top(&v, depth(k)));
+            (nearest, keywords.join().expect("keyword search does not panic"))
+        });
+        let nearest = nearest.map_err(SearchError::Embed)?;
+        let (keyword, phrase) = keywords?;
+        Ok(fuse(&self.store, query, &nearest, &keyword, &phrase, k)?)
+    }
 }
 
 #[cfg(test)]

@@ -445,14 +445,16 @@ fn drop_unused_embeddings(tx: &rusqlite::Transaction, hashes: &[Vec<u8>]) -> Res
 }
 
 /// A user's query as two FTS5 expressions, every word quoted (so FTS syntax characters in the
-/// query are plain text): all words (AND), and any word (OR).
+/// query are plain text): all words (AND), and any word (OR). Stopwords are left out unless the
+/// query has nothing else: they match nearly every chunk, cost the most to rank and change the
+/// order the least (the phrase ranking still uses them).
 pub fn fts_expressions(query: &str) -> Option<(String, String)> {
-    let words: Vec<String> = query
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(|w| format!("\"{}\"", w.to_lowercase()))
-        .collect();
-    (!words.is_empty()).then(|| (words.join(" AND "), words.join(" OR ")))
+    let words: Vec<String> =
+        query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+    let content: Vec<&String> = words.iter().filter(|w| !crate::search::is_stopword(w)).collect();
+    let chosen: Vec<&String> = if content.is_empty() { words.iter().collect() } else { content };
+    let quoted: Vec<String> = chosen.iter().map(|w| format!("\"{w}\"")).collect();
+    (!quoted.is_empty()).then(|| (quoted.join(" AND "), quoted.join(" OR ")))
 }
 
 #[cfg(test)]
@@ -538,9 +540,11 @@ mod tests {
 
     #[test]
     fn fts_expressions_quote_every_word() {
-        let (all, any) = fts_expressions("Heron's \"lantern\" OR x*").unwrap();
-        assert_eq!(any, "\"heron\" OR \"s\" OR \"lantern\" OR \"or\" OR \"x\"");
-        assert_eq!(all, "\"heron\" AND \"s\" AND \"lantern\" AND \"or\" AND \"x\"");
+        let (all, any) = fts_expressions("The heron's \"lantern\" OR x*").unwrap();
+        assert_eq!(any, "\"heron\" OR \"lantern\"");
+        assert_eq!(all, "\"heron\" AND \"lantern\"");
+        assert_eq!(fts_expressions("AI in the UK").unwrap().0, "\"ai\" AND \"uk\"", "short words that are not stopwords stay");
+        assert_eq!(fts_expressions("the and").unwrap().1, "\"the\" OR \"and\"", "all stopwords: keep them");
         assert_eq!(fts_expressions("  ?! "), None);
     }
 }
