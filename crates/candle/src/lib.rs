@@ -5,6 +5,7 @@
 //! cargo features forwarded from the binary, so a CPU build never compiles or links GPU code.
 
 pub mod bert;
+pub mod llama;
 mod cpu_ops;
 
 use std::path::Path;

@@ -78,6 +78,8 @@ pub struct IndexReport {
     pub tokens: u64,
     pub pad_tokens: u64,
     pub bins: u64,
+    /// Time the model spent computing bins during the run: how busy the pipeline kept it.
+    pub backend_busy_seconds: f64,
     pub seconds: f64,
     pub tokens_per_second: f64,
     pub documents_per_second: f64,
@@ -364,6 +366,7 @@ pub fn index_paths(
         pad_tokens: (stats_after.computed_tokens - stats_after.real_tokens)
             .saturating_sub(stats_before.computed_tokens - stats_before.real_tokens),
         bins: stats_after.bins - stats_before.bins,
+        backend_busy_seconds: stats_after.backend_busy_seconds - stats_before.backend_busy_seconds,
         seconds,
         tokens_per_second: tokens as f64 / seconds.max(1e-9),
         documents_per_second: total as f64 / seconds.max(1e-9),

@@ -66,21 +66,41 @@ impl VectorIndex {
         self.ids.is_empty()
     }
 
-    /// The `k` chunks most similar to `query` (cosine), best first.
+    /// The `k` chunks most similar to `query` (cosine), best first. Large indexes are scanned on
+    /// every core: the scan is one pass over memory, and a query should not wait for one core.
     pub fn top(&self, query: &[f32], k: usize) -> Vec<(i64, f32)> {
         if self.dim == 0 || query.len() != self.dim || k == 0 {
             return Vec::new();
         }
         let mut q = query.to_vec();
         normalize(&mut q);
-        let mut scored: Vec<(f32, u32)> =
-            self.flat.chunks_exact(self.dim).enumerate().map(|(i, v)| (dot(&q, v), i as u32)).collect();
-        let k = k.min(scored.len());
-        if k < scored.len() {
-            scored.select_nth_unstable_by(k - 1, |a, b| b.0.total_cmp(&a.0));
-            scored.truncate(k);
-        }
+        let rows = self.ids.len();
+        let threads = if rows < 20_000 { 1 } else { std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(8) };
+        let per_thread = rows.div_ceil(threads).max(1);
+        let best_of = |first: usize| -> Vec<(f32, u32)> {
+            let end = (first + per_thread).min(rows);
+            let mut scored: Vec<(f32, u32)> = self.flat[first * self.dim..end * self.dim]
+                .chunks_exact(self.dim)
+                .enumerate()
+                .map(|(i, v)| (dot(&q, v), (first + i) as u32))
+                .collect();
+            if k < scored.len() {
+                scored.select_nth_unstable_by(k - 1, |a, b| b.0.total_cmp(&a.0));
+                scored.truncate(k);
+            }
+            scored
+        };
+        let mut scored: Vec<(f32, u32)> = if threads == 1 {
+            best_of(0)
+        } else {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> =
+                    (0..threads).map(|t| t * per_thread).filter(|&f| f < rows).map(|f| scope.spawn(move || best_of(f))).collect();
+                handles.into_iter().flat_map(|h| h.join().expect("scan does not panic")).collect()
+            })
+        };
         scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        scored.truncate(k);
         scored.into_iter().map(|(s, i)| (self.ids[i as usize], s)).collect()
     }
 }
@@ -349,6 +369,26 @@ mod tests {
         for (g, b) in got.iter().zip(&brute) {
             assert!((g.1 - b.1).abs() < 1e-5);
         }
+    }
+
+    #[test]
+    fn a_parallel_scan_finds_the_same_nearest_as_a_serial_one() {
+        let dim = 8;
+        let mut x = 1u64;
+        let mut next = || {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        };
+        let flat: Vec<f32> = (0..30_000 * dim).map(|_| next()).collect();
+        let index = VectorIndex::from_parts((0..30_000).collect(), flat.clone(), dim);
+        let q: Vec<f32> = (0..dim).map(|_| next()).collect();
+        let got = index.top(&q, 20);
+        let small = VectorIndex::from_parts((0..15_000).collect(), flat[..15_000 * dim].to_vec(), dim);
+        let other = VectorIndex::from_parts((15_000..30_000).collect(), flat[15_000 * dim..].to_vec(), dim);
+        let mut serial: Vec<(i64, f32)> = small.top(&q, 20).into_iter().chain(other.top(&q, 20)).collect();
+        serial.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        serial.truncate(20);
+        assert_eq!(got, serial);
     }
 
     #[test]

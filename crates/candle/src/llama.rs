@@ -1,0 +1,932 @@
+//! Llama-family decoders (Llama 2/3.x, SmolLM2, Qwen2/Qwen2.5) over packed input, for scoring.
+//!
+//! Why a decoder in an embedding engine: summarization and reranking want, per sequence, how likely a
+//! model finds the text (the mean log-likelihood of every token given the ones before it) and the
+//! model's final state at the last token. Both come from one forward pass with no generation loop, so
+//! they fit the same packed bins the encoder runs: many sequences back to back on one flat tape,
+//! positions restarting at 0 in each slot, every linear layer run once over the whole tape.
+//!
+//! Attention is causal and restricted to each slot's real tokens, so a sequence scores exactly as it
+//! would alone. Pad tokens sit at the end of their slot; under a causal mask no real token can see
+//! them, which is what lets the CUDA path hand whole slots to FlashAttention-2's varlen kernel
+//! (`flash-attn` feature), while the CPU path skips them outright and computes attention in f32 on
+//! each slot's real tokens, in query blocks so the score matrix stays small on long slots.
+//!
+//! Scoring computes logits only for the rows that predict a real next token, in blocks of
+//! [`LOGIT_ROWS`], since a 150k-token vocabulary makes a full `(tokens, vocab)` matrix gigabytes; the
+//! per-token log-probabilities are averaged per sequence on the device and only one number, plus the
+//! last hidden state, per sequence comes back.
+//!
+//! Weights use the Hugging Face names; configurations this file does not implement (other RoPE
+//! scalings, sliding windows, other activations, Qwen3's q/k norms) are refused by [`Config::check`]
+//! rather than run with wrong results.
+
+use candle_core::{DType, Device, Module, Result, Tensor, D};
+use candle_nn::{embedding, rms_norm, Embedding, Linear, RmsNorm, VarBuilder};
+use serde::Deserialize;
+use warpfold_backend::{validate_bin, Bin};
+
+/// Rows of logits computed at once when scoring: 512 rows of a 152k vocabulary are 300 MB in f32.
+pub const LOGIT_ROWS: usize = 512;
+
+/// Query rows per attention block on the non-flash path: bounds the score matrix of a slot of `L`
+/// tokens to `heads × 512 × L` floats instead of `heads × L × L`.
+const ATTN_QUERY_ROWS: usize = 512;
+
+/// Mirrors the fields of a Llama / Qwen2 `config.json` that the forward uses.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Config {
+    #[serde(default)]
+    pub model_type: Option<String>,
+    #[serde(default)]
+    pub architectures: Option<Vec<String>>,
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    /// Grouped-query attention; `None` means one key/value head per query head.
+    #[serde(default)]
+    pub num_key_value_heads: Option<usize>,
+    /// `None` means `hidden_size / num_attention_heads`.
+    #[serde(default)]
+    pub head_dim: Option<usize>,
+    #[serde(default = "default_rms_norm_eps")]
+    pub rms_norm_eps: f64,
+    /// Top-level in transformers 4.x configs; inside `rope_parameters` in 5.x.
+    #[serde(default)]
+    pub rope_theta: Option<f64>,
+    #[serde(default)]
+    pub rope_scaling: Option<RopeScaling>,
+    /// transformers 5.x writes `rope_theta` and the scaling here instead.
+    #[serde(default)]
+    pub rope_parameters: Option<RopeScaling>,
+    #[serde(default = "default_max_position_embeddings")]
+    pub max_position_embeddings: usize,
+    #[serde(default)]
+    pub tie_word_embeddings: bool,
+    /// Llama: bias on q, k, v and o. Qwen2 ignores it (always q/k/v bias, no o bias).
+    #[serde(default)]
+    pub attention_bias: bool,
+    #[serde(default)]
+    pub mlp_bias: bool,
+    #[serde(default = "default_hidden_act")]
+    pub hidden_act: String,
+    /// Qwen2's sliding-window attention (off in every released Qwen2.5 checkpoint).
+    #[serde(default)]
+    pub use_sliding_window: bool,
+}
+
+/// `rope_scaling` (transformers 4.x) or `rope_parameters` (5.x).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct RopeScaling {
+    #[serde(default)]
+    pub rope_type: Option<String>,
+    /// Older configs spell `rope_type` as `type`.
+    #[serde(default, rename = "type")]
+    pub legacy_type: Option<String>,
+    #[serde(default)]
+    pub rope_theta: Option<f64>,
+    #[serde(default)]
+    pub factor: Option<f64>,
+    #[serde(default)]
+    pub low_freq_factor: Option<f64>,
+    #[serde(default)]
+    pub high_freq_factor: Option<f64>,
+    #[serde(default)]
+    pub original_max_position_embeddings: Option<usize>,
+}
+
+fn default_rms_norm_eps() -> f64 {
+    1e-6
+}
+fn default_max_position_embeddings() -> usize {
+    2048
+}
+fn default_hidden_act() -> String {
+    "silu".into()
+}
+
+/// Which family's weight layout a checkpoint has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Llama,
+    Qwen2,
+}
+
+/// Rotary embedding as this file implements it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Rope {
+    Default { theta: f64 },
+    Llama3 { theta: f64, factor: f64, low_freq_factor: f64, high_freq_factor: f64, original_max_positions: usize },
+}
+
+impl Config {
+    /// Fails early, with the reason, on configurations this file does not implement.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        self.family()?;
+        if self.hidden_act != "silu" {
+            return Err(format!("hidden_act {:?} is not supported (only \"silu\")", self.hidden_act));
+        }
+        if self.use_sliding_window {
+            return Err("use_sliding_window: sliding-window attention is not supported".into());
+        }
+        let heads = self.num_attention_heads;
+        let kv = self.kv_heads();
+        if heads == 0 || kv == 0 || !heads.is_multiple_of(kv) {
+            return Err(format!("num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}"));
+        }
+        if self.head_dim.is_none() && !self.hidden_size.is_multiple_of(heads) {
+            return Err(format!("hidden_size {} is not a multiple of num_attention_heads {heads}", self.hidden_size));
+        }
+        let hd = self.head_dim();
+        if hd == 0 || !hd.is_multiple_of(2) {
+            return Err(format!("head_dim {hd} must be even for rotary embeddings"));
+        }
+        self.rope()?;
+        Ok(())
+    }
+
+    /// Llama (and SmolLM2, which is Llama) or Qwen2; anything else is refused.
+    pub fn family(&self) -> std::result::Result<Family, String> {
+        let archs = self.architectures.as_deref().unwrap_or(&[]);
+        match self.model_type.as_deref() {
+            Some("llama") => Ok(Family::Llama),
+            Some("qwen2") => Ok(Family::Qwen2),
+            Some("qwen3") => Err("model_type \"qwen3\" (q/k RMS norms) is not supported yet".into()),
+            Some(t) => Err(format!("model_type {t:?} is not a Llama or Qwen2 decoder")),
+            None if archs.iter().any(|a| a == "LlamaForCausalLM") => Ok(Family::Llama),
+            None if archs.iter().any(|a| a == "Qwen2ForCausalLM") => Ok(Family::Qwen2),
+            None => Err(format!("neither model_type nor architectures ({archs:?}) names a Llama or Qwen2 decoder")),
+        }
+    }
+
+    pub fn kv_heads(&self) -> usize {
+        self.num_key_value_heads.unwrap_or(self.num_attention_heads)
+    }
+
+    pub fn head_dim(&self) -> usize {
+        self.head_dim.unwrap_or(self.hidden_size / self.num_attention_heads.max(1))
+    }
+
+    fn rope(&self) -> std::result::Result<Rope, String> {
+        let params = self.rope_parameters.as_ref();
+        let theta = params.and_then(|p| p.rope_theta).or(self.rope_theta).unwrap_or(10_000.0);
+        let Some(s) = self.rope_scaling.as_ref().or(params) else {
+            return Ok(Rope::Default { theta });
+        };
+        match s.rope_type.as_deref().or(s.legacy_type.as_deref()) {
+            None | Some("default") => Ok(Rope::Default { theta }),
+            Some("llama3") => {
+                let need = |v: Option<f64>, name: &str| v.ok_or_else(|| format!("llama3 rope scaling without {name}"));
+                let rope = Rope::Llama3 {
+                    theta,
+                    factor: need(s.factor, "factor")?,
+                    low_freq_factor: need(s.low_freq_factor, "low_freq_factor")?,
+                    high_freq_factor: need(s.high_freq_factor, "high_freq_factor")?,
+                    original_max_positions: s
+                        .original_max_position_embeddings
+                        .ok_or("llama3 rope scaling without original_max_position_embeddings")?,
+                };
+                match rope {
+                    Rope::Llama3 { factor, low_freq_factor: lo, high_freq_factor: hi, .. }
+                        if factor <= 0.0 || lo <= 0.0 || hi <= lo =>
+                    {
+                        Err(format!("llama3 rope scaling needs factor > 0 and 0 < low_freq_factor < high_freq_factor (got {factor}, {lo}, {hi})"))
+                    }
+                    rope => Ok(rope),
+                }
+            }
+            Some(t) => Err(format!("rope scaling {t:?} is not supported (only default and \"llama3\")")),
+        }
+    }
+
+    /// The rotary inverse frequencies, `head_dim / 2` of them, as Hugging Face computes them.
+    fn inv_freq(&self) -> std::result::Result<Vec<f32>, String> {
+        let hd = self.head_dim();
+        let base = |theta: f64| (0..hd / 2).map(move |i| 1.0 / theta.powf((2 * i) as f64 / hd as f64));
+        Ok(match self.rope()? {
+            Rope::Default { theta } => base(theta).map(|f| f as f32).collect(),
+            Rope::Llama3 { theta, factor, low_freq_factor: lo, high_freq_factor: hi, original_max_positions } => {
+                // Llama 3.1's scaling: long wavelengths slowed by `factor`, short ones kept, the band
+                // in between interpolated.
+                let old = original_max_positions as f64;
+                let (low_wavelen, high_wavelen) = (old / lo, old / hi);
+                base(theta)
+                    .map(|f| {
+                        let wavelen = 2.0 * std::f64::consts::PI / f;
+                        let f = if wavelen < high_wavelen {
+                            f
+                        } else if wavelen > low_wavelen {
+                            f / factor
+                        } else {
+                            let smooth = (old / wavelen - lo) / (hi - lo);
+                            (1.0 - smooth) * f / factor + smooth * f
+                        };
+                        f as f32
+                    })
+                    .collect()
+            }
+        })
+    }
+}
+
+/// What scoring returns for one sequence of a bin.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SequenceScore {
+    /// Mean over t = 1..len-1 of log p(token_t | tokens_<t). A 1-token sequence has nothing to
+    /// predict: 0, with `scored_tokens` 0.
+    pub mean_log_likelihood: f32,
+    /// Tokens the mean is over: `len - 1`.
+    pub scored_tokens: usize,
+    /// The final normed hidden state at the sequence's last real token, in f32.
+    pub last_hidden: Vec<f32>,
+}
+
+/// The slot layout of a bin as attention needs it, built once per forward and shared by every layer.
+pub struct VarlenSlots {
+    cu_seqlens: Vec<u32>,
+    seq_lens: Vec<u32>,
+    /// Query rows per attention block (non-flash path).
+    query_rows: usize,
+    /// (query_rows, query_rows): 0 on and below the diagonal, -inf above; the mask of the diagonal
+    /// block of every query block. Keys before the block are all visible.
+    causal_block: Tensor,
+    /// `cu_seqlens` on the device, as the varlen kernel wants it.
+    #[cfg(feature = "flash-attn")]
+    cu_seqlens_dev: Tensor,
+    #[cfg(feature = "flash-attn")]
+    max_seqlen: usize,
+}
+
+impl VarlenSlots {
+    pub fn from_bin(bin: &Bin, device: &Device) -> Result<Self> {
+        Self::with_query_rows(bin, device, ATTN_QUERY_ROWS)
+    }
+
+    fn with_query_rows(bin: &Bin, device: &Device, query_rows: usize) -> Result<Self> {
+        let longest = bin.seq_lens.iter().copied().max().unwrap_or(1) as usize;
+        let b = query_rows.min(longest).max(1);
+        let mask: Vec<f32> =
+            (0..b * b).map(|i| if i % b > i / b { f32::NEG_INFINITY } else { 0.0 }).collect();
+        Ok(Self {
+            cu_seqlens: bin.cu_seqlens.clone(),
+            seq_lens: bin.seq_lens.clone(),
+            query_rows: b,
+            causal_block: Tensor::from_vec(mask, (b, b), device)?,
+            #[cfg(feature = "flash-attn")]
+            cu_seqlens_dev: Tensor::from_slice(&bin.cu_seqlens, bin.cu_seqlens.len(), device)?,
+            #[cfg(feature = "flash-attn")]
+            max_seqlen: bin.max_seqlen as usize,
+        })
+    }
+}
+
+/// Causal attention restricted to each slot: `q` (T, heads, hd), `k` and `v` (T, kv_heads, hd) ->
+/// (T, heads, hd). A token attends to the real tokens of its own slot up to itself; the rows of pad
+/// tokens are zero (non-flash path) or unspecified (flash path) and must not be read.
+pub fn varlen_causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, slots: &VarlenSlots, softmax_scale: f32) -> Result<Tensor> {
+    #[cfg(feature = "flash-attn")]
+    if q.device().is_cuda() && matches!(q.dtype(), DType::F16 | DType::BF16) {
+        // Whole slots, pad tokens included: they sit after the real tokens, so the causal mask keeps
+        // them out of every real token's view. The kernel handles GQA itself.
+        return candle_flash_attn::flash_attn_varlen(
+            q,
+            k,
+            v,
+            &slots.cu_seqlens_dev,
+            &slots.cu_seqlens_dev,
+            slots.max_seqlen,
+            slots.max_seqlen,
+            softmax_scale,
+            true,
+        );
+    }
+
+    let dtype = q.dtype();
+    let (t, heads, hd) = q.dims3()?;
+    let kv = k.dim(1)?;
+    let rep = heads / kv;
+    let (q, k, v) = (q.to_dtype(DType::F32)?, k.to_dtype(DType::F32)?, v.to_dtype(DType::F32)?);
+    let mut parts = Vec::new();
+    for (i, &real) in slots.seq_lens.iter().enumerate() {
+        let start = slots.cu_seqlens[i] as usize;
+        let slot_len = slots.cu_seqlens[i + 1] as usize - start;
+        let real = real as usize;
+        // 1. The slot's real tokens only. Query heads are grouped by the kv head they share
+        //    (head h uses kv head h / rep, as Hugging Face's repeat_kv), so GQA needs no copy of k, v.
+        // (r, heads, hd) -> (r, kv, rep, hd) -> (kv, rep, r, hd)
+        let qs = q.narrow(0, start, real)?.reshape((real, kv, rep, hd))?.permute((1, 2, 0, 3))?.contiguous()?;
+        // (r, kv, hd) -> (kv, r, hd)
+        let ks = k.narrow(0, start, real)?.transpose(0, 1)?.contiguous()?;
+        let vs = v.narrow(0, start, real)?.transpose(0, 1)?.contiguous()?;
+        // 2. Query blocks: block [q0, q0+b) sees keys [0, q0+b); only its last b keys need the mask.
+        let mut q0 = 0;
+        while q0 < real {
+            let b = slots.query_rows.min(real - q0);
+            let keys = q0 + b;
+            // (kv, rep, b, hd) -> (kv, rep*b, hd)
+            let qb = qs.narrow(2, q0, b)?.reshape((kv, rep * b, hd))?;
+            let kb = ks.narrow(1, 0, keys)?.contiguous()?;
+            let vb = vs.narrow(1, 0, keys)?.contiguous()?;
+            // (kv, rep*b, hd) x (kv, hd, keys) -> (kv, rep, b, keys)
+            let scores = (qb.matmul(&kb.t()?)? * softmax_scale as f64)?.reshape((kv, rep, b, keys))?;
+            let diag = slots.causal_block.narrow(0, 0, b)?.narrow(1, 0, b)?;
+            let mask = if q0 == 0 {
+                diag
+            } else {
+                Tensor::cat(&[&Tensor::zeros((b, q0), DType::F32, q.device())?, &diag], 1)?
+            };
+            let probs = candle_nn::ops::softmax_last_dim(&scores.broadcast_add(&mask)?)?;
+            // (kv, rep*b, keys) x (kv, keys, hd) -> (kv, rep, b, hd) -> (b, kv, rep, hd) -> (b, heads, hd)
+            let ctx = probs.reshape((kv, rep * b, keys))?.matmul(&vb)?.reshape((kv, rep, b, hd))?;
+            parts.push(ctx.permute((2, 0, 1, 3))?.reshape((b, heads, hd))?);
+            q0 += b;
+        }
+        if real < slot_len {
+            parts.push(Tensor::zeros((slot_len - real, heads, hd), DType::F32, q.device())?);
+        }
+    }
+    let out = Tensor::cat(&parts, 0)?;
+    debug_assert_eq!(out.dim(0)?, t, "attention covers the whole tape. This is a bug.");
+    out.to_dtype(dtype)
+}
+
+struct DecoderLayer {
+    /// q, k and v projections as one (heads + 2·kv_heads)·hd × hidden matmul.
+    qkv: Linear,
+    o_proj: Linear,
+    /// gate and up projections as one 2·intermediate × hidden matmul.
+    gate_up: Linear,
+    down_proj: Linear,
+    input_norm: RmsNorm,
+    post_attention_norm: RmsNorm,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    intermediate: usize,
+}
+
+/// Stacks the `names` projections of `vb` into one linear layer (out dims summed).
+fn fused_linear(vb: &VarBuilder, names: &[(&str, usize)], in_dim: usize, bias: bool) -> Result<Linear> {
+    let mut ws = Vec::with_capacity(names.len());
+    let mut bs = Vec::with_capacity(names.len());
+    for &(name, out) in names {
+        ws.push(vb.pp(name).get((out, in_dim), "weight")?);
+        if bias {
+            bs.push(vb.pp(name).get(out, "bias")?);
+        }
+    }
+    let bias = if bias { Some(Tensor::cat(&bs, 0)?) } else { None };
+    Ok(Linear::new(Tensor::cat(&ws, 0)?, bias))
+}
+
+fn linear(in_dim: usize, out_dim: usize, bias: bool, vb: VarBuilder) -> Result<Linear> {
+    candle_nn::linear_b(in_dim, out_dim, bias, vb)
+}
+
+impl DecoderLayer {
+    fn new(cfg: &Config, family: Family, vb: VarBuilder) -> Result<Self> {
+        let h = cfg.hidden_size;
+        let (heads, kv_heads, hd) = (cfg.num_attention_heads, cfg.kv_heads(), cfg.head_dim());
+        let (qkv_bias, o_bias) = match family {
+            Family::Qwen2 => (true, false),
+            Family::Llama => (cfg.attention_bias, cfg.attention_bias),
+        };
+        let attn = vb.pp("self_attn");
+        let mlp = vb.pp("mlp");
+        let i = cfg.intermediate_size;
+        Ok(Self {
+            qkv: fused_linear(&attn, &[("q_proj", heads * hd), ("k_proj", kv_heads * hd), ("v_proj", kv_heads * hd)], h, qkv_bias)?,
+            o_proj: linear(heads * hd, h, o_bias, attn.pp("o_proj"))?,
+            gate_up: fused_linear(&mlp, &[("gate_proj", i), ("up_proj", i)], h, cfg.mlp_bias)?,
+            down_proj: linear(i, h, cfg.mlp_bias, mlp.pp("down_proj"))?,
+            input_norm: rms_norm(h, cfg.rms_norm_eps, vb.pp("input_layernorm"))?,
+            post_attention_norm: rms_norm(h, cfg.rms_norm_eps, vb.pp("post_attention_layernorm"))?,
+            heads,
+            kv_heads,
+            head_dim: hd,
+            intermediate: i,
+        })
+    }
+
+    /// (T, H) -> (T, H). `cos`, `sin`: (T, hd/2), the rotary angles of each token's position.
+    fn forward(&self, x: &Tensor, cos: &Tensor, sin: &Tensor, slots: &VarlenSlots) -> Result<Tensor> {
+        let t = x.dim(0)?;
+        let (heads, kv, hd) = (self.heads, self.kv_heads, self.head_dim);
+        // 1. Pre-norm, then q, k, v for every token of the tape in one matmul.
+        let qkv = self.qkv.forward(&self.input_norm.forward(x)?)?;
+        // (T, heads*hd) -> (T, heads, hd); (T, kv*hd) -> (T, kv, hd)
+        let q = qkv.narrow(1, 0, heads * hd)?.reshape((1, t, heads, hd))?;
+        let k = qkv.narrow(1, heads * hd, kv * hd)?.reshape((1, t, kv, hd))?;
+        let v = qkv.narrow(1, (heads + kv) * hd, kv * hd)?.reshape((t, kv, hd))?;
+        // 2. Rotary embedding by each token's own position (half-split layout, as Hugging Face).
+        let q = candle_nn::rotary_emb::rope_thd(&q, cos, sin)?.squeeze(0)?;
+        let k = candle_nn::rotary_emb::rope_thd(&k, cos, sin)?.squeeze(0)?;
+        // 3. Causal attention inside each slot, output projection, residual.
+        let ctx = varlen_causal_attention(&q, &k, &v, slots, 1.0 / (hd as f32).sqrt())?;
+        let x = (self.o_proj.forward(&ctx.reshape((t, heads * hd))?)? + x)?;
+        // 4. SwiGLU feed-forward on the post-attention norm, residual.
+        let gu = self.gate_up.forward(&self.post_attention_norm.forward(&x)?)?;
+        let i = self.intermediate;
+        let y = (gu.narrow(1, 0, i)?.silu()? * gu.narrow(1, i, i)?)?;
+        self.down_proj.forward(&y)? + x
+    }
+}
+
+pub struct LlamaModel {
+    embed_tokens: Embedding,
+    layers: Vec<DecoderLayer>,
+    norm: RmsNorm,
+    /// (vocab, hidden); the embedding matrix itself when the checkpoint ties them.
+    lm_head: Linear,
+    /// (1, hd/2) f32.
+    inv_freq: Tensor,
+    device: Device,
+    pub config: Config,
+}
+
+impl LlamaModel {
+    /// Builds the model from Hugging Face weight names (`model.layers.N.self_attn.q_proj.weight`, …;
+    /// a bare `LlamaModel` without the `model.` prefix is accepted too).
+    pub fn new(cfg: &Config, vb: VarBuilder) -> Result<Self> {
+        cfg.check().map_err(candle_core::Error::Msg)?;
+        let family = cfg.family().map_err(candle_core::Error::Msg)?;
+        let body = if vb.contains_tensor("model.embed_tokens.weight") { vb.pp("model") } else { vb.clone() };
+        let embed_tokens = embedding(cfg.vocab_size, cfg.hidden_size, body.pp("embed_tokens"))?;
+        let layers = (0..cfg.num_hidden_layers)
+            .map(|i| DecoderLayer::new(cfg, family, body.pp(format!("layers.{i}"))))
+            .collect::<Result<Vec<_>>>()?;
+        let norm = rms_norm(cfg.hidden_size, cfg.rms_norm_eps, body.pp("norm"))?;
+        let lm_head = if cfg.tie_word_embeddings {
+            Linear::new(embed_tokens.embeddings().clone(), None)
+        } else {
+            candle_nn::linear_no_bias(cfg.hidden_size, cfg.vocab_size, vb.pp("lm_head"))?
+        };
+        let inv_freq = cfg.inv_freq().map_err(candle_core::Error::Msg)?;
+        let inv_freq = Tensor::from_vec(inv_freq, (1, cfg.head_dim() / 2), vb.device())?;
+        Ok(Self { embed_tokens, layers, norm, lm_head, inv_freq, device: vb.device().clone(), config: cfg.clone() })
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The final normed hidden state of every tape token: (T, hidden), in the model's dtype. Rows of
+    /// pad tokens are unspecified.
+    pub fn forward_hidden(&self, bin: &Bin) -> Result<Tensor> {
+        validate_bin(bin).map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+        let longest = bin.seq_lens.iter().copied().max().unwrap_or(0) as usize;
+        if longest > self.config.max_position_embeddings {
+            candle_core::bail!(
+                "a sequence of {longest} tokens exceeds the model's {} positions",
+                self.config.max_position_embeddings
+            );
+        }
+        if let Some(&id) = bin.input_ids.iter().find(|&&id| id as usize >= self.config.vocab_size) {
+            candle_core::bail!("token id {id} is outside the vocabulary of {}", self.config.vocab_size);
+        }
+        let t = bin.computed_tokens();
+        let dtype = self.embed_tokens.embeddings().dtype();
+        // 1. Rotary angles of every token's own position: (T, 1) x (1, hd/2) -> (T, hd/2), in f32.
+        let positions: Vec<f32> = bin.position_ids.iter().map(|&p| p as f32).collect();
+        let angles = Tensor::from_vec(positions, (t, 1), &self.device)?.broadcast_mul(&self.inv_freq)?;
+        let (cos, sin) = (angles.cos()?.to_dtype(dtype)?, angles.sin()?.to_dtype(dtype)?);
+        // 2. Embeddings, the decoder layers over the whole tape, the final norm.
+        let slots = VarlenSlots::from_bin(bin, &self.device)?;
+        let ids = Tensor::from_slice(&bin.input_ids, t, &self.device)?;
+        let mut x = self.embed_tokens.forward(&ids)?;
+        for layer in &self.layers {
+            x = layer.forward(&x, &cos, &sin, &slots)?;
+        }
+        self.norm.forward(&x)
+    }
+
+    /// Mean next-token log-likelihood and last hidden state of every sequence of the bin, in slot order.
+    pub fn score(&self, bin: &Bin) -> Result<Vec<SequenceScore>> {
+        self.score_in_blocks(bin, LOGIT_ROWS)
+    }
+
+    fn score_in_blocks(&self, bin: &Bin, logit_rows: usize) -> Result<Vec<SequenceScore>> {
+        let hidden = self.forward_hidden(bin)?;
+        let n = bin.num_sequences();
+        // 1. The rows that predict a real token (t-1 predicts t), and the tokens they predict.
+        let mut rows = Vec::with_capacity(bin.real_tokens());
+        let mut targets = Vec::with_capacity(bin.real_tokens());
+        let mut last = Vec::with_capacity(n);
+        for i in 0..n {
+            let (start, _, real) = bin.slot(i);
+            rows.extend((start..start + real - 1).map(|r| r as u32));
+            targets.extend_from_slice(&bin.input_ids[start + 1..start + real]);
+            last.push((start + real - 1) as u32);
+        }
+        let last_hidden = hidden
+            .index_select(&Tensor::from_vec(last, n, &self.device)?, 0)?
+            .to_dtype(DType::F32)?
+            .to_vec2::<f32>()?;
+        // 2. log p(target | prefix) per row, logits a block of rows at a time: (b, H) -> (b, V) -> (b,)
+        let mut log_probs = Vec::with_capacity(rows.len().div_ceil(logit_rows.max(1)));
+        for (r, tg) in rows.chunks(logit_rows.max(1)).zip(targets.chunks(logit_rows.max(1))) {
+            let h = hidden.index_select(&Tensor::from_slice(r, r.len(), &self.device)?, 0)?;
+            let logits = self.lm_head.forward(&h)?.to_dtype(DType::F32)?;
+            let tg = Tensor::from_slice(tg, (tg.len(), 1), &self.device)?;
+            log_probs.push(candle_nn::ops::log_softmax(&logits, D::Minus1)?.gather(&tg, 1)?.squeeze(1)?);
+        }
+        // 3. Per-sequence means by one (sequences, rows) averaging matmul on the device.
+        let means = if rows.is_empty() {
+            vec![0f32; n]
+        } else {
+            let log_probs = Tensor::cat(&log_probs, 0)?;
+            let mut avg = vec![0f32; n * rows.len()];
+            let mut offset = 0;
+            for (i, &len) in bin.seq_lens.iter().enumerate() {
+                let scored = len as usize - 1;
+                avg[i * rows.len() + offset..i * rows.len() + offset + scored].fill(1.0 / scored.max(1) as f32);
+                offset += scored;
+            }
+            Tensor::from_vec(avg, (n, rows.len()), &self.device)?.matmul(&log_probs.unsqueeze(1)?)?.squeeze(1)?.to_vec1::<f32>()?
+        };
+        Ok(bin
+            .seq_lens
+            .iter()
+            .zip(means)
+            .zip(last_hidden)
+            .map(|((&len, mean), last_hidden)| SequenceScore {
+                mean_log_likelihood: mean,
+                scored_tokens: len as usize - 1,
+                last_hidden,
+            })
+            .collect())
+    }
+}
+
+/// Loads the model from safetensors files in `dtype` (f32 on the CPU; bf16 for flash-attn on CUDA).
+pub fn load(cfg: &Config, weights: &[std::path::PathBuf], device: &Device, dtype: DType) -> Result<LlamaModel> {
+    cfg.check().map_err(candle_core::Error::Msg)?;
+    // Safety: the files are memory-mapped read-only; warpfold does not modify model files while running.
+    let vb = unsafe { VarBuilder::from_mmaped_safetensors(weights, dtype, device)? };
+    LlamaModel::new(cfg, vb)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use warpfold_backend::{Layout, SequenceTag};
+
+    /// Lays sequences out as the engine does: slots rounded up to `align`, pad id 0 at position 0.
+    fn bin_of(seqs: &[Vec<u32>], align: usize) -> Bin {
+        let mut bin = Bin {
+            layout: Layout::Packed,
+            input_ids: vec![],
+            position_ids: vec![],
+            cu_seqlens: vec![0],
+            seq_lens: vec![],
+            max_seqlen: 0,
+            capacity: 0,
+            tags: vec![],
+        };
+        for (i, s) in seqs.iter().enumerate() {
+            let slot = s.len().div_ceil(align) * align;
+            bin.input_ids.extend_from_slice(s);
+            bin.input_ids.resize(bin.input_ids.len() + slot - s.len(), 0);
+            bin.position_ids.extend(0..s.len() as u32);
+            bin.position_ids.resize(bin.position_ids.len() + slot - s.len(), 0);
+            bin.cu_seqlens.push(bin.input_ids.len() as u32);
+            bin.seq_lens.push(s.len() as u32);
+            bin.max_seqlen = bin.max_seqlen.max(slot as u32);
+            bin.tags.push(SequenceTag { request: 1, index: i as u32 });
+        }
+        bin.capacity = bin.input_ids.len() as u32;
+        bin
+    }
+
+    /// xorshift64*: reproducible numbers without a rand dependency.
+    struct Rng(u64);
+    impl Rng {
+        fn next_f32(&mut self) -> f32 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            let bits = self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 40;
+            bits as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+        }
+        fn tensor(&mut self, shape: &[usize], scale: f32, offset: f32) -> Tensor {
+            let n = shape.iter().product();
+            let v: Vec<f32> = (0..n).map(|_| offset + scale * self.next_f32()).collect();
+            Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
+        }
+        fn ids(&mut self, len: usize, vocab: usize) -> Vec<u32> {
+            (0..len).map(|_| ((self.next_f32() + 1.0) * 0.5 * vocab as f32) as u32 % vocab as u32).collect()
+        }
+    }
+
+    fn tiny_config(extra: &str) -> Config {
+        let json = format!(
+            r#"{{"hidden_size":64,"intermediate_size":128,"num_hidden_layers":3,"num_attention_heads":4,
+                "num_key_value_heads":2,"vocab_size":97,"rms_norm_eps":1e-6,"rope_theta":10000.0,
+                "max_position_embeddings":256,{extra}}}"#
+        );
+        serde_json::from_str(&json).unwrap()
+    }
+
+    /// Random weights under Hugging Face names, large enough that attention is far from uniform.
+    fn random_model(cfg: &Config, seed: u64) -> LlamaModel {
+        let mut rng = Rng(seed);
+        let (h, i, v) = (cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size);
+        let (q, kv) = (cfg.num_attention_heads * cfg.head_dim(), cfg.kv_heads() * cfg.head_dim());
+        let qwen = cfg.family().unwrap() == Family::Qwen2;
+        let mut w = HashMap::new();
+        let mut lin = |w: &mut HashMap<String, Tensor>, name: String, out: usize, inp: usize, bias: bool| {
+            w.insert(format!("{name}.weight"), rng.tensor(&[out, inp], 1.7 / (inp as f32).sqrt(), 0.0));
+            if bias {
+                w.insert(format!("{name}.bias"), rng.tensor(&[out], 0.3, 0.0));
+            }
+        };
+        for l in 0..cfg.num_hidden_layers {
+            let p = format!("model.layers.{l}");
+            lin(&mut w, format!("{p}.self_attn.q_proj"), q, h, qwen || cfg.attention_bias);
+            lin(&mut w, format!("{p}.self_attn.k_proj"), kv, h, qwen || cfg.attention_bias);
+            lin(&mut w, format!("{p}.self_attn.v_proj"), kv, h, qwen || cfg.attention_bias);
+            lin(&mut w, format!("{p}.self_attn.o_proj"), h, q, !qwen && cfg.attention_bias);
+            lin(&mut w, format!("{p}.mlp.gate_proj"), i, h, cfg.mlp_bias);
+            lin(&mut w, format!("{p}.mlp.up_proj"), i, h, cfg.mlp_bias);
+            lin(&mut w, format!("{p}.mlp.down_proj"), h, i, cfg.mlp_bias);
+        }
+        if !cfg.tie_word_embeddings {
+            lin(&mut w, "lm_head".into(), v, h, false);
+        }
+        let mut rng = Rng(seed ^ 0x9e37_79b9);
+        w.insert("model.embed_tokens.weight".into(), rng.tensor(&[v, h], 1.0, 0.0));
+        w.insert("model.norm.weight".into(), rng.tensor(&[h], 0.2, 1.0));
+        for l in 0..cfg.num_hidden_layers {
+            w.insert(format!("model.layers.{l}.input_layernorm.weight"), rng.tensor(&[h], 0.2, 1.0));
+            w.insert(format!("model.layers.{l}.post_attention_layernorm.weight"), rng.tensor(&[h], 0.2, 1.0));
+        }
+        LlamaModel::new(cfg, VarBuilder::from_tensors(w, DType::F32, &Device::Cpu)).unwrap()
+    }
+
+    fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+        assert_eq!(a.len(), b.len());
+        a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    }
+
+    fn variants() -> Vec<(&'static str, Config)> {
+        vec![
+            ("llama", tiny_config(r#""model_type":"llama""#)),
+            ("qwen2 (q/k/v bias, tied head)", tiny_config(r#""model_type":"qwen2","tie_word_embeddings":true"#)),
+            (
+                "llama3 rope scaling, head_dim 32, attention and mlp bias",
+                tiny_config(
+                    r#""model_type":"llama","head_dim":32,"attention_bias":true,"mlp_bias":true,
+                    "rope_scaling":{"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,
+                    "high_freq_factor":4.0,"original_max_position_embeddings":64}"#,
+                ),
+            ),
+        ]
+    }
+
+    #[test]
+    fn a_packed_bin_scores_each_sequence_as_if_alone() {
+        for (name, cfg) in variants() {
+            let model = random_model(&cfg, 7);
+            let mut rng = Rng(11);
+            let seqs: Vec<Vec<u32>> = [1, 7, 33, 50].iter().map(|&l| rng.ids(l, cfg.vocab_size)).collect();
+            let packed = bin_of(&seqs, 16);
+            assert!(packed.pad_tokens() > 0);
+            let hidden = model.forward_hidden(&packed).unwrap().to_vec2::<f32>().unwrap();
+            let scores = model.score(&packed).unwrap();
+            for (i, seq) in seqs.iter().enumerate() {
+                let alone = bin_of(std::slice::from_ref(seq), 1);
+                let alone_hidden = model.forward_hidden(&alone).unwrap().to_vec2::<f32>().unwrap();
+                let start = packed.cu_seqlens[i] as usize;
+                for t in 0..seq.len() {
+                    let d = max_abs_diff(&hidden[start + t], &alone_hidden[t]);
+                    assert!(d <= 1e-4, "{name}: sequence {i} token {t}: hidden differs by {d}");
+                }
+                let alone_score = model.score(&alone).unwrap().remove(0);
+                let s = &scores[i];
+                assert_eq!(s.scored_tokens, seq.len() - 1, "{name}");
+                assert!((s.mean_log_likelihood - alone_score.mean_log_likelihood).abs() <= 1e-4, "{name}: {s:?} vs {alone_score:?}");
+                assert!(max_abs_diff(&s.last_hidden, &alone_score.last_hidden) <= 1e-4, "{name}: last hidden");
+                assert!(max_abs_diff(&s.last_hidden, &alone_hidden[seq.len() - 1]) <= 1e-4, "{name}: last hidden row");
+                if seq.len() == 1 {
+                    assert_eq!(s.mean_log_likelihood, 0.0, "{name}: nothing to predict in a 1-token sequence");
+                } else {
+                    // Random weights are far from uniform: a real, finite, non-trivial likelihood.
+                    assert!(s.mean_log_likelihood.is_finite() && s.mean_log_likelihood < 0.0, "{name}: {s:?}");
+                    assert!((s.mean_log_likelihood + (cfg.vocab_size as f32).ln()).abs() > 0.05, "{name}: uniform? {s:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pad_token_ids_do_not_change_the_scores() {
+        let (_, cfg) = variants().remove(1);
+        let model = random_model(&cfg, 3);
+        let mut rng = Rng(5);
+        let seqs: Vec<Vec<u32>> = [9, 20].iter().map(|&l| rng.ids(l, cfg.vocab_size)).collect();
+        let a = bin_of(&seqs, 16);
+        let mut b = a.clone();
+        for i in 0..b.num_sequences() {
+            let (start, slot, real) = b.slot(i);
+            for t in start + real..start + slot {
+                b.input_ids[t] = 42;
+                b.position_ids[t] = 7;
+            }
+        }
+        assert_ne!(a.input_ids, b.input_ids);
+        assert_eq!(model.score(&a).unwrap(), model.score(&b).unwrap());
+    }
+
+    #[test]
+    fn blocked_scoring_matches_a_full_log_softmax() {
+        let (_, cfg) = variants().remove(0);
+        let model = random_model(&cfg, 21);
+        let mut rng = Rng(8);
+        let seqs: Vec<Vec<u32>> = [12, 1, 30, 2].iter().map(|&l| rng.ids(l, cfg.vocab_size)).collect();
+        let bin = bin_of(&seqs, 16);
+        // Blocks of 5 rows cut across sequence boundaries.
+        let scores = model.score_in_blocks(&bin, 5).unwrap();
+        let hidden = model.forward_hidden(&bin).unwrap();
+        let logits = model.lm_head.forward(&hidden).unwrap().to_vec2::<f32>().unwrap();
+        for (i, seq) in seqs.iter().enumerate() {
+            let start = bin.cu_seqlens[i] as usize;
+            let mut sum = 0f64;
+            for t in 1..seq.len() {
+                let row = &logits[start + t - 1];
+                let max = row.iter().copied().fold(f32::MIN, f32::max) as f64;
+                let lse = max + row.iter().map(|&x| (x as f64 - max).exp()).sum::<f64>().ln();
+                sum += row[seq[t] as usize] as f64 - lse;
+            }
+            let expected = if seq.len() > 1 { sum / (seq.len() - 1) as f64 } else { 0.0 };
+            assert!((scores[i].mean_log_likelihood as f64 - expected).abs() <= 1e-5, "{i}: {} vs {expected}", scores[i].mean_log_likelihood);
+        }
+    }
+
+    /// Plain per-token reference: softmax(q·k / √d) over keys 0..=t of the same slot, kv head h / rep.
+    fn reference_attention(q: &Tensor, k: &Tensor, v: &Tensor, bin: &Bin, scale: f32) -> Vec<Vec<Vec<f32>>> {
+        let (q, k, v) = (q.to_vec3::<f32>().unwrap(), k.to_vec3::<f32>().unwrap(), v.to_vec3::<f32>().unwrap());
+        let (heads, kv, hd) = (q[0].len(), k[0].len(), q[0][0].len());
+        let mut out = vec![vec![vec![0f32; hd]; heads]; q.len()];
+        for i in 0..bin.num_sequences() {
+            let (start, _, real) = bin.slot(i);
+            for t in start..start + real {
+                for h in 0..heads {
+                    let g = h / (heads / kv);
+                    let s: Vec<f32> = (start..=t)
+                        .map(|j| q[t][h].iter().zip(&k[j][g]).map(|(a, b)| a * b).sum::<f32>() * scale)
+                        .collect();
+                    let m = s.iter().copied().fold(f32::MIN, f32::max);
+                    let e: Vec<f32> = s.iter().map(|x| (x - m).exp()).collect();
+                    let z: f32 = e.iter().sum();
+                    for (j, w) in (start..=t).zip(&e) {
+                        for d in 0..hd {
+                            out[t][h][d] += w / z * v[j][g][d];
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn blocked_varlen_attention_matches_a_plain_reference() {
+        let mut rng = Rng(99);
+        let seqs: Vec<Vec<u32>> = [1, 7, 33, 50].iter().map(|&l| vec![0; l]).collect();
+        let bin = bin_of(&seqs, 16);
+        let t = bin.computed_tokens();
+        let (q, k, v) = (rng.tensor(&[t, 6, 8], 2.0, 0.0), rng.tensor(&[t, 2, 8], 2.0, 0.0), rng.tensor(&[t, 2, 8], 1.0, 0.0));
+        let expected = reference_attention(&q, &k, &v, &bin, 0.35);
+        // Query blocks of 7 rows: several blocks per slot, the last one short.
+        for rows in [7, ATTN_QUERY_ROWS] {
+            let slots = VarlenSlots::with_query_rows(&bin, &Device::Cpu, rows).unwrap();
+            let got = varlen_causal_attention(&q, &k, &v, &slots, 0.35).unwrap().to_vec3::<f32>().unwrap();
+            for i in 0..bin.num_sequences() {
+                let (start, slot, real) = bin.slot(i);
+                for tok in start..start + slot {
+                    for h in 0..6 {
+                        let d = max_abs_diff(&got[tok][h], &expected[tok][h]);
+                        assert!(d <= 1e-5, "rows {rows}, token {tok} (real {}), head {h}: {d}", tok < start + real);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn llama3_rope_scaling_keeps_short_waves_and_slows_long_ones() {
+        let cfg = variants().remove(2).1;
+        let plain = tiny_config(r#""model_type":"llama","head_dim":32"#).inv_freq().unwrap();
+        let scaled = cfg.inv_freq().unwrap();
+        assert_eq!(plain.len(), 16);
+        let wavelen = |f: f32| 2.0 * std::f32::consts::PI / f;
+        let (mut kept, mut slowed, mut blended) = (0, 0, 0);
+        for (p, s) in plain.iter().zip(&scaled) {
+            if wavelen(*p) < 16.0 {
+                assert_eq!(p, s);
+                kept += 1;
+            } else if wavelen(*p) > 64.0 {
+                assert!((p / 8.0 - s).abs() <= 1e-7 * p);
+                slowed += 1;
+            } else {
+                assert!(s < p && *s > p / 8.0);
+                blended += 1;
+            }
+        }
+        assert!(kept > 0 && slowed > 0 && blended > 0, "{kept} {slowed} {blended}");
+    }
+
+    #[test]
+    fn unsupported_configs_fail_early_with_the_reason() {
+        let ok = tiny_config(r#""model_type":"llama""#);
+        ok.check().unwrap();
+        let refuse = |extra: &str, why: &str| {
+            let err = tiny_config(extra).check().unwrap_err();
+            assert!(err.contains(why), "{extra}: {err}");
+        };
+        refuse(r#""model_type":"llama","hidden_act":"gelu""#, "gelu");
+        refuse(r#""model_type":"mistral""#, "mistral");
+        refuse(r#""model_type":"qwen3""#, "qwen3");
+        refuse(r#""architectures":["GPT2LMHeadModel"]"#, "GPT2LMHeadModel");
+        refuse(r#""model_type":"qwen2","use_sliding_window":true"#, "sliding");
+        let mut odd_groups = ok.clone();
+        odd_groups.num_key_value_heads = Some(3);
+        assert!(odd_groups.check().unwrap_err().contains("multiple"));
+        refuse(r#""model_type":"llama","rope_scaling":{"type":"yarn","factor":4.0}"#, "yarn");
+        refuse(r#""model_type":"llama","rope_scaling":{"rope_type":"dynamic","factor":2.0}"#, "dynamic");
+        refuse(r#""model_type":"llama","rope_scaling":{"rope_type":"llama3","factor":8.0}"#, "low_freq_factor");
+        let by_arch = tiny_config(r#""architectures":["Qwen2ForCausalLM"]"#);
+        assert_eq!(by_arch.family(), Ok(Family::Qwen2));
+    }
+
+    #[test]
+    fn hub_config_files_parse() {
+        // Abridged from Qwen/Qwen2.5-0.5B-Instruct, HuggingFaceTB/SmolLM2-135M and meta-llama/Llama-3.2-1B.
+        let qwen = r#"{"architectures":["Qwen2ForCausalLM"],"attention_dropout":0.0,"bos_token_id":151643,
+            "eos_token_id":151645,"hidden_act":"silu","hidden_size":896,"initializer_range":0.02,
+            "intermediate_size":4864,"max_position_embeddings":32768,"max_window_layers":21,"model_type":"qwen2",
+            "num_attention_heads":14,"num_hidden_layers":24,"num_key_value_heads":2,"rms_norm_eps":1e-06,
+            "rope_theta":1000000.0,"sliding_window":32768,"tie_word_embeddings":true,"torch_dtype":"bfloat16",
+            "use_cache":true,"use_sliding_window":false,"vocab_size":151936,"rope_scaling":null}"#;
+        let smol = r#"{"architectures":["LlamaForCausalLM"],"attention_bias":false,"hidden_act":"silu",
+            "hidden_size":576,"intermediate_size":1536,"max_position_embeddings":8192,"model_type":"llama",
+            "num_attention_heads":9,"num_hidden_layers":30,"num_key_value_heads":3,"pretraining_tp":1,
+            "rms_norm_eps":1e-05,"rope_scaling":null,"rope_theta":100000,"tie_word_embeddings":true,"vocab_size":49152}"#;
+        let llama = r#"{"architectures":["LlamaForCausalLM"],"attention_bias":false,"bos_token_id":128000,
+            "eos_token_id":128001,"head_dim":64,"hidden_act":"silu","hidden_size":2048,"intermediate_size":8192,
+            "max_position_embeddings":131072,"mlp_bias":false,"model_type":"llama","num_attention_heads":32,
+            "num_hidden_layers":16,"num_key_value_heads":8,"rms_norm_eps":1e-05,"rope_scaling":{"factor":32.0,
+            "high_freq_factor":4.0,"low_freq_factor":1.0,"original_max_position_embeddings":8192,"rope_type":"llama3"},
+            "rope_theta":500000.0,"tie_word_embeddings":true,"vocab_size":128256}"#;
+        for (text, family, hd) in [(qwen, Family::Qwen2, 64), (smol, Family::Llama, 64), (llama, Family::Llama, 64)] {
+            let cfg: Config = serde_json::from_str(text).unwrap();
+            cfg.check().unwrap();
+            assert_eq!(cfg.family(), Ok(family));
+            assert_eq!(cfg.head_dim(), hd);
+        }
+        let llama: Config = serde_json::from_str(llama).unwrap();
+        assert!(matches!(llama.rope(), Ok(Rope::Llama3 { theta, factor, .. }) if theta == 500000.0 && factor == 32.0));
+        // transformers 5.x moves rope_theta into rope_parameters.
+        let v5 = tiny_config(r#""model_type":"qwen2","rope_parameters":{"rope_theta":1000000.0,"rope_type":"default"}"#);
+        assert_eq!(v5.rope(), Ok(Rope::Default { theta: 1_000_000.0 }));
+    }
+
+    /// tests/fixtures/decoder_reference: tiny random checkpoints saved by Hugging Face transformers,
+    /// with the scores transformers computed (tests/fixtures/make_decoder_reference.py).
+    #[test]
+    fn scores_match_hugging_face_transformers() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/decoder_reference");
+        let mut checked = 0;
+        let (mut worst_ll, mut worst_hidden) = (0f32, 0f32);
+        for name in ["qwen2", "llama3"] {
+            let dir = root.join(name);
+            let cfg: Config = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+            let model = load(&cfg, &[dir.join("model.safetensors")], &Device::Cpu, DType::F32).unwrap();
+            let expected: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+            let cases = expected["sequences"].as_array().unwrap();
+            let ids: Vec<Vec<u32>> = cases
+                .iter()
+                .map(|c| c["input_ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect())
+                .collect();
+            let scores = model.score(&bin_of(&ids, 16)).unwrap();
+            for (case, got) in cases.iter().zip(&scores) {
+                let want_ll = case["mean_log_likelihood"].as_f64().unwrap() as f32;
+                let want_hidden: Vec<f32> =
+                    case["last_hidden"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
+                assert_eq!(got.scored_tokens, case["scored_tokens"].as_u64().unwrap() as usize, "{name}");
+                let d_ll = (got.mean_log_likelihood - want_ll).abs();
+                let d_h = max_abs_diff(&got.last_hidden, &want_hidden);
+                assert!(d_ll <= 1e-4, "{name}, {} tokens: mean log-likelihood {} vs {want_ll}", got.scored_tokens + 1, got.mean_log_likelihood);
+                assert!(d_h <= 1e-4, "{name}, {} tokens: last hidden differs by {d_h}", got.scored_tokens + 1);
+                (worst_ll, worst_hidden) = (worst_ll.max(d_ll), worst_hidden.max(d_h));
+                checked += 1;
+            }
+        }
+        eprintln!("{checked} sequences: max |Δ mean log-likelihood| {worst_ll:e}, max |Δ last hidden| {worst_hidden:e}");
+        assert!(checked >= 8, "only {checked} reference sequences");
+    }
+}
