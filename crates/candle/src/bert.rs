@@ -160,10 +160,56 @@ impl Layer {
 
     /// (T, H) -> (T, H)
     fn forward(&self, x: &Tensor, slots: &SlotGroups) -> Result<Tensor> {
-        let h = self.heads * self.head_dim;
         // 1. (T, H) -> (T, 3H): queries, keys and values for every token of every sequence.
         let qkv = self.qkv.forward(x)?;
-        // 2. Block-diagonal attention, one call per run of equal-size slots.
+        // 2. Block-diagonal attention.
+        let ctx = match &slots.flash {
+            #[cfg(feature = "flash-attn")]
+            Some(flash) => self.flash_attention(&qkv, flash)?,
+            #[cfg(not(feature = "flash-attn"))]
+            Some(never) => match *never {},
+            None => self.grouped_attention(&qkv, slots)?,
+        };
+        // 3. Output projection, residual, norm.
+        let x = self.attn_norm.forward(&self.attn_out.forward(&ctx)?.add(x)?)?;
+        // 4. Feed-forward, residual, norm.
+        let y = self.intermediate.forward(&x)?;
+        let y = match self.act {
+            Activation::GeluErf if y.device().is_cpu() => y.apply_op1_no_bwd(&GeluErf)?,
+            Activation::GeluErf => y.gelu_erf()?,
+            Activation::GeluTanh => y.gelu()?,
+            Activation::Relu => y.relu()?,
+        };
+        self.out_norm.forward(&self.output.forward(&y)?.add(&x)?)
+    }
+
+    /// FlashAttention-2's varlen kernel over the whole tape at once (real tokens only, see
+    /// [`FlashSlots`]): (T, 3H) -> (T, H).
+    #[cfg(feature = "flash-attn")]
+    fn flash_attention(&self, qkv: &Tensor, flash: &FlashSlots) -> Result<Tensor> {
+        let t = qkv.dim(0)?;
+        let qkv = qkv.reshape((t, 3, self.heads, self.head_dim))?;
+        let q = qkv.i((.., 0))?.contiguous()?;
+        let k = qkv.i((.., 1))?.contiguous()?;
+        let v = qkv.i((.., 2))?.contiguous()?;
+        let scale = 1.0 / (self.head_dim as f32).sqrt();
+        let ctx = candle_flash_attn::flash_attn_varlen(
+            &q,
+            &k,
+            &v,
+            &flash.cu_seqlens,
+            &flash.cu_seqlens,
+            flash.max_seqlen,
+            flash.max_seqlen,
+            scale,
+            false,
+        )?;
+        ctx.reshape((t, self.heads * self.head_dim))
+    }
+
+    /// Masked attention, one batched call per run of equal-size slots: (T, 3H) -> (T, H).
+    fn grouped_attention(&self, qkv: &Tensor, slots: &SlotGroups) -> Result<Tensor> {
+        let h = self.heads * self.head_dim;
         let mut parts = Vec::with_capacity(slots.groups.len());
         for g in &slots.groups {
             let block = qkv.narrow(0, g.start, g.count * g.slot_len)?;
@@ -191,20 +237,26 @@ impl Layer {
             let ctx = probs.matmul(&v)?.transpose(1, 2)?.reshape((g.count * g.slot_len, h))?;
             parts.push(ctx);
         }
-        let ctx = if parts.len() == 1 { parts.pop().expect("one part") } else { Tensor::cat(&parts, 0)? };
-        // 3. Output projection, residual, norm.
-        let x = self.attn_norm.forward(&self.attn_out.forward(&ctx)?.add(x)?)?;
-        // 4. Feed-forward, residual, norm.
-        let y = self.intermediate.forward(&x)?;
-        let y = match self.act {
-            Activation::GeluErf if y.device().is_cpu() => y.apply_op1_no_bwd(&GeluErf)?,
-            Activation::GeluErf => y.gelu_erf()?,
-            Activation::GeluTanh => y.gelu()?,
-            Activation::Relu => y.relu()?,
-        };
-        self.out_norm.forward(&self.output.forward(&y)?.add(&x)?)
+        if parts.len() == 1 {
+            Ok(parts.pop().expect("one part"))
+        } else {
+            Tensor::cat(&parts, 0)
+        }
     }
 }
+
+/// The slot boundaries FlashAttention-2 needs, on the device. The flash path runs on a compacted
+/// tape holding only real tokens (see [`BertModel::hidden_states`]), so the kernel's sequences are
+/// exactly the real sequences and no pad token is ever attended to.
+#[cfg(feature = "flash-attn")]
+struct FlashSlots {
+    cu_seqlens: Tensor,
+    max_seqlen: usize,
+}
+
+/// Uninhabited without the `flash-attn` feature, so the flash branch compiles away.
+#[cfg(not(feature = "flash-attn"))]
+enum FlashSlots {}
 
 /// A run of consecutive slots with the same size, and the key mask for their pad tokens.
 struct SlotGroup {
@@ -219,6 +271,8 @@ struct SlotGroup {
 
 struct SlotGroups {
     groups: Vec<SlotGroup>,
+    /// Set when attention runs through FlashAttention-2 instead of the groups.
+    flash: Option<FlashSlots>,
 }
 
 impl SlotGroups {
@@ -247,7 +301,7 @@ impl SlotGroups {
             };
             out.push(SlotGroup { start, count, slot_len, real_lens: real.to_vec(), key_mask });
         }
-        Ok(Self { groups: out })
+        Ok(Self { groups: out, flash: None })
     }
 }
 
@@ -256,6 +310,7 @@ pub struct BertModel {
     layers: Vec<Layer>,
     pooling: Pooling,
     device: Device,
+    dtype: DType,
     pub config: Config,
 }
 
@@ -272,18 +327,37 @@ impl BertModel {
         let layers = (0..cfg.num_hidden_layers)
             .map(|i| Layer::new(cfg, vb.pp(format!("encoder.layer.{i}"))))
             .collect::<Result<Vec<_>>>()?;
-        Ok(Self { embeddings, layers, pooling, device: vb.device().clone(), config: cfg.clone() })
+        Ok(Self { embeddings, layers, pooling, device: vb.device().clone(), dtype: vb.dtype(), config: cfg.clone() })
     }
 
     pub fn device(&self) -> &Device {
         &self.device
     }
 
-    /// The token states of a bin: (T, H).
+    /// Whether attention runs through FlashAttention-2: a build with `flash-attn`, a CUDA device
+    /// and half-precision weights.
+    pub fn uses_flash_attention(&self) -> bool {
+        cfg!(feature = "flash-attn") && self.device.is_cuda() && matches!(self.dtype, DType::F16 | DType::BF16)
+    }
+
+    /// The token states of a bin: (T, H). On the flash path the tape is first compacted to the
+    /// real tokens (the bin that comes back from [`Self::compact`] says where each sequence is).
     pub fn hidden_states(&self, bin: &Bin) -> Result<Tensor> {
         let t = bin.computed_tokens();
         let ids = Tensor::from_slice(&bin.input_ids, t, &self.device)?;
         let positions = Tensor::from_slice(&bin.position_ids, t, &self.device)?;
+        #[cfg(feature = "flash-attn")]
+        let slots = if self.uses_flash_attention() {
+            let cu: Vec<u32> = bin.cu_seqlens.clone();
+            let max_seqlen = bin.seq_lens.iter().copied().max().unwrap_or(0) as usize;
+            SlotGroups {
+                groups: Vec::new(),
+                flash: Some(FlashSlots { cu_seqlens: Tensor::from_vec(cu, bin.cu_seqlens.len(), &self.device)?, max_seqlen }),
+            }
+        } else {
+            SlotGroups::new(bin, &self.device)?
+        };
+        #[cfg(not(feature = "flash-attn"))]
         let slots = SlotGroups::new(bin, &self.device)?;
         let mut x = self.embeddings.forward(&ids, &positions)?;
         for layer in &self.layers {
@@ -292,10 +366,40 @@ impl BertModel {
         Ok(x)
     }
 
-    /// One L2-normalised vector per slot: (sequences, H).
+    /// The bin with every pad and alignment token removed: FlashAttention-2's varlen kernel needs
+    /// no slot padding, so the flash path computes real tokens only.
+    pub fn compact(bin: &Bin) -> Bin {
+        let mut out = Bin {
+            layout: bin.layout,
+            input_ids: Vec::with_capacity(bin.real_tokens()),
+            position_ids: Vec::with_capacity(bin.real_tokens()),
+            cu_seqlens: Vec::with_capacity(bin.cu_seqlens.len()),
+            seq_lens: bin.seq_lens.clone(),
+            max_seqlen: bin.seq_lens.iter().copied().max().unwrap_or(0),
+            capacity: bin.capacity,
+            tags: bin.tags.clone(),
+        };
+        out.cu_seqlens.push(0);
+        for i in 0..bin.num_sequences() {
+            let (start, _, real) = bin.slot(i);
+            out.input_ids.extend_from_slice(&bin.input_ids[start..start + real]);
+            out.position_ids.extend_from_slice(&bin.position_ids[start..start + real]);
+            out.cu_seqlens.push(out.input_ids.len() as u32);
+        }
+        out
+    }
+
+    /// One L2-normalised vector per slot: (sequences, H), in f32.
     pub fn embed(&self, bin: &Bin) -> Result<Tensor> {
+        let compacted;
+        let bin = if self.uses_flash_attention() {
+            compacted = Self::compact(bin);
+            &compacted
+        } else {
+            bin
+        };
         let x = self.hidden_states(bin)?;
-        let pooled = self.pool(&x, bin)?;
+        let pooled = self.pool(&x, bin)?.to_dtype(DType::F32)?;
         let norm = pooled.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
         pooled.broadcast_div(&norm)
     }
@@ -323,10 +427,11 @@ impl BertModel {
     }
 }
 
-/// Loads the model in f32 from safetensors files.
+/// Loads the model from safetensors files: f32, or f16 where FlashAttention-2 will run it.
 pub fn load(cfg: &Config, pooling: Pooling, weights: &[std::path::PathBuf], device: &Device) -> Result<BertModel> {
+    let dtype = if cfg!(feature = "flash-attn") && device.is_cuda() { DType::F16 } else { DType::F32 };
     // Safety: the files are memory-mapped read-only; warpfold does not modify model files while running.
-    let vb = unsafe { VarBuilder::from_mmaped_safetensors(weights, DType::F32, device)? };
+    let vb = unsafe { VarBuilder::from_mmaped_safetensors(weights, dtype, device)? };
     BertModel::new(cfg, pooling, vb)
 }
 
