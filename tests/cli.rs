@@ -89,3 +89,41 @@ fn a_model_folder_without_weights_is_a_clear_error() {
     assert!(stderr.contains("tokenizer.json is missing"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn score_matches_transformers_on_the_reference_decoders() {
+    // Tiny random Qwen2 and Llama-3 checkpoints with transformers' own scores
+    // (tests/fixtures/make_decoder_reference.py); `warpfold score` packs all sequences into one bin.
+    for model in ["qwen2", "llama3"] {
+        let dir = crate::common::repo().join("tests/fixtures/decoder_reference").join(model);
+        let expected: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+        let sequences = expected["sequences"].as_array().unwrap();
+        let mut input = String::new();
+        for s in sequences {
+            input.push_str(&serde_json::json!({"ids": s["input_ids"]}).to_string());
+            input.push('\n');
+        }
+        input.push_str("{\"text\": \"no tokenizer in this folder\"}\n");
+        let mut child = warpfold()
+            .args(["score", "--decoder"])
+            .arg(&dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "one line could not be scored");
+        let lines: Vec<serde_json::Value> =
+            String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines.len(), sequences.len() + 1);
+        for (got, want) in lines.iter().zip(sequences) {
+            let diff = (got["mean_log_likelihood"].as_f64().unwrap() - want["mean_log_likelihood"].as_f64().unwrap()).abs();
+            assert!(diff < 1e-4, "{model}: {got} vs {}", want["mean_log_likelihood"]);
+            assert_eq!(got["tokens"], want["input_ids"].as_array().unwrap().len());
+        }
+        assert!(lines.last().unwrap()["error"].as_str().unwrap().contains("tokenizer.json"));
+    }
+}

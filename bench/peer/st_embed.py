@@ -21,10 +21,11 @@ def main():
     ap.add_argument("--texts", required=True)
     ap.add_argument("--out-dir", required=True)
     ap.add_argument("--batch-size", type=int, default=32)  # sentence-transformers' default
+    ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
 
     texts = json.load(open(args.texts))
-    model = SentenceTransformer(args.model, device="cpu")
+    model = SentenceTransformer(args.model, device=args.device)
     tok = model.tokenizer
     # Count what each padded batch computes, with the library's own length sort and batching.
     lengths = [len(tok(t)["input_ids"]) for t in texts]
@@ -42,13 +43,14 @@ def main():
     path = os.path.join(args.out_dir, "peer_embeddings.f32")
     emb.astype("<f4").tofile(path)
     print(json.dumps({
-        "system": f"sentence-transformers {__import__('sentence_transformers').__version__} (torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch_size})",
+        "system": f"sentence-transformers {__import__('sentence_transformers').__version__} (torch {torch.__version__}, {args.device}, {torch.get_num_threads()} threads, batch {args.batch_size})",
         "seconds": seconds,
         "tokens": sum(lengths),
         "padded_tokens": padded,
         "batches": batches,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         "embeddings_file": path,
+        "peak_gpu_mib": torch.cuda.max_memory_allocated() / 2**20 if args.device.startswith("cuda") else None,
     }))
 
 

@@ -100,14 +100,73 @@ impl Backend for BertBackend {
                 self.model.config.max_position_embeddings
             )));
         }
-        let out = self.model.embed(bin).and_then(|t| t.to_vec2::<f32>());
-        out.map_err(|e| {
-            let msg = e.to_string();
-            if msg.contains("out of memory") || msg.contains("OUT_OF_MEMORY") {
-                BackendError::OutOfMemory { tokens: bin.computed_tokens() }
-            } else {
-                BackendError::Inference(msg)
-            }
-        })
+        self.model.embed(bin).and_then(|t| t.to_vec2::<f32>()).map_err(|e| backend_error(e, bin))
+    }
+}
+
+/// A Llama-family decoder as a [`Backend`] that scores: each sequence comes back as
+/// `[mean log-likelihood, scored tokens]` (see [`llama::SequenceScore`]).
+pub struct DecoderBackend {
+    model: llama::LlamaModel,
+    info: BackendInfo,
+}
+
+impl DecoderBackend {
+    /// Loads `config.json` and every `*.safetensors` file of a Hugging Face decoder folder: bf16 on
+    /// CUDA (FlashAttention-2's varlen kernel with the `flash-attn` feature), f32 on the CPU.
+    pub fn load(dir: &Path, device: &Device) -> Result<Self, BackendError> {
+        let config_path = dir.join("config.json");
+        let text = std::fs::read_to_string(&config_path)
+            .map_err(|e| BackendError::WeightsNotFound(format!("{}: {e}", config_path.display())))?;
+        let cfg: llama::Config =
+            serde_json::from_str(&text).map_err(|e| BackendError::Start(format!("{}: {e}", config_path.display())))?;
+        cfg.check().map_err(|e| BackendError::Start(format!("{}: {e}", config_path.display())))?;
+        let mut weights: Vec<_> = std::fs::read_dir(dir)
+            .map_err(|e| BackendError::WeightsNotFound(format!("{}: {e}", dir.display())))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+            .collect();
+        weights.sort();
+        if weights.is_empty() {
+            return Err(BackendError::WeightsNotFound(format!("no *.safetensors in {}", dir.display())));
+        }
+        let dtype = if device.is_cuda() { candle_core::DType::BF16 } else { candle_core::DType::F32 };
+        let model = llama::load(&cfg, &weights, device, dtype)
+            .map_err(|e| BackendError::Start(format!("loading {}: {e}", dir.display())))?;
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let family = cfg.family().map(|f| format!("{f:?}").to_lowercase()).unwrap_or_default();
+        let info = BackendInfo {
+            model: format!("{family} ({name})"),
+            device: device_name(device),
+            max_sequence_tokens: cfg.max_position_embeddings,
+            output_dim: 2,
+            pad_token_id: 0,
+        };
+        Ok(Self { model, info })
+    }
+
+    pub fn model(&self) -> &llama::LlamaModel {
+        &self.model
+    }
+}
+
+fn backend_error(e: candle_core::Error, bin: &Bin) -> BackendError {
+    let msg = e.to_string();
+    if msg.contains("out of memory") || msg.contains("OUT_OF_MEMORY") {
+        BackendError::OutOfMemory { tokens: bin.computed_tokens() }
+    } else {
+        BackendError::Inference(msg)
+    }
+}
+
+impl Backend for DecoderBackend {
+    fn info(&self) -> BackendInfo {
+        self.info.clone()
+    }
+
+    fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
+        validate_bin(bin)?;
+        let scores = self.model.score(bin).map_err(|e| backend_error(e, bin))?;
+        Ok(scores.into_iter().map(|s| vec![s.mean_log_likelihood, s.scored_tokens as f32]).collect())
     }
 }

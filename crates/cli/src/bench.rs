@@ -198,7 +198,8 @@ fn run_corpus(
             tokens_per_second: real_tokens as f64 / e2e_seconds,
             ..packed.clone()
         };
-        let peer = run_peer(args, dir, &texts, &packed_vecs, real_tokens)?;
+        let device = if global.device == crate::DeviceArg::Cuda { "cuda" } else { "cpu" };
+        let peer = run_peer(args, device, dir, &texts, &packed_vecs, real_tokens)?;
         packed_end_to_end_over_peer = Some(e2e.tokens_per_second / peer.tokens_per_second);
         runs.push(e2e);
         runs.push(peer);
@@ -303,6 +304,7 @@ struct PeerResult {
 
 fn run_peer(
     args: &BenchArgs,
+    device: &str,
     dir: &warpfold_engine::models::ModelDir,
     texts: &[String],
     ours: &[Vec<f32>],
@@ -324,6 +326,8 @@ fn run_peer(
         .arg(&texts_file)
         .arg("--out-dir")
         .arg(&work)
+        .arg("--device")
+        .arg(device)
         .output()
         .with_context(|| format!("running {} {}", args.peer_python.display(), script.display()))?;
     if !out.status.success() {

@@ -12,6 +12,7 @@ mod bench;
 mod bench_index;
 mod embed;
 mod index;
+mod score;
 mod setup;
 
 use std::path::PathBuf;
@@ -75,6 +76,8 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Indexing throughput on generated PDFs and search latency on a large index.
     BenchIndex(bench_index::BenchIndexArgs),
+    /// Score texts with a decoder: mean next-token log-likelihood per text, packed.
+    Score(score::ScoreArgs),
     /// Index files and folders (PDF, text, Markdown) into a local searchable database.
     Index(index::IndexArgs),
     /// Search an index: semantic (embeddings) and keyword (BM25) hits merged.
@@ -121,6 +124,7 @@ fn main() -> ExitCode {
         Command::Embed(args) => embed::run(&cli.global, args),
         Command::Bench(args) => bench::run(&cli.global, args),
         Command::BenchIndex(args) => bench_index::run(&cli.global, args),
+        Command::Score(args) => score::run(&cli.global, args),
         Command::Index(args) => index::run_index(&cli.global, args),
         Command::Search(args) => index::run_search(&cli.global, args),
         Command::MakeSamples { dir } => index::run_make_samples(dir),

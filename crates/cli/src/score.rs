@@ -1,0 +1,111 @@
+//! `warpfold score`: how likely a decoder finds each text (mean next-token log-likelihood), packed.
+//!
+//! JSON lines in, one line out per input, in order: `{"text": "..."}` (needs the model folder's
+//! tokenizer.json) or `{"ids": [..]}` (token ids as they are; what the benchmarks use, so every
+//! system scores the same ids). Out: `{"mean_log_likelihood", "tokens", "perplexity"}`, or
+//! `{"error", "line"}` for a line that cannot be scored, and exit status 1 if any could not.
+
+use std::io::{BufRead, BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use warpfold_candle::{select_device, DecoderBackend};
+use warpfold_engine::tokenize::TextEncoder;
+use warpfold_engine::{Engine, Lane};
+
+use crate::{setup, DeviceArg, GlobalOptions};
+
+#[derive(Args, Debug)]
+pub struct ScoreArgs {
+    /// A Hugging Face decoder folder (Llama, Qwen2, SmolLM2): config.json and *.safetensors, and
+    /// tokenizer.json for text input.
+    #[arg(long = "decoder")]
+    pub decoder: PathBuf,
+    /// Also write a report (tokens, bins, padding, seconds) as JSON on stderr.
+    #[arg(long)]
+    pub json: bool,
+}
+
+const BLOCK_LINES: usize = 256;
+
+pub fn run(global: &GlobalOptions, args: &ScoreArgs) -> Result<ExitCode> {
+    let device = select_device(match global.device {
+        DeviceArg::Cpu => warpfold_candle::DeviceChoice::Cpu,
+        DeviceArg::Cuda => warpfold_candle::DeviceChoice::Cuda,
+        DeviceArg::Auto => warpfold_candle::DeviceChoice::Auto,
+    })?;
+    let backend = DecoderBackend::load(&args.decoder, &device)?;
+    let max = warpfold_backend::Backend::info(&backend).max_sequence_tokens;
+    let tokenizer = args.decoder.join("tokenizer.json");
+    let encoder = if tokenizer.is_file() { Some(TextEncoder::from_file(&tokenizer, max)?) } else { None };
+    let engine = Engine::start(backend, setup::scheduler_config(global));
+    let started = Instant::now();
+    let stdin = std::io::stdin();
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    let mut lines = stdin.lock().split(b'\n').enumerate().peekable();
+    let mut failed = 0usize;
+    while lines.peek().is_some() {
+        // One block: parse, queue the good lines, answer every line in order.
+        let mut answers: Vec<Result<usize, String>> = Vec::new();
+        let mut ids = Vec::new();
+        for (n, line) in lines.by_ref().take(BLOCK_LINES) {
+            let line = line.context("reading stdin")?;
+            let parsed = parse(&line, encoder.as_ref());
+            answers.push(parsed.map(|seq| {
+                ids.push(seq);
+                ids.len() - 1
+            }));
+            let _ = n;
+        }
+        let results = engine.submit(Lane::Bulk, ids).wait();
+        for (i, answer) in answers.into_iter().enumerate() {
+            let line = match answer.and_then(|k| results[k].clone().map_err(|e| e.to_string())) {
+                Ok(v) => serde_json::json!({
+                    "mean_log_likelihood": v[0],
+                    "tokens": v[1] as usize + 1,
+                    "perplexity": (-v[0] as f64).exp(),
+                }),
+                Err(error) => {
+                    failed += 1;
+                    serde_json::json!({"error": error, "line": i + 1})
+                }
+            };
+            writeln!(out, "{line}")?;
+        }
+    }
+    out.flush()?;
+    let stats = engine.shutdown();
+    let seconds = started.elapsed().as_secs_f64();
+    if args.json {
+        eprintln!(
+            "{}",
+            serde_json::json!({
+                "sequences": stats.sequences, "real_tokens": stats.real_tokens,
+                "pad_tokens": stats.computed_tokens - stats.real_tokens, "bins": stats.bins,
+                "seconds": seconds, "tokens_per_second": stats.real_tokens as f64 / seconds,
+                "failed": failed,
+            })
+        );
+    }
+    Ok(if failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+fn parse(line: &[u8], encoder: Option<&TextEncoder>) -> Result<Vec<u32>, String> {
+    let value: serde_json::Value =
+        serde_json::from_slice(line).map_err(|e| format!("invalid JSON: {e}"))?;
+    if let Some(ids) = value.get("ids") {
+        let ids: Vec<u32> = serde_json::from_value(ids.clone()).map_err(|_| "\"ids\" must be a list of token ids".to_string())?;
+        if ids.is_empty() {
+            return Err("\"ids\" is empty".into());
+        }
+        return Ok(ids);
+    }
+    let Some(text) = value.get("text").and_then(|t| t.as_str()) else {
+        return Err("expected {\"text\": \"...\"} or {\"ids\": [...]}".into());
+    };
+    let encoder = encoder.ok_or("text input needs tokenizer.json in the model folder; pass {\"ids\": [...]} instead")?;
+    encoder.encode(text).map_err(|e| e.to_string())
+}
