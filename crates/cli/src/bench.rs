@@ -134,13 +134,7 @@ pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<ExitCode> {
         corpora,
         packer,
     };
-    let json = serde_json::to_string_pretty(&report)?;
-    if let Some(path) = &args.out {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(path, &json).with_context(|| format!("writing {}", path.display()))?;
-    }
+    let json = save_report(&report, args.out.as_deref())?;
     if args.json {
         println!("{json}");
     } else {
@@ -454,6 +448,18 @@ fn peak_rss_mib() -> Option<f64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
+}
+
+/// The report as pretty JSON, also written to `out` when given.
+pub fn save_report(report: &impl Serialize, out: Option<&Path>) -> Result<String> {
+    let json = serde_json::to_string_pretty(report)?;
+    if let Some(path) = out {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, &json).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(json)
 }
 
 pub fn machine() -> String {

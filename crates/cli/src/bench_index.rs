@@ -29,7 +29,7 @@ use warpfold_index::pipeline::{IndexOptions, IndexReport, Progress};
 use warpfold_index::search::Searcher;
 use warpfold_index::store::{DocumentRecord, Store};
 
-use crate::bench::{machine, today};
+use crate::bench::{machine, save_report, today};
 use crate::{setup, GlobalOptions};
 
 #[derive(Args, Debug)]
@@ -329,13 +329,7 @@ pub fn run(global: &GlobalOptions, args: &BenchIndexArgs) -> Result<ExitCode> {
         indexing,
         search,
     };
-    let json = serde_json::to_string_pretty(&report)?;
-    if let Some(path) = &args.out {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(path, &json).with_context(|| format!("writing {}", path.display()))?;
-    }
+    let json = save_report(&report, args.out.as_deref())?;
     if args.json {
         println!("{json}");
         return Ok(ExitCode::SUCCESS);

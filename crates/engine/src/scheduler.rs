@@ -15,7 +15,7 @@
 //! a backend failure is answered for every sequence of that bin, and shutting down drains the queue.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -24,7 +24,7 @@ use crossbeam_channel::{Receiver, Sender};
 use warpfold_backend::{Backend, BackendError, BackendInfo, Bin, SequenceTag};
 
 use crate::packer::{aligned_len, pack};
-use crate::tape::{packed_bin, padded_bin, TokenSequence};
+use crate::tape::{packed_bin, padded_bin, split_bin, TokenSequence};
 
 /// How sequences are grouped into bins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -98,6 +98,11 @@ pub struct EngineStats {
     pub failed_bins: AtomicU64,
     /// Nanoseconds the backend spent executing bins.
     pub backend_busy_ns: AtomicU64,
+    /// Bins split in two after the device ran out of memory on them.
+    pub oom_splits: AtomicU64,
+    /// The bin capacity learnt from out-of-memory errors (0: none yet): half of the smallest bin
+    /// that ran out. It only shrinks during a run, and the dispatcher packs against it.
+    pub capacity_limit: AtomicU32,
 }
 
 /// A plain copy of [`EngineStats`].
@@ -109,6 +114,9 @@ pub struct StatsSnapshot {
     pub computed_tokens: u64,
     pub failed_bins: u64,
     pub backend_busy_seconds: f64,
+    pub oom_splits: u64,
+    /// The capacity learnt from out-of-memory errors, if any.
+    pub capacity_limit: Option<u32>,
 }
 
 impl EngineStats {
@@ -120,6 +128,8 @@ impl EngineStats {
             computed_tokens: self.computed_tokens.load(Ordering::Relaxed),
             failed_bins: self.failed_bins.load(Ordering::Relaxed),
             backend_busy_seconds: self.backend_busy_ns.load(Ordering::Relaxed) as f64 * 1e-9,
+            oom_splits: self.oom_splits.load(Ordering::Relaxed),
+            capacity_limit: Some(self.capacity_limit.load(Ordering::Relaxed)).filter(|&c| c > 0),
         }
     }
 }
@@ -195,12 +205,13 @@ impl Engine {
         };
         let dispatcher = {
             let queue = queue.clone();
+            let stats = stats.clone();
             let config = config.clone();
             let pad = info.pad_token_id;
             std::thread::Builder::new()
                 .name("warpfold-dispatch".into())
                 .spawn(move || {
-                    Dispatcher { queue, config, pad, urgent: VecDeque::new(), ready: VecDeque::new() }.run(bin_tx)
+                    Dispatcher { queue, config, pad, stats, urgent: VecDeque::new(), ready: VecDeque::new() }.run(bin_tx)
                 })
                 .expect("spawning the dispatcher thread")
         };
@@ -313,46 +324,70 @@ struct Work {
     replies: Vec<Reply>,
 }
 
+/// Runs one bin, a panic in the model becoming that bin's error.
+fn call_backend<B: Backend>(backend: &mut B, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
+    // A panicking model costs its own bin, not the engine: the thread lives on for the next one.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| backend.embed(bin))).unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        Err(BackendError::Inference(format!("the backend panicked: {why}")))
+    });
+    match result {
+        Ok(v) if v.len() != bin.num_sequences() => Err(BackendError::Inference(format!(
+            "backend returned {} vectors for {} sequences",
+            v.len(),
+            bin.num_sequences()
+        ))),
+        other => other,
+    }
+}
+
+/// Runs a bin; when the device runs out of memory, lowers the capacity the dispatcher packs
+/// against and runs the bin again in halves, recursively. One result per sequence: no sequence is
+/// lost, and only a sequence that does not fit even alone gets the out-of-memory error.
+fn execute<B: Backend>(backend: &mut B, bin: &Bin, stats: &EngineStats) -> Vec<Result<Vec<f32>, BackendError>> {
+    match call_backend(backend, bin) {
+        Ok(vectors) => vectors.into_iter().map(Ok).collect(),
+        Err(BackendError::OutOfMemory { tokens }) if bin.num_sequences() > 1 => {
+            stats.oom_splits.fetch_add(1, Ordering::Relaxed);
+            let half = (bin.computed_tokens() / 2).max(1) as u32;
+            let _ = stats.capacity_limit.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                Some(if c == 0 { half } else { c.min(half) })
+            });
+            tracing::warn!(tokens, sequences = bin.num_sequences(), capacity = half, "out of memory: splitting the bin");
+            let (first, second) = split_bin(bin, bin.num_sequences() / 2);
+            let mut out = execute(backend, &first, stats);
+            out.extend(execute(backend, &second, stats));
+            out
+        }
+        Err(e) => vec![Err(e); bin.num_sequences()],
+    }
+}
+
 fn run_backend<B: Backend>(mut backend: B, bins: Receiver<Work>, stats: &EngineStats) {
     for work in bins {
         let started = Instant::now();
-        // A panicking model costs its own bin, not the engine: the thread lives on for the next one.
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| backend.embed(&work.bin)))
-            .unwrap_or_else(|panic| {
-                let why = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into());
-                Err(BackendError::Inference(format!("the backend panicked: {why}")))
-            });
+        let results = execute(&mut backend, &work.bin, stats);
         stats.backend_busy_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         let bin = &work.bin;
-        match result {
-            Ok(vectors) if vectors.len() == bin.num_sequences() => {
-                stats.bins.fetch_add(1, Ordering::Relaxed);
-                stats.sequences.fetch_add(bin.num_sequences() as u64, Ordering::Relaxed);
-                stats.real_tokens.fetch_add(bin.real_tokens() as u64, Ordering::Relaxed);
-                stats.computed_tokens.fetch_add(bin.computed_tokens() as u64, Ordering::Relaxed);
-                for ((v, tag), reply) in vectors.into_iter().zip(&bin.tags).zip(&work.replies) {
-                    let _ = reply.send((tag.index, Ok(v)));
-                }
+        if results.iter().any(Result::is_ok) {
+            stats.bins.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(err) = results.iter().find_map(|r| r.as_ref().err()) {
+            tracing::warn!(error = %err, sequences = bin.num_sequences(), "bin failed");
+            stats.failed_bins.fetch_add(1, Ordering::Relaxed);
+        }
+        for (((result, tag), reply), i) in results.into_iter().zip(&bin.tags).zip(&work.replies).zip(0..) {
+            if result.is_ok() {
+                let (_, slot, real) = bin.slot(i);
+                stats.sequences.fetch_add(1, Ordering::Relaxed);
+                stats.real_tokens.fetch_add(real as u64, Ordering::Relaxed);
+                stats.computed_tokens.fetch_add(slot as u64, Ordering::Relaxed);
             }
-            other => {
-                let err = match other {
-                    Err(e) => e,
-                    Ok(v) => BackendError::Inference(format!(
-                        "backend returned {} vectors for {} sequences",
-                        v.len(),
-                        bin.num_sequences()
-                    )),
-                };
-                tracing::warn!(error = %err, sequences = bin.num_sequences(), "bin failed");
-                stats.failed_bins.fetch_add(1, Ordering::Relaxed);
-                for (tag, reply) in bin.tags.iter().zip(&work.replies) {
-                    let _ = reply.send((tag.index, Err(EngineError::Backend(err.clone()))));
-                }
-            }
+            let _ = reply.send((tag.index, result.map_err(EngineError::Backend)));
         }
     }
 }
@@ -366,6 +401,7 @@ struct PlannedBin {
 struct Dispatcher {
     queue: Arc<Queue>,
     config: SchedulerConfig,
+    stats: Arc<EngineStats>,
     pad: u32,
     /// Interactive bins planned but not yet handed over: they go before any bulk bin.
     urgent: VecDeque<PlannedBin>,
@@ -382,6 +418,14 @@ enum Take {
 }
 
 impl Dispatcher {
+    /// The configured bin capacity, or less once the device has run out of memory.
+    fn capacity(&self) -> u32 {
+        match self.stats.capacity_limit.load(Ordering::Relaxed) {
+            0 => self.config.bin_tokens,
+            limit => limit.min(self.config.bin_tokens),
+        }
+    }
+
     fn run(mut self, bins: Sender<Work>) {
         loop {
             let next = match self.take() {
@@ -426,7 +470,7 @@ impl Dispatcher {
                 // oldest sequence has already waited `max_wait`: under steady load it could
                 // otherwise be re-planned into the tail again and again.
                 let tail_has_room = self.ready.len() == 1
-                    && self.ready[0].tokens < self.config.bin_tokens
+                    && self.ready[0].tokens < self.capacity()
                     && matches!(self.config.batching, Batching::Packed)
                     && self.ready[0].items.iter().map(|p| p.arrived).min().is_some_and(|t| t.elapsed() < self.config.max_wait);
                 if tail_has_room && !state.bulk.is_empty() {
@@ -476,7 +520,10 @@ impl Dispatcher {
             Batching::Packed => {
                 let align = self.config.align;
                 let lengths: Vec<u32> = items.iter().map(|p| aligned_len(p.ids.len() as u32, align)).collect();
-                let plan = pack(&lengths, self.config.bin_tokens)
+                // After an out-of-memory error, pack against the learnt capacity; a sequence longer
+                // than it still gets a bin of its own (and its own error if it cannot run alone).
+                let longest = lengths.iter().copied().max().unwrap_or(0);
+                let plan = pack(&lengths, self.capacity().max(longest))
                     .expect("submit() rejects sequences longer than a bin. This is a bug.");
                 let mut slots: Vec<Option<Pending>> = items.into_iter().map(Some).collect();
                 let mut out: Vec<PlannedBin> = plan
@@ -583,6 +630,59 @@ mod tests {
         // FFD over everything pending: bins are nearly full, so few more than the lower bound.
         let aligned: u64 = seqs.iter().map(|s| u64::from(aligned_len(s.len() as u32, 16))).sum();
         assert!(stats.bins <= aligned.div_ceil(1024) + 2, "{} bins for {aligned} aligned tokens", stats.bins);
+    }
+
+    /// Runs like [`FakeBackend`] but reports out-of-memory for bins over `limit` computed tokens.
+    struct SmallDevice {
+        inner: FakeBackend,
+        limit: usize,
+        /// Computed tokens of every bin it was asked to run, failed or not.
+        attempts: Arc<StdMutex<Vec<usize>>>,
+    }
+
+    impl Backend for SmallDevice {
+        fn info(&self) -> BackendInfo {
+            self.inner.info()
+        }
+        fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
+            self.attempts.lock().unwrap().push(bin.computed_tokens());
+            if bin.computed_tokens() > self.limit {
+                return Err(BackendError::OutOfMemory { tokens: bin.computed_tokens() });
+            }
+            self.inner.embed(bin)
+        }
+    }
+
+    #[test]
+    fn out_of_memory_splits_the_bin_loses_nothing_and_lowers_the_capacity() {
+        let (inner, _) = fake(None);
+        let attempts = Arc::new(StdMutex::new(Vec::new()));
+        let device = SmallDevice { inner, limit: 600, attempts: attempts.clone() };
+        let engine = Engine::start(device, SchedulerConfig { bin_tokens: 4096, ..Default::default() });
+        let seqs = sequences(120, 9);
+        let results = engine.embed(Lane::Bulk, seqs.clone());
+        for (seq, r) in seqs.iter().zip(&results) {
+            assert_eq!(r.as_ref().unwrap(), &expected(seq), "every sequence answered despite the out-of-memory bins");
+        }
+        let first = engine.stats();
+        assert!(first.oom_splits > 0, "{first:?}");
+        let limit = first.capacity_limit.expect("a capacity was learnt");
+        assert!(limit < 4096, "{first:?}");
+        assert!(attempts.lock().unwrap().iter().any(|&t| t > 2048), "the first bins were packed against 4096");
+        // The next batch is packed against the learnt capacity: no bin asked of the device is
+        // larger than it (a single sequence of up to 304 aligned tokens always fits a bin).
+        let before = attempts.lock().unwrap().len();
+        let again = engine.embed(Lane::Bulk, seqs.clone());
+        assert!(again.iter().all(Result::is_ok));
+        let largest = attempts.lock().unwrap()[before..].iter().copied().max().unwrap();
+        assert!(largest <= limit.max(304) as usize, "largest bin {largest} > learnt capacity {limit}");
+        // A sequence too large for the device even alone fails alone.
+        let big = vec![3u32; 700];
+        let small = vec![4u32; 10];
+        let mixed = engine.embed(Lane::Bulk, vec![small.clone(), big, small.clone()]);
+        assert_eq!(mixed[0], Ok(expected(&small)));
+        assert!(matches!(mixed[1], Err(EngineError::Backend(BackendError::OutOfMemory { .. }))), "{:?}", mixed[1]);
+        assert_eq!(mixed[2], Ok(expected(&small)));
     }
 
     #[test]

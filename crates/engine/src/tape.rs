@@ -51,6 +51,26 @@ pub fn build_bin<'a>(
     bin
 }
 
+/// Splits a bin into its first `at` slots and the rest, each a valid bin of its own (positions
+/// and padding unchanged, boundaries rebased): how an out-of-memory bin is retried in halves.
+pub fn split_bin(bin: &Bin, at: usize) -> (Bin, Bin) {
+    let part = |from: usize, to: usize| {
+        let (lo, hi) = (bin.cu_seqlens[from] as usize, bin.cu_seqlens[to] as usize);
+        let cu_seqlens: Vec<u32> = bin.cu_seqlens[from..=to].iter().map(|&c| c - lo as u32).collect();
+        Bin {
+            layout: bin.layout,
+            input_ids: bin.input_ids[lo..hi].to_vec(),
+            position_ids: bin.position_ids[lo..hi].to_vec(),
+            max_seqlen: cu_seqlens.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0),
+            cu_seqlens,
+            seq_lens: bin.seq_lens[from..to].to_vec(),
+            capacity: bin.capacity,
+            tags: bin.tags[from..to].to_vec(),
+        }
+    };
+    (part(0, at), part(at, bin.num_sequences()))
+}
+
 /// A packed bin: each slot rounded up to `align`.
 pub fn packed_bin<'a>(
     sequences: impl ExactSizeIterator<Item = TokenSequence<'a>> + Clone,

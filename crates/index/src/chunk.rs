@@ -32,8 +32,13 @@ pub struct DocumentChunk {
 impl DocumentChunk {
     /// The page holding byte `offset` of this chunk's text.
     pub fn page_at(&self, offset: usize) -> u32 {
-        self.page_breaks.iter().take_while(|(at, _)| *at <= offset).last().map(|(_, p)| *p).unwrap_or(self.page_start)
+        page_at(self.page_start, &self.page_breaks, offset)
     }
+}
+
+/// The page holding byte `offset` of a chunk that starts on `page_start` and has `page_breaks`.
+pub fn page_at(page_start: u32, page_breaks: &[(usize, u32)], offset: usize) -> u32 {
+    page_breaks.iter().take_while(|(at, _)| *at <= offset).last().map(|(_, p)| *p).unwrap_or(page_start)
 }
 
 pub fn text_hash(text: &str) -> [u8; 32] {

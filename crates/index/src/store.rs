@@ -67,7 +67,7 @@ pub struct StoredChunk {
 
 impl StoredChunk {
     pub fn page_at(&self, offset: usize) -> u32 {
-        self.page_breaks.iter().take_while(|(at, _)| *at <= offset).last().map(|(_, p)| *p).unwrap_or(self.page_start)
+        crate::chunk::page_at(self.page_start, &self.page_breaks, offset)
     }
 }
 
