@@ -12,6 +12,7 @@ pub mod corpus;
 pub mod embed;
 pub mod models;
 pub mod packer;
+pub mod probe;
 pub mod scheduler;
 pub mod tape;
 pub mod tokenize;
