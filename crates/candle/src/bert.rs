@@ -414,14 +414,25 @@ impl BertModel {
                 x.index_select(&Tensor::from_vec(idx, n, &self.device)?, 0)
             }
             Pooling::Mean => {
-                // A (sequences, T) averaging matrix: row i holds 1/len_i over sequence i's real tokens.
-                // One matmul pools every sequence at once, on any device.
-                let mut weights = vec![0f32; n * t];
+                // Sum each sequence's real rows into its own output row (a scatter-add on the
+                // device), then divide by the lengths: O(T) however many sequences share the bin.
+                let mut rows = Vec::with_capacity(bin.real_tokens());
+                let mut segment = Vec::with_capacity(bin.real_tokens());
                 for i in 0..n {
                     let (start, _, real) = bin.slot(i);
-                    weights[i * t + start..i * t + start + real].fill(1.0 / real as f32);
+                    rows.extend(start as u32..(start + real) as u32);
+                    segment.extend(std::iter::repeat_n(i as u32, real));
                 }
-                Tensor::from_vec(weights, (n, t), &self.device)?.to_dtype(x.dtype())?.matmul(x)
+                let real_rows = if rows.len() == t {
+                    x.clone()
+                } else {
+                    x.index_select(&Tensor::from_vec(rows, bin.real_tokens(), &self.device)?, 0)?
+                };
+                let real_rows = real_rows.to_dtype(DType::F32)?;
+                let segment = Tensor::from_vec(segment, bin.real_tokens(), &self.device)?;
+                let sums = Tensor::zeros((n, real_rows.dim(1)?), DType::F32, &self.device)?.index_add(&segment, &real_rows, 0)?;
+                let lens: Vec<f32> = bin.seq_lens.iter().map(|&l| l as f32).collect();
+                sums.broadcast_div(&Tensor::from_vec(lens, (n, 1), &self.device)?)
             }
         }
     }

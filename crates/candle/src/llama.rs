@@ -532,19 +532,18 @@ impl LlamaModel {
             let tg = Tensor::from_slice(tg, (tg.len(), 1), &self.device)?;
             log_probs.push(candle_nn::ops::log_softmax(&logits, D::Minus1)?.gather(&tg, 1)?.squeeze(1)?);
         }
-        // 3. Per-sequence means by one (sequences, rows) averaging matmul on the device.
+        // 3. Per-sequence means on the device: a scatter-add of each row's log-probability into
+        //    its sequence's slot, divided by the counts (O(rows), whatever the number of sequences).
         let means = if rows.is_empty() {
             vec![0f32; n]
         } else {
             let log_probs = Tensor::cat(&log_probs, 0)?;
-            let mut avg = vec![0f32; n * rows.len()];
-            let mut offset = 0;
-            for (i, &len) in bin.seq_lens.iter().enumerate() {
-                let scored = len as usize - 1;
-                avg[i * rows.len() + offset..i * rows.len() + offset + scored].fill(1.0 / scored.max(1) as f32);
-                offset += scored;
-            }
-            Tensor::from_vec(avg, (n, rows.len()), &self.device)?.matmul(&log_probs.unsqueeze(1)?)?.squeeze(1)?.to_vec1::<f32>()?
+            let segment: Vec<u32> =
+                bin.seq_lens.iter().enumerate().flat_map(|(i, &len)| std::iter::repeat_n(i as u32, len as usize - 1)).collect();
+            let segment = Tensor::from_vec(segment, rows.len(), &self.device)?;
+            let sums = Tensor::zeros(n, DType::F32, &self.device)?.index_add(&segment, &log_probs, 0)?;
+            let counts: Vec<f32> = bin.seq_lens.iter().map(|&len| (len as f32 - 1.0).max(1.0)).collect();
+            (sums / Tensor::from_vec(counts, n, &self.device)?)?.to_vec1::<f32>()?
         };
         Ok(bin
             .seq_lens

@@ -261,6 +261,8 @@ fn delta(a: &StatsSnapshot, b: &StatsSnapshot) -> StatsSnapshot {
         computed_tokens: a.computed_tokens - b.computed_tokens,
         failed_bins: a.failed_bins - b.failed_bins,
         backend_busy_seconds: a.backend_busy_seconds - b.backend_busy_seconds,
+        oom_splits: a.oom_splits - b.oom_splits,
+        capacity_limit: a.capacity_limit,
     }
 }
 
