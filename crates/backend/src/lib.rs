@@ -110,6 +110,11 @@ pub trait Backend: Send {
     fn info(&self) -> BackendInfo;
     /// One vector per slot, in slot order: the pooled, normalised embedding of each sequence.
     fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError>;
+    /// Estimated device memory one token of a bin needs during a forward (activations of the
+    /// widest layer and workspace): the VRAM probe's starting point, which real forwards correct.
+    fn activation_bytes_per_token(&self) -> u64 {
+        64 * 1024
+    }
 }
 
 impl<B: Backend + ?Sized> Backend for Box<B> {
@@ -118,6 +123,9 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
     }
     fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
         (**self).embed(bin)
+    }
+    fn activation_bytes_per_token(&self) -> u64 {
+        (**self).activation_bytes_per_token()
     }
 }
 

@@ -41,6 +41,18 @@ pub fn select_device(choice: DeviceChoice) -> Result<Device, BackendError> {
     }
 }
 
+/// Free and total memory of a CUDA device, in bytes.
+pub fn device_memory(device: &Device) -> Result<(u64, u64), String> {
+    match device {
+        #[cfg(feature = "cuda")]
+        Device::Cuda(cuda) => {
+            let (free, total) = cuda.cuda_stream().context().mem_get_info().map_err(|e| e.to_string())?;
+            Ok((free as u64, total as u64))
+        }
+        _ => Err(format!("{} has no device memory to probe", device_name(device))),
+    }
+}
+
 fn device_name(device: &Device) -> String {
     match device {
         Device::Cpu => "cpu".into(),
@@ -89,6 +101,14 @@ fn read_config(path: &Path) -> Result<bert::Config, BackendError> {
 impl Backend for BertBackend {
     fn info(&self) -> BackendInfo {
         self.info.clone()
+    }
+
+    fn activation_bytes_per_token(&self) -> u64 {
+        // Per token: the residual, QKV (3H), attention output, norms (f32 inside), the feed-forward
+        // intermediate twice (before and after the activation), all live at the widest point.
+        let c = &self.model.config;
+        let bytes = if self.model.uses_flash_attention() { 2 } else { 4 };
+        (bytes * (8 * c.hidden_size + 2 * c.intermediate_size) + 4 * 2 * c.hidden_size) as u64
     }
 
     fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
@@ -162,6 +182,16 @@ fn backend_error(e: candle_core::Error, bin: &Bin) -> BackendError {
 impl Backend for DecoderBackend {
     fn info(&self) -> BackendInfo {
         self.info.clone()
+    }
+
+    fn activation_bytes_per_token(&self) -> u64 {
+        // Per token: residual and norm (2H), Q, K, V and attention output, gate, up and their
+        // product (3I), in the model's dtype; the logits are computed in fixed blocks, not per token.
+        let c = &self.model.config;
+        let bytes = if self.model.device().is_cuda() { 2 } else { 4 };
+        let kv = c.kv_heads() * c.head_dim();
+        let q = c.num_attention_heads * c.head_dim();
+        (bytes * (3 * c.hidden_size + 2 * q + 2 * kv + 3 * c.intermediate_size)) as u64
     }
 
     fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {

@@ -122,13 +122,13 @@ pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<ExitCode> {
     for kind in kinds {
         corpora.push(run_corpus(global, args, &dir, &encoder, kind)?);
     }
-    let packer = packer_throughput(args.packer_sequences, global.bin_tokens, global.align, args.seed);
+    let packer = packer_throughput(args.packer_sequences, global.bin_tokens(), global.align, args.seed);
     let report = Report {
         date: today(),
         machine: machine(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
         model: info.model.clone(),
-        bin_tokens: global.bin_tokens,
+        bin_tokens: global.bin_tokens(),
         align: global.align,
         padded_batch_size: global.batch_size,
         corpora,

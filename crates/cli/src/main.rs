@@ -50,9 +50,24 @@ pub struct GlobalOptions {
     /// Alignment quantum for packed slot lengths (1 = off).
     #[arg(long, global = true, default_value_t = 16)]
     pub align: u32,
-    /// Token capacity of one packed bin.
-    #[arg(long, global = true, default_value_t = 4096)]
-    pub bin_tokens: u32,
+    /// Token capacity of one packed bin. Default: 4096 on the CPU; on a GPU, what the VRAM probe
+    /// finds (the largest bin that runs, less 10%).
+    #[arg(long, global = true)]
+    pub bin_tokens: Option<u32>,
+    /// Cap the GPU memory warpfold plans for, as if the card had only this much (e.g. 8GiB).
+    #[arg(long, global = true, value_parser = parse_size)]
+    pub vram_budget: Option<u64>,
+}
+
+fn parse_size(text: &str) -> Result<u64, String> {
+    warpfold_engine::probe::parse_size(text)
+}
+
+impl GlobalOptions {
+    /// `--bin-tokens`, or the CPU default.
+    pub fn bin_tokens(&self) -> u32 {
+        self.bin_tokens.unwrap_or(4096)
+    }
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

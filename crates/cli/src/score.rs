@@ -12,11 +12,11 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use warpfold_candle::{select_device, DecoderBackend};
+use warpfold_candle::DecoderBackend;
 use warpfold_engine::tokenize::TextEncoder;
 use warpfold_engine::{Engine, Lane};
 
-use crate::{setup, DeviceArg, GlobalOptions};
+use crate::{setup, GlobalOptions};
 
 #[derive(Args, Debug)]
 pub struct ScoreArgs {
@@ -32,16 +32,14 @@ pub struct ScoreArgs {
 const BLOCK_LINES: usize = 256;
 
 pub fn run(global: &GlobalOptions, args: &ScoreArgs) -> Result<ExitCode> {
-    let device = select_device(match global.device {
-        DeviceArg::Cpu => warpfold_candle::DeviceChoice::Cpu,
-        DeviceArg::Cuda => warpfold_candle::DeviceChoice::Cuda,
-        DeviceArg::Auto => warpfold_candle::DeviceChoice::Auto,
-    })?;
-    let backend = DecoderBackend::load(&args.decoder, &device)?;
+    let device = setup::backend_device(global)?;
+    let mut backend = DecoderBackend::load(&args.decoder, &device)?;
+    let mut config = setup::scheduler_config(global);
+    config.bin_tokens = setup::bin_capacity(global, &mut backend, device)?;
     let max = warpfold_backend::Backend::info(&backend).max_sequence_tokens;
     let tokenizer = args.decoder.join("tokenizer.json");
     let encoder = if tokenizer.is_file() { Some(TextEncoder::from_file(&tokenizer, max)?) } else { None };
-    let engine = Engine::start(backend, setup::scheduler_config(global));
+    let engine = Engine::start(backend, config);
     let started = Instant::now();
     let stdin = std::io::stdin();
     let mut out = BufWriter::new(std::io::stdout().lock());

@@ -3,7 +3,11 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use warpfold_candle::{select_device, BertBackend, DeviceChoice};
+use candle_core::Device;
+use warpfold_backend::{Backend, BackendError, SequenceTag};
+use warpfold_candle::{device_memory, select_device, BertBackend, DeviceChoice};
+use warpfold_engine::probe::{probe, ProbeConfig, ProbeDevice};
+use warpfold_engine::tape::{packed_bin, TokenSequence};
 use warpfold_engine::embed::Embedder;
 use warpfold_engine::models::{self, Manifest, ModelDir};
 use warpfold_engine::tokenize::TextEncoder;
@@ -46,18 +50,14 @@ pub fn scheduler_config(global: &GlobalOptions) -> SchedulerConfig {
             BatchingArg::Packed => Batching::Packed,
             BatchingArg::Padded => Batching::Padded { batch_size: global.batch_size.max(1) },
         },
-        bin_tokens: global.bin_tokens,
+        bin_tokens: global.bin_tokens(),
         align: global.align.max(1),
         ..SchedulerConfig::default()
     }
 }
 
 pub fn load_backend(global: &GlobalOptions, dir: &ModelDir) -> Result<BertBackend> {
-    let device = select_device(match global.device {
-        DeviceArg::Cpu => DeviceChoice::Cpu,
-        DeviceArg::Cuda => DeviceChoice::Cuda,
-        DeviceArg::Auto => DeviceChoice::Auto,
-    })?;
+    let device = backend_device(global)?;
     BertBackend::load(dir, &device).with_context(|| format!("loading the model in {}", dir.dir.display()))
 }
 
@@ -69,12 +69,105 @@ pub fn embedder(global: &GlobalOptions) -> Result<Embedder> {
 /// Loads the model in `dir` and starts the engine with the global options.
 pub fn embedder_for(global: &GlobalOptions, dir: &ModelDir) -> Result<Embedder> {
     let dir = dir.clone();
-    let backend = load_backend(global, &dir)?;
+    let mut backend = load_backend(global, &dir)?;
     let max_tokens = warpfold_backend::Backend::info(&backend).max_sequence_tokens;
     let encoder = TextEncoder::from_file(&dir.tokenizer, max_tokens)?;
-    let config = scheduler_config(global);
+    let mut config = scheduler_config(global);
+    config.bin_tokens = bin_capacity(global, &mut backend, backend_device(global)?)?;
     tracing::info!(?config, model = %dir.name, "starting engine");
     Ok(Embedder { encoder, engine: Engine::start(backend, config) })
+}
+
+/// The device the global options ask for.
+pub fn backend_device(global: &GlobalOptions) -> Result<Device> {
+    Ok(select_device(match global.device {
+        DeviceArg::Cpu => DeviceChoice::Cpu,
+        DeviceArg::Cuda => DeviceChoice::Cuda,
+        DeviceArg::Auto => DeviceChoice::Auto,
+    })?)
+}
+
+/// Runs forwards of synthetic bins for the VRAM probe.
+struct ModelProbe<'a, B: Backend> {
+    backend: &'a mut B,
+    device: Device,
+    budget: Option<u64>,
+    sequence_tokens: usize,
+    pad: u32,
+}
+
+impl<B: Backend> ProbeDevice for ModelProbe<'_, B> {
+    fn free_bytes(&mut self) -> Result<u64, String> {
+        let (free, total) = device_memory(&self.device)?;
+        // A budget is the whole card's size: what the model already uses counts against it.
+        Ok(match self.budget {
+            Some(budget) => free.min(budget.saturating_sub(total - free)),
+            None => free,
+        })
+    }
+
+    fn try_tokens(&mut self, tokens: u32) -> Result<(), (bool, String)> {
+        let tokens = tokens as usize;
+        let lengths: Vec<usize> = (0..tokens.div_ceil(self.sequence_tokens))
+            .map(|i| self.sequence_tokens.min(tokens - i * self.sequence_tokens))
+            .collect();
+        let sequences: Vec<Vec<u32>> =
+            lengths.iter().map(|&n| (0..n).map(|i| 1000 + (i % 997) as u32).collect()).collect();
+        let bin = packed_bin(
+            sequences.iter().enumerate().map(|(i, ids)| TokenSequence { tag: SequenceTag { request: 0, index: i as u32 }, ids }),
+            1,
+            tokens as u32,
+            self.pad,
+        );
+        match self.backend.embed(&bin) {
+            Ok(_) => Ok(()),
+            Err(BackendError::OutOfMemory { .. }) => Err((true, "out of memory".into())),
+            Err(e) => Err((false, e.to_string())),
+        }
+    }
+}
+
+/// The bin capacity: `--bin-tokens`; else, on a GPU, the VRAM probe's answer; else 4096.
+pub fn bin_capacity<B: Backend>(global: &GlobalOptions, backend: &mut B, device: Device) -> Result<u32> {
+    if let Some(tokens) = global.bin_tokens {
+        return Ok(tokens);
+    }
+    if !device.is_cuda() {
+        return Ok(global.bin_tokens());
+    }
+    let info = backend.info();
+    let bytes_per_token = backend.activation_bytes_per_token();
+    let mut probe_device = ModelProbe {
+        backend,
+        device,
+        budget: global.vram_budget,
+        sequence_tokens: info.max_sequence_tokens.clamp(1, 4096),
+        pad: info.pad_token_id,
+    };
+    let free = probe_device.free_bytes().map_err(|e| anyhow::anyhow!(e))?;
+    let config = ProbeConfig {
+        bytes_per_token,
+        budget_bytes: global.vram_budget.map(|_| free),
+        align: global.align.max(1),
+        max_tokens: 1 << 18,
+        ..ProbeConfig::default()
+    };
+    let started = std::time::Instant::now();
+    let report = probe(&mut probe_device, &config)?;
+    eprintln!(
+        "warpfold: VRAM probe on {}: {:.1} GiB usable{}, estimate {} tokens ({} B/token), largest bin that ran {} tokens, capacity {} tokens ({} forwards, {:.1} s)",
+        info.device,
+        report.free_bytes as f64 / (1u64 << 30) as f64,
+        global.vram_budget.map(|b| format!(" under a {:.1} GiB budget", b as f64 / (1u64 << 30) as f64)).unwrap_or_default(),
+        report.estimated_tokens,
+        report.bytes_per_token,
+        report.largest_ok_tokens,
+        report.capacity_tokens,
+        report.trials.len(),
+        started.elapsed().as_secs_f64()
+    );
+    tracing::info!(?report, "VRAM probe");
+    Ok(report.capacity_tokens)
 }
 
 pub fn models_command(global: &GlobalOptions, action: &ModelsAction) -> Result<()> {
