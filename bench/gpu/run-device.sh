@@ -21,7 +21,7 @@ if $PY -c "import sentence_transformers as s; print('sentence-transformers', s._
 
 bash .gpu/run-on-gpu-machine.sh .gpu/warpfold.xz --version
 W=/tmp/warpfold
-mkdir -p /tmp/wf-models && xz -dc .gpu/minilm-f16.tar.xz | tar -C /tmp/wf-models -xf -
+[ -f /tmp/wf-models/all-MiniLM-L6-v2/model.safetensors ] || bash bench/gpu/prepare-device.sh
 export WARPFOLD_MODELS_DIR=/tmp/wf-models WARPFOLD_LOG=warn
 
 echo "=== JIT warm-up (first CUDA ops on a fresh machine compile candle's PTX)"
@@ -39,6 +39,10 @@ echo "=== MiniLM on the GPU vs sentence-transformers (fixture vectors)"
 $PY -c "import json; [print(json.dumps({'text': i['text']})) for i in json.load(open('tests/fixtures/minilm_reference.json'))['items']]" \
   | $W --device cuda embed > "$OUT/minilm-fixture.jsonl"
 $PY bench/gpu/check.py minilm tests/fixtures/minilm_reference.json "$OUT/minilm-fixture.jsonl" | tee -a "$OUT/checks.jsonl"
+
+echo "=== VRAM probe: MiniLM, whole card and under an 8 GiB budget"
+echo '{"text": "probe"}' | $W --device cuda embed > /dev/null
+echo '{"text": "probe"}' | $W --device cuda --vram-budget 8GiB embed > /dev/null
 
 echo "=== MiniLM speed: packed vs padded (and the peer), same ids"
 $W --device cuda --bin-tokens 16384 bench --documents 2048 --packer-sequences 100000 "${PEER[@]}" --out "$OUT/gpu-minilm.json"

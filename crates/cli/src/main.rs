@@ -10,6 +10,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod bench;
 mod bench_index;
+mod corpus;
 mod embed;
 mod index;
 mod score;
@@ -93,6 +94,8 @@ pub enum Command {
     BenchIndex(bench_index::BenchIndexArgs),
     /// Score texts with a decoder: mean next-token log-likelihood per text, packed.
     Score(score::ScoreArgs),
+    /// Print a benchmark corpus as token ids, one JSON line per document ({"ids": [...]}).
+    Corpus(corpus::CorpusArgs),
     /// Index files and folders (PDF, text, Markdown) into a local searchable database.
     Index(index::IndexArgs),
     /// Search an index: semantic (embeddings) and keyword (BM25) hits merged.
@@ -140,6 +143,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(&cli.global, args),
         Command::BenchIndex(args) => bench_index::run(&cli.global, args),
         Command::Score(args) => score::run(&cli.global, args),
+        Command::Corpus(args) => corpus::run(&cli.global, args),
         Command::Index(args) => index::run_index(&cli.global, args),
         Command::Search(args) => index::run_search(&cli.global, args),
         Command::MakeSamples { dir } => index::run_make_samples(dir),

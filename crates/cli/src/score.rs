@@ -4,6 +4,10 @@
 //! tokenizer.json) or `{"ids": [..]}` (token ids as they are; what the benchmarks use, so every
 //! system scores the same ids). Out: `{"mean_log_likelihood", "tokens", "perplexity"}`, or
 //! `{"error", "line"}` for a line that cannot be scored, and exit status 1 if any could not.
+//!
+//! A text longer than a bin (or than the model's positions) is never cut: it is scored in
+//! consecutive windows that fit, and its mean is over every scored token of every window (the
+//! first token of each window has no context in it and is not scored; `tokens` counts them all).
 
 use std::io::{BufRead, BufWriter, Write};
 use std::path::PathBuf;
@@ -39,6 +43,8 @@ pub fn run(global: &GlobalOptions, args: &ScoreArgs) -> Result<ExitCode> {
     let max = warpfold_backend::Backend::info(&backend).max_sequence_tokens;
     let tokenizer = args.decoder.join("tokenizer.json");
     let encoder = if tokenizer.is_file() { Some(TextEncoder::from_file(&tokenizer, max)?) } else { None };
+    // The longest window one sequence may be: the model's positions and the bin, whichever is less.
+    let window = max.min(config.bin_tokens as usize).max(2);
     let engine = Engine::start(backend, config);
     let started = Instant::now();
     let stdin = std::io::stdin();
@@ -47,24 +53,35 @@ pub fn run(global: &GlobalOptions, args: &ScoreArgs) -> Result<ExitCode> {
     let mut failed = 0usize;
     while lines.peek().is_some() {
         // One block: parse, queue the good lines, answer every line in order.
-        let mut answers: Vec<Result<usize, String>> = Vec::new();
+        // Each line: the range of windows it was queued as, and its token count.
+        let mut answers: Vec<Result<(std::ops::Range<usize>, usize), String>> = Vec::new();
         let mut ids = Vec::new();
-        for (n, line) in lines.by_ref().take(BLOCK_LINES) {
+        for (first_line, line) in lines.by_ref().take(BLOCK_LINES) {
             let line = line.context("reading stdin")?;
             let parsed = parse(&line, encoder.as_ref());
             answers.push(parsed.map(|seq| {
-                ids.push(seq);
-                ids.len() - 1
+                let start = ids.len();
+                ids.extend(seq.chunks(window).map(<[u32]>::to_vec));
+                (start..ids.len(), seq.len())
             }));
-            let _ = n;
+            let _ = first_line;
         }
         let results = engine.submit(Lane::Bulk, ids).wait();
         for (i, answer) in answers.into_iter().enumerate() {
-            let line = match answer.and_then(|k| results[k].clone().map_err(|e| e.to_string())) {
-                Ok(v) => serde_json::json!({
-                    "mean_log_likelihood": v[0],
-                    "tokens": v[1] as usize + 1,
-                    "perplexity": (-v[0] as f64).exp(),
+            let combined = answer.and_then(|(windows, tokens)| {
+                let (mut sum, mut scored) = (0f64, 0f64);
+                for r in &results[windows] {
+                    let v = r.as_ref().map_err(|e| e.to_string())?;
+                    sum += f64::from(v[0]) * f64::from(v[1]);
+                    scored += f64::from(v[1]);
+                }
+                Ok((if scored > 0.0 { sum / scored } else { 0.0 }, tokens))
+            });
+            let line = match combined {
+                Ok((mean, tokens)) => serde_json::json!({
+                    "mean_log_likelihood": mean,
+                    "tokens": tokens,
+                    "perplexity": (-mean).exp(),
                 }),
                 Err(error) => {
                     failed += 1;
@@ -84,7 +101,8 @@ pub fn run(global: &GlobalOptions, args: &ScoreArgs) -> Result<ExitCode> {
                 "sequences": stats.sequences, "real_tokens": stats.real_tokens,
                 "pad_tokens": stats.computed_tokens - stats.real_tokens, "bins": stats.bins,
                 "seconds": seconds, "tokens_per_second": stats.real_tokens as f64 / seconds,
-                "failed": failed,
+                "backend_busy_seconds": stats.backend_busy_seconds, "oom_splits": stats.oom_splits,
+                "capacity_limit": stats.capacity_limit, "failed": failed,
             })
         );
     }

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The decoder benchmark, in one call on the GPU machine after bench/gpu/run-device.sh (which unpacks
+# the binary): random-weight Qwen2.5-7B and SmolLM2-360M architectures generated here, the same
+# token ids (the stress and production corpora) scored by transformers (padded batches of 8, sdpa and
+# flash_attention_2 when importable) and by warpfold (packed, FlashAttention-2 varlen), then the
+# memory-cap case: a corpus holding a 1M-token document under an 8 GiB budget.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/run-decoders.log") 2>&1
+export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib WARPFOLD_MODELS_DIR=/tmp/wf-models WARPFOLD_LOG=warn
+PY=/opt/torch/.venv/bin/python
+W=/tmp/warpfold
+[ -x $W ] || bash .gpu/run-on-gpu-machine.sh .gpu/warpfold.xz --version
+ATTNS="sdpa"
+$PY -c "import flash_attn" 2>/dev/null && ATTNS="sdpa flash_attention_2"
+echo "attention implementations for transformers: $ATTNS"
+$W corpus --kind stress --documents 256 > /tmp/stress.jsonl
+$W corpus --kind production --documents 256 > /tmp/production.jsonl
+
+score() { # model corpus
+  local m=$1 c=$2
+  nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader,nounits -lms 100 > "/tmp/smi-$m-$c.csv" &
+  local smi=$!
+  $W --device cuda score --decoder /tmp/models/$m --json < /tmp/$c.jsonl > "$OUT/wf-$m-$c.jsonl" 2> "/tmp/wf-$m-$c.err"
+  kill $smi
+  tail -1 "/tmp/wf-$m-$c.err" > "$OUT/wf-$m-$c.report.json"; grep -v '^{' "/tmp/wf-$m-$c.err" | tail -3
+  echo "warpfold $m $c: $(cat "$OUT/wf-$m-$c.report.json")"
+  echo "  nvidia-smi peak memory used (MiB): $(sort -t, -k1 -n "/tmp/smi-$m-$c.csv" | tail -1 | cut -d, -f1)"
+}
+for m in smollm2-360m qwen2.5-7b; do
+  [ -f /tmp/models/$m/config.json ] || $PY bench/gpu/make_random_decoder.py $m /tmp/models/$m
+  for c in stress production; do
+    score $m $c
+    for a in $ATTNS; do
+      $PY bench/gpu/hf_score.py --model /tmp/models/$m --ids /tmp/$c.jsonl --attn $a --out-dir /tmp > "$OUT/hf-$m-$c-$a.json" || echo "hf $m $c $a failed"
+      echo "hf $m $c $a: $(cat "$OUT/hf-$m-$c-$a.json")"
+      $PY - "$OUT/wf-$m-$c.jsonl" "/tmp/hf-scores-$a.jsonl" <<'PYEOF' | tee -a "$OUT/checks.jsonl"
+import json, sys
+ours = [json.loads(l) for l in open(sys.argv[1])]
+theirs = [json.loads(l) for l in open(sys.argv[2])]
+d = [abs(a["mean_log_likelihood"] - b["mean_log_likelihood"]) for a, b in zip(ours, theirs)]
+print(json.dumps({"check": sys.argv[1].split("/")[-1] + " vs " + sys.argv[2].split("/")[-1], "documents": len(d),
+                  "max_abs_diff_mean_ll": max(d), "mean_abs_diff": sum(d) / len(d), "ok": len(d) == len(ours) and max(d) <= 0.05}))
+PYEOF
+    done
+  done
+done
+
+echo "=== memory cap: 8 GiB, stress corpus + one 1,000,000-token document, SmolLM2-360M architecture"
+$W corpus --kind stress --documents 64 --long-document-tokens 1000000 > /tmp/capped.jsonl
+$W --device cuda --vram-budget 8GiB score --decoder /tmp/models/smollm2-360m --json < /tmp/capped.jsonl > "$OUT/wf-capped.jsonl" 2> /tmp/wf-capped.err
+echo "warpfold exit $?: $(tail -1 /tmp/wf-capped.err)"; grep -i "probe\|error" /tmp/wf-capped.err | head -5
+frac=$($PY -c "import torch; print(8 * 2**30 / torch.cuda.get_device_properties(0).total_memory)")
+$PY bench/gpu/hf_score.py --model /tmp/models/smollm2-360m --ids /tmp/capped.jsonl --attn sdpa --out-dir /tmp --memory-fraction "$frac" > "$OUT/hf-capped.json"
+echo "hf capped exit $?: $(cat "$OUT/hf-capped.json")"
+echo "=== done"
