@@ -22,13 +22,14 @@ score() { # model corpus
   local m=$1 c=$2
   nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader,nounits -lms 100 > "/tmp/smi-$m-$c.csv" &
   local smi=$!
-  $W --device cuda score --decoder /tmp/models/$m --json < /tmp/$c.jsonl > "$OUT/wf-$m-$c.jsonl" 2> "/tmp/wf-$m-$c.err"
+  timeout ${WF_TIMEOUT:-300} $W --device cuda ${WF_ARGS:-} score --decoder /tmp/models/$m --json < /tmp/$c.jsonl > "$OUT/wf-$m-$c.jsonl" 2> "/tmp/wf-$m-$c.err"
   kill $smi
   tail -1 "/tmp/wf-$m-$c.err" > "$OUT/wf-$m-$c.report.json"; grep -v '^{' "/tmp/wf-$m-$c.err" | tail -3
   echo "warpfold $m $c: $(cat "$OUT/wf-$m-$c.report.json")"
   echo "  nvidia-smi peak memory used (MiB): $(sort -t, -k1 -n "/tmp/smi-$m-$c.csv" | tail -1 | cut -d, -f1)"
 }
-for m in smollm2-360m qwen2.5-7b; do
+# MODELS and WF_ARGS (e.g. "--bin-tokens 32768") may be set by the caller.
+for m in ${MODELS:-smollm2-360m qwen2.5-7b}; do
   [ -f /tmp/models/$m/config.json ] || $PY bench/gpu/make_random_decoder.py $m /tmp/models/$m
   for c in stress production; do
     score $m $c
@@ -47,6 +48,7 @@ PYEOF
   done
 done
 
+[ -n "${SKIP_CAP:-}" ] && exit 0
 echo "=== memory cap: 8 GiB, stress corpus + one 1,000,000-token document, SmolLM2-360M architecture"
 $W corpus --kind stress --documents 64 --long-document-tokens 1000000 > /tmp/capped.jsonl
 $W --device cuda --vram-budget 8GiB score --decoder /tmp/models/smollm2-360m --json < /tmp/capped.jsonl > "$OUT/wf-capped.jsonl" 2> /tmp/wf-capped.err

@@ -37,7 +37,9 @@ const BLOCK_LINES: usize = 256;
 
 pub fn run(global: &GlobalOptions, args: &ScoreArgs) -> Result<ExitCode> {
     let device = setup::backend_device(global)?;
+    let loading = Instant::now();
     let mut backend = DecoderBackend::load(&args.decoder, &device)?;
+    tracing::info!(seconds = loading.elapsed().as_secs_f64(), "decoder loaded");
     let mut config = setup::scheduler_config(global);
     config.bin_tokens = setup::bin_capacity(global, &mut backend, device)?;
     let max = warpfold_backend::Backend::info(&backend).max_sequence_tokens;

@@ -111,8 +111,9 @@ impl<B: Backend> ProbeDevice for ModelProbe<'_, B> {
         let lengths: Vec<usize> = (0..tokens.div_ceil(self.sequence_tokens))
             .map(|i| self.sequence_tokens.min(tokens - i * self.sequence_tokens))
             .collect();
-        let sequences: Vec<Vec<u32>> =
-            lengths.iter().map(|&n| (0..n).map(|i| 1000 + (i % 997) as u32).collect()).collect();
+        // The pad id is a real id in every vocabulary (and memory does not depend on the ids).
+        let sequences: Vec<Vec<u32>> = lengths.iter().map(|&n| vec![self.pad; n]).collect();
+        tracing::info!(tokens, sequences = sequences.len(), "VRAM probe: trying a bin");
         let bin = packed_bin(
             sequences.iter().enumerate().map(|(i, ids)| TokenSequence { tag: SequenceTag { request: 0, index: i as u32 }, ids }),
             1,
