@@ -337,7 +337,12 @@ impl BertModel {
     /// Whether attention runs through FlashAttention-2: a build with `flash-attn`, a CUDA device
     /// and half-precision weights.
     pub fn uses_flash_attention(&self) -> bool {
-        cfg!(feature = "flash-attn") && self.device.is_cuda() && matches!(self.dtype, DType::F16 | DType::BF16)
+        let head_dim = self.config.hidden_size / self.config.num_attention_heads;
+        cfg!(feature = "flash-attn")
+            && self.device.is_cuda()
+            && matches!(self.dtype, DType::F16 | DType::BF16)
+            && head_dim % 8 == 0
+            && head_dim <= 256
     }
 
     /// The token states of a bin: (T, H). On the flash path the tape is first compacted to the

@@ -286,8 +286,9 @@ impl VarlenSlots {
 /// (T, heads, hd). A token attends to the real tokens of its own slot up to itself; the rows of pad
 /// tokens are zero (non-flash path) or unspecified (flash path) and must not be read.
 pub fn varlen_causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, slots: &VarlenSlots, softmax_scale: f32) -> Result<Tensor> {
+    // FA-2 takes head sizes that are multiples of 8, up to 256; others take the generic path.
     #[cfg(feature = "flash-attn")]
-    if q.device().is_cuda() && matches!(q.dtype(), DType::F16 | DType::BF16) {
+    if q.device().is_cuda() && matches!(q.dtype(), DType::F16 | DType::BF16) && q.dim(2)? % 8 == 0 && q.dim(2)? <= 256 {
         // Whole slots, pad tokens included: they sit after the real tokens, so the causal mask keeps
         // them out of every real token's view. The kernel handles GQA itself.
         return candle_flash_attn::flash_attn_varlen(
