@@ -7,7 +7,7 @@ PY=/opt/torch/.venv/bin/python
 if [ -f .gpu/minilm-f16.tar.xz ]; then
   mkdir -p /tmp/wf-models && xz -dc .gpu/minilm-f16.tar.xz | tar -C /tmp/wf-models -xf - && echo "unpacked MiniLM (f16)"
 fi
-for m in smollm2-360m qwen2.5-7b; do
+for m in ${MODELS:-smollm2-360m qwen2.5-7b}; do
   t=$(date +%s)
   [ -f /tmp/models/$m/config.json ] || $PY bench/gpu/make_random_decoder.py $m /tmp/models/$m
   echo "$m ready in $(( $(date +%s) - t )) s"
