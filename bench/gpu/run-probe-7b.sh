@@ -18,7 +18,7 @@ $W corpus --kind stress --documents 256 > /tmp/stress.jsonl
 nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader,nounits -lms 500 > /tmp/smi.csv &
 smi=$!
 t=$(date +%s)
-WARPFOLD_LOG=info timeout 300 $W --device cuda score --decoder /tmp/models/qwen2.5-7b --json < /tmp/stress.jsonl > "$OUT/wf-7b-probe.jsonl" 2> "$OUT/wf-7b-probe.err"
+WARPFOLD_LOG=info timeout 200 $W --device cuda score --decoder /tmp/models/qwen2.5-7b --json < /tmp/stress.jsonl > "$OUT/wf-7b-probe.jsonl" 2> "$OUT/wf-7b-probe.err"
 echo "7B with the probe: exit $? in $(( $(date +%s) - t )) s"
 kill $smi
 sed 's/\x1b\[[0-9;]*m//g' "$OUT/wf-7b-probe.err" | tail -25
