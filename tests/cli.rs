@@ -42,8 +42,8 @@ fn embed_answers_every_line_in_order_and_bad_lines_get_specific_errors() {
     assert!(error(3).contains("402 tokens long") && error(3).contains("at most 256"), "{}", error(3));
     assert!(error(4).contains("invalid JSON"), "{}", error(4));
     assert!(error(5).contains("no \"text\""), "{}", error(5));
-    for i in 1..6 {
-        assert_eq!(lines[i]["line"], i + 1);
+    for (i, line) in lines.iter().enumerate().take(6).skip(1) {
+        assert_eq!(line["line"], i + 1);
     }
     assert_eq!(code, 1, "some inputs failed");
     assert!(stderr.contains("2 of 7 texts embedded (5 failed)"), "{stderr}");

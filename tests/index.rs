@@ -250,7 +250,7 @@ fn every_bad_file_gets_its_own_status_and_the_good_ones_are_indexed() {
     write("empty.pdf", b"");
     let mut rng = Rng::new(11);
     write("random.pdf", &(0..4096).map(|_| rng.next_u64() as u8).collect::<Vec<_>>());
-    let whole = PdfDocument { pages: vec![Page::text(Font::Helvetica, &words(&mut rng, 300)); 3], ..Default::default() }.to_bytes();
+    let whole = PdfDocument { pages: vec![Page::text(Font::Helvetica, words(&mut rng, 300)); 3], ..Default::default() }.to_bytes();
     write("truncated.pdf", &whole[..whole.len() / 2]);
     write(
         "encrypted.pdf",

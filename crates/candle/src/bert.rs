@@ -73,7 +73,7 @@ impl Config {
         if !matches!(self.hidden_act.as_str(), "gelu" | "gelu_new" | "gelu_pytorch_tanh" | "relu") {
             return Err(format!("hidden_act {:?} is not supported", self.hidden_act));
         }
-        if self.num_attention_heads == 0 || self.hidden_size % self.num_attention_heads != 0 {
+        if self.num_attention_heads == 0 || !self.hidden_size.is_multiple_of(self.num_attention_heads) {
             return Err(format!(
                 "hidden_size {} is not a multiple of num_attention_heads {}",
                 self.hidden_size, self.num_attention_heads
@@ -341,7 +341,7 @@ impl BertModel {
         cfg!(feature = "flash-attn")
             && self.device.is_cuda()
             && matches!(self.dtype, DType::F16 | DType::BF16)
-            && head_dim % 8 == 0
+            && head_dim.is_multiple_of(8)
             && head_dim <= 256
     }
 

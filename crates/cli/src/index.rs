@@ -115,7 +115,7 @@ pub fn run_index(global: &GlobalOptions, args: &IndexArgs) -> Result<ExitCode> {
                 bar.set_message(format!("{} chunks embedded, {} tokens", progress.chunks_embedded.load(Ordering::Relaxed), s.real_tokens));
             }
         });
-        let report = warpfold_index::index_paths(&args.paths, &args.db, &embedder, &dir.name, &options, progress);
+        let report = warpfold_index::index_paths(&args.paths, &args.db, embedder, &dir.name, &options, progress);
         drop(stop);
         report
     })?;

@@ -535,7 +535,7 @@ impl Dispatcher {
                     })
                     .collect();
                 // Fullest first: the partly filled bins go last, where new arrivals can still join them.
-                out.sort_by(|a, b| b.tokens.cmp(&a.tokens));
+                out.sort_by_key(|b| std::cmp::Reverse(b.tokens));
                 out
             }
         }
@@ -720,7 +720,7 @@ mod tests {
         // 40 bulk sequences of 200 tokens: 40 bins, queued behind a closed gate.
         let bulk = engine.submit(Lane::Bulk, vec![vec![1u32; 200]; 40]);
         // Let the dispatcher take the bulk work and block on the first hand-over.
-        while engine.queue.state.lock().unwrap().bulk.len() > 0 {
+        while !engine.queue.state.lock().unwrap().bulk.is_empty() {
             std::thread::yield_now();
         }
         let query = engine.submit(Lane::Interactive, vec![vec![2u32; 10]]);

@@ -68,7 +68,7 @@ struct CharCursor<'a> {
 }
 
 impl CharCursor<'_> {
-    fn to_char(&mut self, byte: usize) -> usize {
+    fn char_offset(&mut self, byte: usize) -> usize {
         if byte >= self.byte {
             self.chars += self.text[self.byte..byte].chars().count();
         } else {
@@ -109,8 +109,8 @@ pub fn chunk_document(encoder: &TextEncoder, pages: &[String], overlap: usize) -
             let page_end = page_of(end.saturating_sub(1).max(start));
             let page_breaks =
                 (page_start + 1..=page_end).map(|p| (page_starts[p as usize - 1] - start, p)).collect();
-            let char_start = cursor.to_char(start);
-            let char_end = cursor.to_char(end);
+            let char_start = cursor.char_offset(start);
+            let char_end = cursor.char_offset(end);
             chunks.push(DocumentChunk {
                 ordinal: chunks.len(),
                 text_hash: text_hash(&chunk_text),
@@ -143,10 +143,10 @@ mod tests {
     fn char_cursor_moves_both_ways() {
         let text = "aé€b";
         let mut c = CharCursor { text, byte: 0, chars: 0 };
-        assert_eq!(c.to_char(text.len()), 4);
-        assert_eq!(c.to_char(1), 1);
-        assert_eq!(c.to_char(3), 2);
-        assert_eq!(c.to_char(6), 3);
+        assert_eq!(c.char_offset(text.len()), 4);
+        assert_eq!(c.char_offset(1), 1);
+        assert_eq!(c.char_offset(3), 2);
+        assert_eq!(c.char_offset(6), 3);
     }
 
     #[test]
