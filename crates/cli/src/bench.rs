@@ -143,13 +143,31 @@ pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Chunks every document to the model's limit and tokenizes the chunks.
+/// Chunks every document to the model's limit (documents split over all cores, order kept) and
+/// tokenizes the chunks.
 fn prepare(encoder: &TextEncoder, docs: &[String]) -> Result<(Vec<String>, Vec<Vec<u32>>)> {
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let per_thread = docs.len().div_ceil(threads).max(1);
+    let parts: Vec<Result<Vec<String>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = docs
+            .chunks(per_thread)
+            .map(|part| {
+                scope.spawn(move || -> Result<Vec<String>> {
+                    let mut texts = Vec::new();
+                    for doc in part {
+                        for c in encoder.chunk(doc)? {
+                            texts.push(doc[c.start..c.end].to_string());
+                        }
+                    }
+                    Ok(texts)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("chunking does not panic")).collect()
+    });
     let mut texts = Vec::new();
-    for doc in docs {
-        for c in encoder.chunk(doc)? {
-            texts.push(doc[c.start..c.end].to_string());
-        }
+    for part in parts {
+        texts.extend(part?);
     }
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let ids = encoder.encode_batch(&refs).into_iter().collect::<Result<Vec<_>, _>>()?;
