@@ -98,6 +98,8 @@ pub struct EngineStats {
     pub failed_bins: AtomicU64,
     /// Nanoseconds the backend spent executing bins.
     pub backend_busy_ns: AtomicU64,
+    /// Bins laid out by the dispatcher (run, running, or built and waiting for the backend).
+    pub bins_built: AtomicU64,
     /// Bins split in two after the device ran out of memory on them.
     pub oom_splits: AtomicU64,
     /// The bin capacity learnt from out-of-memory errors (0: none yet): half of the smallest bin
@@ -445,6 +447,8 @@ impl Dispatcher {
             };
             let Some(next) = next else { continue };
             let work = self.lay_out(next);
+            // Built while the backend runs the previous bin: the hand-over below waits for it.
+            self.stats.bins_built.fetch_add(1, Ordering::Relaxed);
             if bins.send(work).is_err() {
                 return;
             }
@@ -733,6 +737,27 @@ mod tests {
         let pos = bins.iter().position(|b| b.input_ids[0] == 2).unwrap();
         // At most the bin being run and the one already handed over go first.
         assert!(pos <= 2, "the interactive bin ran {pos}th of {}", bins.len());
+    }
+
+    #[test]
+    fn the_next_bin_is_built_while_the_backend_runs_the_current_one() {
+        let (gate_tx, gate_rx) = crossbeam_channel::unbounded();
+        let (backend, seen) = fake(Some(gate_rx));
+        let engine = Engine::start(backend, SchedulerConfig { bin_tokens: 256, ..Default::default() });
+        let pending = engine.submit(Lane::Bulk, vec![vec![1u32; 200]; 5]);
+        // The backend holds bin 1 at its gate; the dispatcher must have bin 2 laid out and waiting.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while engine.stats.bins_built.load(Ordering::Relaxed) < 2 {
+            assert!(Instant::now() < deadline, "the second bin was never built");
+            std::thread::yield_now();
+        }
+        assert_eq!(seen.lock().unwrap().len(), 0, "no bin has finished yet");
+        assert_eq!(engine.stats.bins_built.load(Ordering::Relaxed), 2, "one bin ahead, no more (the hand-over is a rendezvous)");
+        for _ in 0..5 {
+            gate_tx.send(()).unwrap();
+        }
+        assert!(pending.wait().iter().all(Result::is_ok));
+        assert_eq!(engine.shutdown().bins, 5);
     }
 
     #[test]
