@@ -7,3 +7,4 @@ mod cli;
 mod common;
 mod embedding;
 mod index;
+mod serve;

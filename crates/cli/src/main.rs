@@ -14,6 +14,7 @@ mod corpus;
 mod embed;
 mod index;
 mod score;
+mod serve;
 mod setup;
 
 use std::path::PathBuf;
@@ -96,6 +97,8 @@ pub enum Command {
     Score(score::ScoreArgs),
     /// Print a benchmark corpus as token ids, one JSON line per document ({"ids": [...]}).
     Corpus(corpus::CorpusArgs),
+    /// Serve embeddings (OpenAI-compatible), search, status and metrics over HTTP on loopback.
+    Serve(serve::ServeArgs),
     /// Index files and folders (PDF, text, Markdown) into a local searchable database.
     Index(index::IndexArgs),
     /// Search an index: semantic (embeddings) and keyword (BM25) hits merged.
@@ -144,6 +147,7 @@ fn main() -> ExitCode {
         Command::BenchIndex(args) => bench_index::run(&cli.global, args),
         Command::Score(args) => score::run(&cli.global, args),
         Command::Corpus(args) => corpus::run(&cli.global, args),
+        Command::Serve(args) => serve::run(&cli.global, args),
         Command::Index(args) => index::run_index(&cli.global, args),
         Command::Search(args) => index::run_search(&cli.global, args),
         Command::MakeSamples { dir } => index::run_make_samples(dir),

@@ -1,0 +1,126 @@
+//! `warpfold serve` as a client sees it: the token guard, the OpenAI-compatible embeddings, search
+//! over an index, metrics.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Stdio};
+
+use serde_json::Value;
+
+use crate::common::{cosine, load, minilm_dir, warpfold};
+
+/// The server, killed when dropped.
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(extra: &[&str]) -> Server {
+    let mut child = warpfold()
+        .args(["serve", "--addr", "127.0.0.1:0", "--token", "s3cret"])
+        .args(extra)
+        .env_remove("WARPFOLD_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.trim().rsplit("http://").next().unwrap_or_else(|| panic!("no address in {line:?}")).to_string();
+    Server { child, addr }
+}
+
+/// One HTTP/1.1 request; (status, body).
+fn request(addr: &str, method: &str, path: &str, token: Option<&str>, body: Option<&str>) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    if let Some(t) = token {
+        req.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
+    if let Some(b) = body {
+        req.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", b.len()));
+    }
+    req.push_str("\r\n");
+    req.push_str(body.unwrap_or(""));
+    stream.write_all(req.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+#[test]
+fn the_server_guards_with_its_token_embeds_like_the_engine_and_searches() {
+    let dir = tempfile::tempdir().unwrap();
+    let samples = dir.path().join("samples");
+    assert!(warpfold().arg("make-samples").arg(&samples).output().unwrap().status.success());
+    let db = dir.path().join("samples.db");
+    assert!(warpfold().arg("index").arg(&samples).arg("--db").arg(&db).output().unwrap().status.success());
+    let server = start(&["--db", db.to_str().unwrap()]);
+    let addr = server.addr.as_str();
+
+    // No token, a wrong token: 401 on every route.
+    for path in ["/api/status", "/metrics", "/api/search?q=tomatoes"] {
+        assert_eq!(request(addr, "GET", path, None, None).0, 401, "{path} without a token");
+        assert_eq!(request(addr, "GET", path, Some("nope"), None).0, 401, "{path} with a wrong token");
+    }
+    assert_eq!(request(addr, "POST", "/v1/embeddings", None, Some(r#"{"input": "x"}"#)).0, 401);
+
+    // OpenAI-compatible embeddings, the same vectors the engine gives.
+    let (status, body) =
+        request(addr, "POST", "/v1/embeddings", Some("s3cret"), Some(r#"{"input": ["The first text.", "Another one here."]}"#));
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["object"], "list");
+    assert_eq!(v["model"], "all-MiniLM-L6-v2");
+    assert!(v["usage"]["prompt_tokens"].as_u64().unwrap() > 4);
+    let (backend, encoder) = load(&minilm_dir());
+    let engine = warpfold_engine::Engine::start(backend, warpfold_engine::SchedulerConfig::default());
+    let direct = engine.embed(
+        warpfold_engine::Lane::Bulk,
+        vec![encoder.encode("The first text.").unwrap(), encoder.encode("Another one here.").unwrap()],
+    );
+    for (i, d) in direct.iter().enumerate() {
+        let served: Vec<f32> = serde_json::from_value(v["data"][i]["embedding"].clone()).unwrap();
+        assert_eq!(v["data"][i]["index"], i);
+        assert!(cosine(&served, d.as_ref().unwrap()) > 0.99999);
+    }
+    // Bad input is a 400 with a message, not a crash.
+    let (status, body) = request(addr, "POST", "/v1/embeddings", Some("s3cret"), Some(r#"{"input": 42}"#));
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("input"));
+    let (status, _) = request(addr, "POST", "/v1/embeddings", Some("s3cret"), Some(r#"{"input": "x", "model": "other"}"#));
+    assert_eq!(status, 400);
+
+    // Search over the index, with the token in the query string as a browser would send it.
+    let (status, body) = request(addr, "GET", "/api/search?q=pick%20tomatoes%20ripen%20indoors&k=2&token=s3cret", None, None);
+    assert_eq!(status, 200, "{body}");
+    let hits: Value = serde_json::from_str(&body).unwrap();
+    assert!(hits[0]["path"].as_str().unwrap().ends_with("tomatoes.pdf"), "{hits:#}");
+    assert_eq!(hits[0]["page"], 2);
+
+    let (status, body) = request(addr, "GET", "/metrics", Some("s3cret"), None);
+    assert_eq!(status, 200);
+    let bins: f64 = body
+        .lines()
+        .find_map(|l| l.strip_prefix("warpfold_bins_total "))
+        .unwrap_or_else(|| panic!("{body}"))
+        .parse()
+        .unwrap();
+    assert!(bins >= 2.0, "the embeddings and the search query ran: {body}");
+}
+
+#[test]
+fn the_server_listens_on_loopback_by_default() {
+    let out = warpfold().args(["serve", "--help"]).output().unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    assert!(help.contains("[default: 127.0.0.1:8787]"), "{help}");
+}
