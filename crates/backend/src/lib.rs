@@ -115,6 +115,11 @@ pub trait Backend: Send {
     fn activation_bytes_per_token(&self) -> u64 {
         64 * 1024
     }
+    /// The largest bin, in tokens, the model's kernels can take at all (whatever the memory): on
+    /// CUDA, candle's kernels count a tensor's elements in 32-bit unsigned ints.
+    fn max_bin_tokens(&self) -> usize {
+        usize::MAX
+    }
 }
 
 impl<B: Backend + ?Sized> Backend for Box<B> {
@@ -126,6 +131,9 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
     }
     fn activation_bytes_per_token(&self) -> u64 {
         (**self).activation_bytes_per_token()
+    }
+    fn max_bin_tokens(&self) -> usize {
+        (**self).max_bin_tokens()
     }
 }
 

@@ -41,6 +41,24 @@ pub fn select_device(choice: DeviceChoice) -> Result<Device, BackendError> {
     }
 }
 
+/// The most elements one tensor may have on CUDA. candle's CUDA kernels walk a tensor with a
+/// 32-bit unsigned index (`for (unsigned int i = ...; i < numel; ...)`): past 2^32 elements the
+/// index wraps and the kernel never ends. Seen on an H200: a 262,144-token bin of the Qwen2.5-7B
+/// architecture (its gate-up activation is 262,144 x 37,888 = 9.9e9 elements) kept the GPU at 100%
+/// for minutes; 65,536 tokens (2.5e9) ran in 2.8 s. A margin below 2^32 covers the index's last
+/// stride.
+pub const MAX_CUDA_ELEMENTS: usize = (1 << 32) - (1 << 28);
+
+/// The largest bin whose widest activation (`width` values per token) stays under
+/// [`MAX_CUDA_ELEMENTS`] on CUDA; unbounded elsewhere.
+pub fn max_bin_tokens_for(device: &Device, width: usize) -> usize {
+    if device.is_cuda() {
+        MAX_CUDA_ELEMENTS / width.max(1)
+    } else {
+        usize::MAX
+    }
+}
+
 /// Free and total memory of a CUDA device, in bytes.
 pub fn device_memory(device: &Device) -> Result<(u64, u64), String> {
     match device {
@@ -109,6 +127,11 @@ impl Backend for BertBackend {
         let c = &self.model.config;
         let bytes = if self.model.uses_flash_attention() { 2 } else { 4 };
         (bytes * (8 * c.hidden_size + 2 * c.intermediate_size) + 4 * 2 * c.hidden_size) as u64
+    }
+
+    fn max_bin_tokens(&self) -> usize {
+        let c = &self.model.config;
+        max_bin_tokens_for(self.model.device(), (3 * c.hidden_size).max(c.intermediate_size))
     }
 
     fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
@@ -194,9 +217,31 @@ impl Backend for DecoderBackend {
         (bytes * (3 * c.hidden_size + 2 * q + 2 * kv + 3 * c.intermediate_size)) as u64
     }
 
+    fn max_bin_tokens(&self) -> usize {
+        // The widest activations: the fused gate-up projection, the fused QKV projection.
+        let c = &self.model.config;
+        let qkv = (c.num_attention_heads + 2 * c.kv_heads()) * c.head_dim();
+        max_bin_tokens_for(self.model.device(), (2 * c.intermediate_size).max(qkv).max(c.hidden_size))
+    }
+
     fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
         validate_bin(bin)?;
         let scores = self.model.score(bin).map_err(|e| backend_error(e, bin))?;
         Ok(scores.into_iter().map(|s| vec![s.mean_log_likelihood, s.scored_tokens as f32]).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cuda_element_limit_allows_what_ran_and_refuses_what_hung() {
+        // Qwen2.5-7B's fused gate-up activation is 2 x 18,944 values per token.
+        let width = 2 * 18_944;
+        assert!(MAX_CUDA_ELEMENTS / width >= 65_536, "65,536-token bins ran in 2.8 s on the H200");
+        assert!(MAX_CUDA_ELEMENTS / width < 262_144, "262,144-token bins never finished");
+        assert!(MAX_CUDA_ELEMENTS < 1 << 32);
+        assert_eq!(max_bin_tokens_for(&Device::Cpu, width), usize::MAX, "no such limit on the CPU");
     }
 }

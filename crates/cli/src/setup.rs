@@ -130,7 +130,13 @@ impl<B: Backend> ProbeDevice for ModelProbe<'_, B> {
 
 /// The bin capacity: `--bin-tokens`; else, on a GPU, the VRAM probe's answer; else 4096.
 pub fn bin_capacity<B: Backend>(global: &GlobalOptions, backend: &mut B, device: Device) -> Result<u32> {
+    let kernel_limit = backend.max_bin_tokens();
     if let Some(tokens) = global.bin_tokens {
+        anyhow::ensure!(
+            tokens as usize <= kernel_limit,
+            "--bin-tokens {tokens} is more than this model can run in one bin on this device ({kernel_limit} tokens: \
+             its widest activation would pass the 2^32 elements a CUDA kernel can index)"
+        );
         return Ok(tokens);
     }
     if !device.is_cuda() {
@@ -150,10 +156,10 @@ pub fn bin_capacity<B: Backend>(global: &GlobalOptions, backend: &mut B, device:
         bytes_per_token,
         budget_bytes: global.vram_budget.map(|_| free),
         align: global.align.max(1),
-        // 65,536 tokens: throughput has levelled off well before it (the 7B architecture ran
-        // 21.8k tokens/s in bins of 65,536 on an H200), while a 262,144-token trial forward of
-        // the 7B ran for minutes at full GPU load without finishing (not yet understood).
-        max_tokens: 1 << 16,
+        // At most 65,536 tokens (throughput has levelled off well before it: the 7B architecture
+        // ran 21.8k tokens/s in bins of 65,536 on an H200), and never past what the model's
+        // kernels can index (see warpfold_candle::MAX_CUDA_ELEMENTS).
+        max_tokens: (1usize << 16).min(kernel_limit) as u32,
         ..ProbeConfig::default()
     };
     let started = std::time::Instant::now();
