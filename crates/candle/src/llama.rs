@@ -632,6 +632,11 @@ mod tests {
 
     /// Random weights under Hugging Face names, large enough that attention is far from uniform.
     fn random_model(cfg: &Config, seed: u64) -> LlamaModel {
+        LlamaModel::new(cfg, VarBuilder::from_tensors(random_weights(cfg, seed), DType::F32, &Device::Cpu)).unwrap()
+    }
+
+    /// Seeded random weights of `cfg` under the Hugging Face names, on the CPU in f32.
+    fn random_weights(cfg: &Config, seed: u64) -> HashMap<String, Tensor> {
         let mut rng = Rng(seed);
         let (h, i, v) = (cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size);
         let (q, kv) = (cfg.num_attention_heads * cfg.head_dim(), cfg.kv_heads() * cfg.head_dim());
@@ -663,7 +668,33 @@ mod tests {
             w.insert(format!("model.layers.{l}.input_layernorm.weight"), rng.tensor(&[h], 0.2, 1.0));
             w.insert(format!("model.layers.{l}.post_attention_layernorm.weight"), rng.tensor(&[h], 0.2, 1.0));
         }
-        LlamaModel::new(cfg, VarBuilder::from_tensors(w, DType::F32, &Device::Cpu)).unwrap()
+        w
+    }
+
+    /// On the GPU machine (flash-attn builds only; `--ignored`): FlashAttention-2's causal varlen
+    /// kernel in bf16 scores each sequence of a packed bin as it scores it alone, and as the f32
+    /// CPU path does, within bf16 tolerance.
+    #[cfg(feature = "flash-attn")]
+    #[test]
+    #[ignore = "needs a CUDA GPU: run this test binary on the GPU machine with --ignored"]
+    fn gpu_flash_packed_bin_scores_as_alone_and_as_the_cpu() {
+        let cuda = Device::new_cuda(0).expect("a CUDA device");
+        for (name, cfg) in variants().into_iter().filter(|(_, c)| c.head_dim() % 8 == 0) {
+            let weights = random_weights(&cfg, 7);
+            let cpu = LlamaModel::new(&cfg, VarBuilder::from_tensors(weights.clone(), DType::F32, &Device::Cpu)).unwrap();
+            let gpu = LlamaModel::new(&cfg, VarBuilder::from_tensors(weights, DType::BF16, &cuda)).unwrap();
+            let mut rng = Rng(11);
+            let seqs: Vec<Vec<u32>> = [1, 7, 33, 50, 129].iter().map(|&l| rng.ids(l, cfg.vocab_size)).collect();
+            let packed = bin_of(&seqs, 16);
+            let on_gpu = gpu.score(&packed).unwrap();
+            let on_cpu = cpu.score(&packed).unwrap();
+            for (i, seq) in seqs.iter().enumerate() {
+                let alone = gpu.score(&bin_of(std::slice::from_ref(seq), 1)).unwrap().remove(0);
+                let (p, a, c) = (on_gpu[i].mean_log_likelihood, alone.mean_log_likelihood, on_cpu[i].mean_log_likelihood);
+                assert!((p - a).abs() <= 0.02, "{name}: sequence {i}: packed {p} vs alone {a}");
+                assert!((p - c).abs() <= 0.05, "{name}: sequence {i}: gpu bf16 {p} vs cpu f32 {c}");
+            }
+        }
     }
 
     fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
