@@ -349,7 +349,7 @@ fn run_peer(
     }
     let peer: PeerResult = serde_json::from_slice(&out.stdout).context("reading the peer's report")?;
     let bytes = std::fs::read(&peer.embeddings_file)?;
-    let floats: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    let floats = warpfold_index::store::decode_vector(&bytes);
     let dim = ours.first().map(Vec::len).unwrap_or(1).max(1);
     let theirs: Vec<Vec<f32>> = floats.chunks(dim).map(<[f32]>::to_vec).collect();
     if theirs.len() != ours.len() {

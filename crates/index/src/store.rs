@@ -351,7 +351,7 @@ impl Store {
                 continue;
             }
             ids.push(row.get(0)?);
-            flat.extend(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+            flat.extend(decode_vector(bytes));
         }
         Ok((ids, flat, dim))
     }
