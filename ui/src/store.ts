@@ -1,0 +1,96 @@
+// What the UI knows: the last AppState, kept current by live events. Views subscribe to the parts
+// they draw and are redrawn at most once per frame.
+
+import { throttled } from "./dom";
+import { FILE_STATES, type AppState, type BinView, type Counts, type Device, type FileState, type Sample } from "./types";
+
+export const MAX_BINS = 64;
+export const MAX_SAMPLES = 600;
+
+type Topic = "device" | "folders" | "queue" | "bins" | "samples";
+
+function zeroCounts(): Counts {
+  return { waiting: 0, extracting: 0, embedding: 0, done: 0, failed: 0, no_text: 0 };
+}
+
+class Store {
+  model = "";
+  device: Device | null = null;
+  folders: string[] = [];
+  files = new Map<string, FileState>();
+  counts: Counts = zeroCounts();
+  bins: BinView[] = [];
+  samples: Sample[] = [];
+  /** When the queue last changed, to show that work is moving (or that it is not). */
+  lastQueueChange = 0;
+  private listeners = new Map<Topic, Set<() => void>>();
+
+  on(topic: Topic, fn: () => void): void {
+    const run = throttled(fn);
+    if (!this.listeners.has(topic)) this.listeners.set(topic, new Set());
+    this.listeners.get(topic)!.add(run);
+  }
+
+  private emit(...topics: Topic[]): void {
+    for (const t of topics) this.listeners.get(t)?.forEach((fn) => fn());
+  }
+
+  load(s: AppState): void {
+    this.model = s.model;
+    this.device = s.device;
+    this.folders = s.folders ?? [];
+    this.files = new Map((s.queue?.files ?? []).map((f) => [f.path, f]));
+    this.counts = { ...zeroCounts(), ...(s.queue?.counts ?? {}) };
+    // If the server sent every file, the counts follow from them; trust them either way.
+    this.bins = (s.bins ?? []).slice(-MAX_BINS);
+    this.samples = (s.samples ?? []).slice(-MAX_SAMPLES);
+    this.lastQueueChange = Math.max(0, ...[...this.files.values()].map((f) => f.updated_ms || 0));
+    this.emit("device", "folders", "queue", "bins", "samples");
+  }
+
+  setFolders(folders: string[]): void {
+    this.folders = folders;
+    this.emit("folders");
+  }
+
+  file(f: FileState): void {
+    const old = this.files.get(f.path);
+    if (old && FILE_STATES.includes(old.state)) this.counts[old.state] = Math.max(0, this.counts[old.state] - 1);
+    if (FILE_STATES.includes(f.state)) this.counts[f.state] += 1;
+    this.files.set(f.path, f);
+    this.lastQueueChange = Date.now();
+    this.emit("queue");
+  }
+
+  bin(b: BinView): void {
+    const last = this.bins[this.bins.length - 1];
+    if (last && b.id <= last.id) return; // already in the state that was loaded
+    this.bins.push(b);
+    if (this.bins.length > MAX_BINS) this.bins.splice(0, this.bins.length - MAX_BINS);
+    this.emit("bins");
+  }
+
+  sample(s: Sample): void {
+    const last = this.samples[this.samples.length - 1];
+    if (last && s.t_ms <= last.t_ms) return;
+    this.samples.push(s);
+    if (this.samples.length > MAX_SAMPLES) this.samples.splice(0, this.samples.length - MAX_SAMPLES);
+    if (this.device && s.memory_used_bytes !== null && s.memory_used_bytes !== undefined) {
+      this.device = { ...this.device, memory_used_bytes: s.memory_used_bytes };
+      this.emit("device");
+    }
+    this.emit("samples");
+  }
+
+  total(): number {
+    return FILE_STATES.reduce((a, k) => a + this.counts[k], 0);
+  }
+  finished(): number {
+    return this.counts.done + this.counts.failed + this.counts.no_text;
+  }
+  active(): number {
+    return this.counts.waiting + this.counts.extracting + this.counts.embedding;
+  }
+}
+
+export const store = new Store();

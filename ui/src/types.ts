@@ -1,0 +1,103 @@
+// The JSON types of docs/api.md, as the UI reads them.
+
+export type FileStateName = "waiting" | "extracting" | "embedding" | "done" | "failed" | "no_text";
+
+export const FILE_STATES: FileStateName[] = ["waiting", "extracting", "embedding", "done", "failed", "no_text"];
+
+export interface Probe {
+  capacity_tokens: number;
+  free_bytes: number;
+  total_bytes: number;
+  margin: number;
+}
+
+export interface Device {
+  name: string;
+  kind: "cpu" | "cuda" | "metal" | string;
+  bin_tokens: number;
+  probe: Probe | null;
+  memory_total_bytes: number | null;
+  memory_used_bytes: number | null;
+}
+
+export interface FileState {
+  path: string;
+  state: FileStateName;
+  error: string | null;
+  chunks: number | null;
+  pages: number | null;
+  updated_ms: number;
+}
+
+export type Counts = Record<FileStateName, number>;
+
+export interface BinView {
+  id: number;
+  at_ms: number;
+  capacity: number;
+  sequences: number[];
+  aligned: number[];
+  padding: number;
+  free: number;
+  fill: number;
+}
+
+export interface Sample {
+  t_ms: number;
+  tokens_per_s: number;
+  computed_per_s: number;
+  padded_equivalent_per_s: number;
+  bins_per_s: number;
+  queue_depth: number;
+  memory_used_bytes: number | null;
+}
+
+export interface AppState {
+  model: string;
+  device: Device;
+  folders: string[];
+  queue: { counts: Counts; files: FileState[] };
+  bins: BinView[];
+  samples: Sample[];
+}
+
+export interface Hit {
+  path: string;
+  page: number | null;
+  score: number;
+  text: string;
+  chunk?: string;
+  [key: string]: unknown;
+}
+
+export interface Chunk {
+  ordinal: number;
+  page_start: number | null;
+  page_end: number | null;
+  text: string;
+}
+
+export interface DocumentDetail {
+  path: string;
+  state: FileStateName | string;
+  error: string | null;
+  pages: number | null;
+  size: number | null;
+  chunks: Chunk[];
+  summary: string | null;
+}
+
+/** An error as the API reports it (`{error: {kind, message}}`), or one the transport makes. */
+export class ApiError extends Error {
+  constructor(
+    public kind: string,
+    message: string,
+    public status?: number,
+  ) {
+    super(message);
+    this.name = "ApiError";
+  }
+  get unauthorized(): boolean {
+    return this.status === 401 || this.kind === "unauthorized";
+  }
+}

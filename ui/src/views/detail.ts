@@ -1,0 +1,142 @@
+// One document in a side panel: status, error, summary, and its chunks with their pages.
+
+import { $, h, replace } from "../dom";
+import { basename, bytes, dirname, grouped, STATE_LABEL } from "../format";
+import { store } from "../store";
+import type { Transport } from "../transport";
+import type { Chunk, DocumentDetail } from "../types";
+import { highlighted, matches, queryStems } from "./search";
+import { showError } from "./toast";
+
+let current: string | null = null;
+
+export function mountDetail(t: Transport): (path: string, query?: string) => void {
+  const panel = $("detail");
+  window.addEventListener("keydown", (e) => {
+    if (e.key === "Escape" && !panel.hidden) close();
+  });
+  // a document still moving through the queue is shown again when its state changes
+  let lastState = "";
+  store.on("queue", () => {
+    if (!current || panel.hidden) return;
+    const f = store.files.get(current);
+    if (f && f.state !== lastState) {
+      lastState = f.state;
+      void open(current, currentQuery, true);
+    }
+  });
+  let currentQuery: string | undefined;
+
+  function close() {
+    panel.hidden = true;
+    panel.classList.remove("open");
+    current = null;
+  }
+
+  async function open(path: string, query?: string, quiet = false) {
+    current = path;
+    currentQuery = query;
+    lastState = store.files.get(path)?.state ?? "";
+    panel.hidden = false;
+    requestAnimationFrame(() => panel.classList.add("open"));
+    if (!quiet) replace(panel, head(path, null), h("div", { class: "drawer-body" }, h("div", { class: "loading" }, "Loading…")));
+    try {
+      const doc = await t.document(path);
+      if (current !== path) return;
+      replace(panel, head(path, doc), body(doc, query));
+    } catch (e) {
+      if (current !== path) return;
+      const f = store.files.get(path);
+      replace(
+        panel,
+        head(path, null),
+        h(
+          "div",
+          { class: "drawer-body" },
+          f ? facts(f.state, f.pages, null, f.chunks) : null,
+          f?.error ? h("div", { class: "callout callout-error", "data-testid": "detail-error" }, f.error) : null,
+          h("div", { class: "callout" }, e instanceof Error ? e.message : String(e)),
+        ),
+      );
+      if (!quiet && !f) showError(e, "Document");
+    }
+  }
+
+  function head(path: string, doc: DocumentDetail | null): HTMLElement {
+    return h(
+      "div",
+      { class: "drawer-head" },
+      h(
+        "div",
+        { class: "drawer-title" },
+        h("h2", { "data-testid": "detail-name" }, basename(path)),
+        h("div", { class: "drawer-path", title: path }, dirname(path)),
+      ),
+      h(
+        "div",
+        { class: "drawer-actions" },
+        h(
+          "button",
+          {
+            class: "btn btn-primary",
+            type: "button",
+            "data-testid": "detail-open",
+            onclick: () => t.openFile(path).catch((e) => showError(e, "Open")),
+            disabled: doc === null && !store.files.has(path) ? true : null,
+          },
+          "Open file",
+        ),
+        h("button", { class: "btn btn-ghost", type: "button", "aria-label": "Close", "data-testid": "detail-close", onclick: close }, "×"),
+      ),
+    );
+  }
+
+  return (path, query) => void open(path, query);
+}
+
+function facts(state: string, pages: number | null, size: number | null, chunks: number | null): HTMLElement {
+  const item = (label: string, value: string | HTMLElement) => h("div", { class: "fact" }, h("span", { class: "fact-label" }, label), h("span", { class: "fact-value" }, value));
+  return h(
+    "div",
+    { class: "drawer-facts" },
+    item("status", h("span", { class: `badge state-${state}`, "data-testid": "detail-state" }, STATE_LABEL[state] ?? state)),
+    item("pages", pages === null || pages === undefined ? "–" : grouped(pages)),
+    item("size", bytes(size)),
+    item("chunks", chunks === null || chunks === undefined ? "–" : grouped(chunks)),
+  );
+}
+
+function body(doc: DocumentDetail, query?: string): HTMLElement {
+  const stems = query ? queryStems(query) : [];
+  const chunks = [...doc.chunks].sort((a, b) => a.ordinal - b.ordinal);
+  const firstHit = chunks.find((c) => matches(c.text, stems));
+  const el = h(
+    "div",
+    { class: "drawer-body" },
+    facts(String(doc.state), doc.pages, doc.size, doc.chunks.length),
+    doc.error ? h("div", { class: "callout callout-error", "data-testid": "detail-error" }, doc.error) : null,
+    h("h3", null, "Summary"),
+    doc.summary ? h("p", { class: "summary", "data-testid": "detail-summary" }, doc.summary) : h("p", { class: "muted" }, "No summary yet."),
+    h("h3", null, `Chunks`, h("span", { class: "h-sub" }, doc.chunks.length ? ` ${grouped(doc.chunks.length)}` : "")),
+    chunks.length
+      ? h(
+          "ol",
+          { class: "chunks", "data-testid": "detail-chunks" },
+          chunks.map((c) => chunk(c, stems, c === firstHit)),
+        )
+      : h("p", { class: "muted" }, doc.state === "no_text" ? "This PDF has no text layer (a scan?), so there is nothing to index." : "No chunks."),
+  );
+  if (firstHit) requestAnimationFrame(() => el.querySelector(".chunk.match")?.scrollIntoView({ block: "center" }));
+  return el;
+}
+
+function chunk(c: Chunk, stems: string[], match: boolean): HTMLElement {
+  const pages = c.page_start === null || c.page_start === undefined ? "" : c.page_end && c.page_end !== c.page_start ? `pp. ${c.page_start}–${c.page_end}` : `p. ${c.page_start}`;
+  const text = h("p", { class: "chunk-text" }, highlighted(c.text, stems));
+  return h(
+    "li",
+    { class: `chunk${match ? " match" : ""}`, "data-testid": "detail-chunk", onclick: () => text.classList.toggle("expanded") },
+    h("div", { class: "chunk-head" }, h("span", null, `#${c.ordinal}`), h("span", null, pages)),
+    text,
+  );
+}

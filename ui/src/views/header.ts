@@ -1,0 +1,89 @@
+// Top bar (model, device, probe capacity, memory, connection) and the watched-folder strip.
+
+import { $, h, icon, replace } from "../dom";
+import { bytes, grouped, percent, shortDir } from "../format";
+import { store } from "../store";
+import type { Connection, Transport } from "../transport";
+import { showError, toast } from "./toast";
+
+export function mountHeader(t: Transport): void {
+  store.on("device", drawDevice);
+  store.on("folders", drawFolders);
+
+  const form = $("folder-form") as HTMLFormElement;
+  const input = $("folder-input") as HTMLInputElement;
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const path = input.value.trim();
+    if (!path) return;
+    const button = form.querySelector("button")!;
+    button.disabled = true;
+    try {
+      store.setFolders(await t.addFolder(path));
+      input.value = "";
+      toast(`Watching ${shortDir(path, 60)}`);
+    } catch (err) {
+      showError(err);
+    } finally {
+      button.disabled = false;
+    }
+  });
+
+  async function remove(path: string) {
+    try {
+      store.setFolders(await t.removeFolder(path));
+    } catch (err) {
+      showError(err);
+    }
+  }
+
+  function drawFolders() {
+    const list = $("folders");
+    if (!store.folders.length) {
+      replace(list, h("li", { class: "folders-empty" }, "none yet"));
+      return;
+    }
+    replace(
+      list,
+      store.folders.map((f) =>
+        h(
+          "li",
+          { class: "folder", "data-testid": "folder", "data-path": f, title: f },
+          icon(FOLDER, "folder-icon"),
+          h("span", { class: "folder-path" }, shortDir(f, 42)),
+          h("button", { class: "folder-remove", type: "button", "aria-label": `Stop watching ${f}`, "data-testid": "folder-remove", onclick: () => remove(f) }, "×"),
+        ),
+      ),
+    );
+  }
+}
+
+const FOLDER = "M2.5 5.5a1.5 1.5 0 0 1 1.5-1.5h3.6l1.8 2H16a1.5 1.5 0 0 1 1.5 1.5v7A1.5 1.5 0 0 1 16 16H4a1.5 1.5 0 0 1-1.5-1.5z";
+
+function drawDevice() {
+  $("model-name").textContent = store.model || "–";
+  const d = store.device;
+  if (!d) return;
+  const kind = (d.kind || "").toUpperCase();
+  replace($("device-name"), d.name || "–", " ", h("span", { class: "pill" }, kind));
+  const cap = $("device-capacity");
+  cap.textContent = `${grouped(d.bin_tokens)} tokens`;
+  cap.title = d.probe
+    ? `found by the VRAM probe: ${grouped(d.probe.capacity_tokens)} tokens with ${bytes(d.probe.free_bytes)} free of ${bytes(d.probe.total_bytes)} (margin ${percent(d.probe.margin)})`
+    : "fixed bin capacity (no probe on this device)";
+  if (d.probe) cap.append(" ", h("span", { class: "pill pill-accent" }, "probed"));
+  const used = d.memory_used_bytes;
+  const total = d.memory_total_bytes;
+  $("device-memory").textContent = total ? `${bytes(used)} / ${bytes(total)}` : used !== null ? bytes(used) : "–";
+  const bar = $("device-memory-bar");
+  const frac = total && used !== null ? Math.min(1, used / total) : 0;
+  bar.style.width = `${(frac * 100).toFixed(1)}%`;
+  bar.parentElement!.hidden = !total;
+}
+
+export function showConnection(c: Connection): void {
+  const el = $("connection");
+  el.dataset.state = c;
+  el.querySelector(".connection-label")!.textContent = c === "live" ? "live" : c === "reconnecting" ? "reconnecting…" : c === "unauthorized" ? "no access" : "connecting…";
+  el.title = c === "live" ? "receiving live updates" : c === "reconnecting" ? "the live stream dropped; retrying" : "";
+}

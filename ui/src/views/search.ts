@@ -1,0 +1,155 @@
+// Search: a query box (answers as you type, after a pause) and the hits with the query's words marked.
+
+import { $, h, icon, replace } from "../dom";
+import { basename, dirname, shortDir } from "../format";
+import type { Transport } from "../transport";
+import { ApiError, type Hit } from "../types";
+import { showError } from "./toast";
+
+const K = 10;
+const STOP = new Set(
+  "a an and are as at be by can do does for from has have how i in is it its of on or should so that the their there they this to was what when where which who why will with you your".split(" "),
+);
+
+/** The query's words as stems to mark ("tomatoes" also marks "tomato"); stop words left out. */
+export function queryStems(query: string): string[] {
+  const words = query
+    .toLowerCase()
+    .split(/[^\p{L}\p{N}]+/u)
+    .filter((w) => w.length > 1 && !STOP.has(w));
+  return [...new Set(words.map((w) => (w.length > 4 ? w.replace(/(es|s)$/, "") : w)))];
+}
+
+export function matches(text: string, stems: string[]): boolean {
+  if (!stems.length) return false;
+  for (const m of text.toLowerCase().matchAll(/[\p{L}\p{N}]+/gu)) if (stems.some((s) => m[0].startsWith(s))) return true;
+  return false;
+}
+
+/** The text with every word that starts with one of the stems in <mark>. */
+export function highlighted(text: string, stems: string[]): (string | HTMLElement)[] {
+  if (!stems.length) return [text];
+  const out: (string | HTMLElement)[] = [];
+  let last = 0;
+  for (const m of text.matchAll(/[\p{L}\p{N}]+/gu)) {
+    const word = m[0].toLowerCase();
+    if (!stems.some((s) => word.startsWith(s))) continue;
+    const i = m.index ?? 0;
+    if (i > last) out.push(text.slice(last, i));
+    out.push(h("mark", null, m[0]));
+    last = i + m[0].length;
+  }
+  if (last < text.length) out.push(text.slice(last));
+  return out;
+}
+
+export function mountSearch(t: Transport, openDetail: (path: string, query?: string) => void): void {
+  const form = $("search-form") as HTMLFormElement;
+  const input = $("search-input") as HTMLInputElement;
+  const list = $("search-hits");
+  const meta = $("search-meta");
+  let timer: number | undefined;
+  let seq = 0;
+  let lastQuery = "";
+
+  const run = async () => {
+    const q = input.value.trim();
+    if (q === lastQuery) return;
+    lastQuery = q;
+    const mine = ++seq;
+    if (!q) {
+      replace(list);
+      meta.textContent = "";
+      list.parentElement!.classList.remove("has-hits");
+      return;
+    }
+    meta.textContent = "searching…";
+    const started = performance.now();
+    try {
+      const { hits } = await t.search(q, K);
+      if (mine !== seq) return;
+      const ms = performance.now() - started;
+      meta.textContent = `${hits.length} ${hits.length === 1 ? "hit" : "hits"} · ${ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`}`;
+      draw(hits, q);
+    } catch (e) {
+      if (mine !== seq) return;
+      meta.textContent = "";
+      if (e instanceof ApiError && e.kind === "not_found" && !e.unauthorized) {
+        replace(list, h("li", { class: "empty" }, e.message || "Nothing indexed yet."));
+        list.parentElement!.classList.add("has-hits");
+      } else showError(e, "Search");
+    }
+  };
+
+  function draw(hits: Hit[], q: string) {
+    list.parentElement!.classList.add("has-hits");
+    if (!hits.length) {
+      replace(list, h("li", { class: "empty", "data-testid": "search-empty" }, `Nothing matches “${q}” yet.`));
+      return;
+    }
+    const stems = queryStems(q);
+    const top = Math.max(...hits.map((x) => x.score || 0)) || 1;
+    replace(
+      list,
+      hits.map((hit) => {
+        const relevance = h("span", { class: "hit-score-bar" });
+        relevance.style.width = `${Math.max(6, ((hit.score || 0) / top) * 100)}%`;
+        return h(
+          "li",
+          {
+            class: "hit",
+            "data-testid": "search-hit",
+            "data-path": hit.path,
+            tabindex: 0,
+            onclick: () => openDetail(hit.path, q),
+            onkeydown: (e: Event) => {
+              if ((e as KeyboardEvent).key === "Enter") openDetail(hit.path, q);
+            },
+          },
+          h(
+            "div",
+            { class: "hit-head" },
+            icon(DOC, "hit-icon"),
+            h("span", { class: "hit-file", "data-testid": "search-hit-file" }, basename(hit.path)),
+            hit.page !== null && hit.page !== undefined ? h("span", { class: "hit-page" }, `p. ${hit.page}`) : null,
+            h("span", { class: "hit-dir" }, shortDir(dirname(hit.path), 60)),
+            h("span", { class: "hit-score", title: `score ${(hit.score ?? 0).toFixed(4)}` }, relevance),
+            h(
+              "button",
+              {
+                class: "btn btn-small",
+                type: "button",
+                "data-testid": "search-hit-open",
+                onclick: (e: Event) => {
+                  e.stopPropagation();
+                  t.openFile(hit.path).catch((err) => showError(err, "Open"));
+                },
+              },
+              "Open",
+            ),
+          ),
+          h("p", { class: "hit-text" }, highlighted(hit.text ?? "", stems)),
+        );
+      }),
+    );
+  }
+
+  input.addEventListener("input", () => {
+    clearTimeout(timer);
+    timer = window.setTimeout(run, 300);
+  });
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    clearTimeout(timer);
+    lastQuery = "\u0000"; // Enter always searches again (the index may have grown)
+    void run();
+  });
+  window.addEventListener("keydown", (e) => {
+    if (e.key === "/" && document.activeElement?.tagName !== "INPUT") {
+      e.preventDefault();
+      input.focus();
+    }
+  });
+}
+
+const DOC = "M5 2.5h6.5L15 6v11.5H5zM11.5 2.5V6H15";

@@ -1,0 +1,124 @@
+// Throughput over time (uPlot): real tokens/s against the tokens the device computed and what padded
+// batches of the same sequences would have cost; bins/s, queue depth and memory as numbers.
+
+import uPlot from "uplot";
+import { $, h, replace } from "../dom";
+import { bytes, compact, rate } from "../format";
+import { store } from "../store";
+import type { Sample } from "../types";
+
+let plot: uPlot | null = null;
+
+const SERIES = [
+  { key: "tokens_per_s", label: "real tokens/s", color: "--c-real" },
+  { key: "computed_per_s", label: "computed/s", color: "--c-computed" },
+  { key: "padded_equivalent_per_s", label: "padded-equivalent/s", color: "--c-padded" },
+] as const;
+
+function css(name: string): string {
+  return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || "#888";
+}
+
+/** Smoothed over the last few samples, so the numbers do not flicker every 500 ms. */
+function recent(key: keyof Sample, n = 4): number {
+  const xs = store.samples.slice(-n);
+  if (!xs.length) return 0;
+  return xs.reduce((a, s) => a + ((s[key] as number) || 0), 0) / xs.length;
+}
+
+function stat(label: string, value: string, testid: string, color?: string, hint?: string): HTMLElement {
+  const dot = color ? h("i", { class: "stat-dot" }) : null;
+  if (dot && color) dot.style.background = css(color);
+  return h("div", { class: "stat", title: hint ?? "" }, h("div", { class: "stat-value", "data-testid": testid }, value), h("div", { class: "stat-label" }, dot, label));
+}
+
+export function mountThroughput(): void {
+  store.on("samples", draw);
+  store.on("device", draw);
+  const el = $("throughput-chart");
+  new ResizeObserver(() => {
+    if (plot) plot.setSize(size(el));
+  }).observe(el);
+  window.matchMedia("(prefers-color-scheme: light)").addEventListener("change", () => {
+    plot?.destroy();
+    plot = null;
+    draw();
+  });
+}
+
+function size(el: HTMLElement) {
+  return { width: Math.max(200, el.clientWidth), height: Math.max(160, el.clientHeight - 34) };
+}
+
+function draw() {
+  const samples = store.samples;
+  const real = recent("tokens_per_s");
+  const computed = recent("computed_per_s");
+  const padded = recent("padded_equivalent_per_s");
+  const last = samples[samples.length - 1];
+  const saved = real > 0 && padded > 0 ? padded / real : 0;
+  replace(
+    $("throughput-stats"),
+    stat("real tokens", rate(real), "stat-tokens", "--c-real", "real tokens embedded per second"),
+    stat("computed", rate(computed), "stat-computed", "--c-computed", "tokens the device computed, alignment included"),
+    stat("padded-equivalent", rate(padded), "stat-padded", "--c-padded", "what padded batches of the same sequences would compute"),
+    stat("bins", `${compact(recent("bins_per_s"))} /s`, "stat-bins"),
+    stat("queue depth", last ? compact(last.queue_depth) : "0", "stat-queue"),
+    stat("less work than padding", saved ? `${saved.toFixed(saved >= 10 ? 0 : 1)}×` : "–", "stat-saving", undefined, "padded-equivalent ÷ real tokens"),
+  );
+  const d = store.device;
+  $("throughput-sub").textContent = d?.memory_total_bytes ? `${d.name} · ${bytes(d.memory_used_bytes)} of ${bytes(d.memory_total_bytes)} in use` : d ? d.name : "";
+
+  const el = $("throughput-chart");
+  el.dataset.points = String(samples.length);
+  const empty = el.querySelector(".chart-empty") as HTMLElement | null;
+  const anyWork = samples.some((s) => s.tokens_per_s > 0 || s.computed_per_s > 0);
+  if (empty) empty.hidden = anyWork;
+  el.classList.toggle("has-data", samples.length > 0);
+
+  const data: uPlot.AlignedData = [
+    samples.map((s) => s.t_ms / 1000),
+    samples.map((s) => s.tokens_per_s),
+    samples.map((s) => s.computed_per_s),
+    samples.map((s) => s.padded_equivalent_per_s),
+  ];
+  if (!samples.length) return;
+  if (!plot) {
+    const grid = css("--grid");
+    const text = css("--muted");
+    const axis: uPlot.Axis = {
+      stroke: text,
+      grid: { stroke: grid, width: 1 },
+      ticks: { stroke: grid, width: 1 },
+      font: "11px system-ui, sans-serif",
+    };
+    plot = new uPlot(
+      {
+        ...size(el),
+        cursor: { drag: { x: false, y: false }, points: { size: 6 } },
+        legend: { live: true },
+        scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(10, max * 1.1)] } },
+        axes: [
+          { ...axis, space: 70 },
+          { ...axis, size: 56, values: (_u, vals) => vals.map((v) => compact(v)) },
+        ],
+        series: [
+          { value: (_u, v) => (v === null ? "–" : new Date(v * 1000).toLocaleTimeString()) },
+          ...SERIES.map((s, i) => ({
+            label: s.label,
+            stroke: css(s.color),
+            width: i === 0 ? 2.25 : 1.5,
+            dash: i === 2 ? [6, 4] : undefined,
+            fill: i === 0 ? css("--c-real-fill") : undefined,
+            points: { show: false },
+            value: (_u: uPlot, v: number | null) => (v === null ? "–" : rate(v)),
+          })),
+        ],
+      },
+      data,
+      el,
+    );
+  } else {
+    plot.setData(data);
+  }
+}

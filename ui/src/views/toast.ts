@@ -1,0 +1,48 @@
+// Short messages in a corner; errors carry the API's kind and message and stay longer.
+
+import { $, h } from "../dom";
+import { ApiError } from "../types";
+
+let onUnauthorized: (() => void) | null = null;
+
+export function whenUnauthorized(fn: () => void): void {
+  onUnauthorized = fn;
+}
+
+export function toast(message: string, kind: "info" | "error" = "info", title?: string): void {
+  const el = h(
+    "div",
+    { class: `toast toast-${kind}`, "data-testid": "toast", "data-kind": kind, role: kind === "error" ? "alert" : "status" },
+    title ? h("div", { class: "toast-title" }, title) : null,
+    h("div", { class: "toast-body" }, message),
+  );
+  const close = () => {
+    el.classList.add("toast-out");
+    setTimeout(() => el.remove(), 250);
+  };
+  el.addEventListener("click", close);
+  $("toasts").appendChild(el);
+  setTimeout(close, kind === "error" ? 9000 : 3500);
+}
+
+const KIND_TITLE: Record<string, string> = {
+  not_found: "Not found",
+  invalid_input: "Invalid input",
+  path_not_allowed: "Path not allowed",
+  index: "Index error",
+  engine: "Engine error",
+  io: "I/O error",
+  internal: "Internal error",
+};
+
+export function showError(e: unknown, context?: string): void {
+  if (e instanceof ApiError) {
+    if (e.unauthorized) {
+      onUnauthorized?.();
+      return;
+    }
+    toast(e.message, "error", (context ? `${context}: ` : "") + (KIND_TITLE[e.kind] ?? e.kind));
+  } else {
+    toast(e instanceof Error ? e.message : String(e), "error", context ?? "Error");
+  }
+}
