@@ -51,24 +51,35 @@ pub fn build_bin<'a>(
     bin
 }
 
+/// The slots `slots` (in that order) of `bin` as a valid bin of their own: tape, positions and padding
+/// copied slot by slot, boundaries rebased. How a bin is cut for a smaller device or a retry.
+pub fn select_slots(bin: &Bin, slots: impl IntoIterator<Item = usize>) -> Bin {
+    let mut out = Bin {
+        layout: bin.layout,
+        input_ids: Vec::new(),
+        position_ids: Vec::new(),
+        cu_seqlens: vec![0],
+        seq_lens: Vec::new(),
+        max_seqlen: 0,
+        capacity: bin.capacity,
+        tags: Vec::new(),
+    };
+    for i in slots {
+        let (start, slot, _) = bin.slot(i);
+        out.input_ids.extend_from_slice(&bin.input_ids[start..start + slot]);
+        out.position_ids.extend_from_slice(&bin.position_ids[start..start + slot]);
+        out.cu_seqlens.push(out.input_ids.len() as u32);
+        out.seq_lens.push(bin.seq_lens[i]);
+        out.max_seqlen = out.max_seqlen.max(slot as u32);
+        out.tags.push(bin.tags[i]);
+    }
+    out
+}
+
 /// Splits a bin into its first `at` slots and the rest, each a valid bin of its own (positions
 /// and padding unchanged, boundaries rebased): how an out-of-memory bin is retried in halves.
 pub fn split_bin(bin: &Bin, at: usize) -> (Bin, Bin) {
-    let part = |from: usize, to: usize| {
-        let (lo, hi) = (bin.cu_seqlens[from] as usize, bin.cu_seqlens[to] as usize);
-        let cu_seqlens: Vec<u32> = bin.cu_seqlens[from..=to].iter().map(|&c| c - lo as u32).collect();
-        Bin {
-            layout: bin.layout,
-            input_ids: bin.input_ids[lo..hi].to_vec(),
-            position_ids: bin.position_ids[lo..hi].to_vec(),
-            max_seqlen: cu_seqlens.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0),
-            cu_seqlens,
-            seq_lens: bin.seq_lens[from..to].to_vec(),
-            capacity: bin.capacity,
-            tags: bin.tags[from..to].to_vec(),
-        }
-    };
-    (part(0, at), part(at, bin.num_sequences()))
+    (select_slots(bin, 0..at), select_slots(bin, at..bin.num_sequences()))
 }
 
 /// A packed bin: each slot rounded up to `align`.

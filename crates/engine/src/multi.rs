@@ -1,0 +1,637 @@
+//! Several devices behind one dispatcher: which device runs which bin, and what happens when one fails.
+//!
+//! Why per-device queues and predicted cost instead of one shared queue: bins differ in cost (a bin
+//! of a few long sequences pays more attention than one of many short ones), devices differ in speed
+//! and in capacity (each has its own probe result), and a GPU wants its next bin already built. So
+//! every bin gets a predicted cost ([`CostModel`]: tokens plus an attention term), every device a
+//! rate (seconds per unit of cost) measured from the bins it has run, and a bin goes to the device
+//! that would finish it first, counting what that device is running and has queued. The dispatcher
+//! builds a bin only when some device has room for one more (one bin ahead, as with one device), so
+//! a single device behaves exactly as before. A device that runs dry steals the last queued bin of
+//! the device that would finish last, when it would finish that bin sooner itself; a bin packed for
+//! a bigger device is cut ([`crate::tape::select_slots`]) so a smaller one can take part of it.
+//!
+//! Failures: a bin whose backend call fails with anything but out-of-memory (or panics) is run again
+//! on a device that has not failed it. If it then succeeds, the devices that failed it are taken out
+//! and their queued bins placed elsewhere; if every device fails it, the bin was at fault and its
+//! sequences get the error (so a bad input does not take down a healthy device, and a lone device
+//! goes on after a failing bin as before). A bin is owned by exactly one place at any time (a queue,
+//! a worker, or the reply channels), so no sequence is answered twice or lost; with every device
+//! gone, what is queued and what arrives is answered with an error, never left waiting.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use warpfold_backend::{Backend, BackendError, BackendInfo, Bin, Layout};
+
+use crate::scheduler::{EngineError, EngineStats, Work};
+use crate::tape::{select_slots, split_bin};
+
+/// Bins a device may have queued (beyond the one it runs) before the dispatcher waits for room.
+const ROOM: usize = 1;
+/// Bins the dispatcher may queue on one device when that device would still finish them first.
+const MAX_QUEUED: usize = 4;
+/// Weight of the newest measurement in a device's rate (exponential moving average).
+const RATE_SMOOTHING: f64 = 0.3;
+
+/// Predicted cost of a bin, in token-equivalents: its computed tokens plus `attention_weight` times
+/// the sum of its squared slot lengths. Per layer a token costs about 24·d² FLOPs in the matmuls and
+/// a sequence of L tokens about 4·d·L² in attention, so the weight is about 1/(6·d) for hidden size d.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct CostModel {
+    pub attention_weight: f64,
+}
+
+impl Default for CostModel {
+    fn default() -> Self {
+        // d = 768, a middle-sized model; the CLI sets it from the model's own hidden size.
+        Self::for_hidden_size(768)
+    }
+}
+
+impl CostModel {
+    pub fn for_hidden_size(hidden: usize) -> Self {
+        CostModel { attention_weight: 1.0 / (6.0 * hidden.max(1) as f64) }
+    }
+
+    pub fn cost(&self, bin: &Bin) -> f64 {
+        let squares: f64 = bin.cu_seqlens.windows(2).map(|w| f64::from(w[1] - w[0]).powi(2)).sum();
+        bin.computed_tokens() as f64 + self.attention_weight * squares
+    }
+}
+
+/// One device's counters since start.
+#[derive(Debug, Default)]
+pub struct DeviceCounters {
+    pub device: String,
+    /// The capacity its bins are packed or cut to (its probe result, or `--bin-tokens`).
+    pub bin_tokens: u32,
+    /// Capacity learnt from its out-of-memory errors (0: none yet).
+    pub capacity_limit: AtomicU32,
+    pub alive: AtomicBool,
+    pub bins: AtomicU64,
+    pub sequences: AtomicU64,
+    pub real_tokens: AtomicU64,
+    pub computed_tokens: AtomicU64,
+    pub busy_ns: AtomicU64,
+    /// Backend calls that failed with something other than out-of-memory.
+    pub failures: AtomicU64,
+    /// Bins (or parts of bins) it took from another device's queue.
+    pub stolen: AtomicU64,
+    pub oom_splits: AtomicU64,
+    /// Predicted cost of the bins it ran, in token-equivalents ([`CostModel`]).
+    pub cost_done: AtomicU64,
+    /// Its measured rate, seconds per unit of cost, as f64 bits (0: not measured yet).
+    pub seconds_per_cost: AtomicU64,
+}
+
+/// A plain copy of [`DeviceCounters`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct DeviceSnapshot {
+    pub device: String,
+    pub bin_tokens: u32,
+    pub capacity_limit: Option<u32>,
+    pub alive: bool,
+    pub bins: u64,
+    pub sequences: u64,
+    pub real_tokens: u64,
+    pub computed_tokens: u64,
+    pub busy_seconds: f64,
+    pub failures: u64,
+    pub stolen: u64,
+    pub oom_splits: u64,
+    pub cost_done: u64,
+    /// Measured speed in token-equivalents per second, once it has run a bin.
+    pub cost_per_second: Option<f64>,
+}
+
+impl DeviceCounters {
+    pub fn new(device: String, bin_tokens: u32) -> Self {
+        DeviceCounters { device, bin_tokens, alive: AtomicBool::new(true), ..Default::default() }
+    }
+
+    pub fn snapshot(&self) -> DeviceSnapshot {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let rate = f64::from_bits(load(&self.seconds_per_cost));
+        DeviceSnapshot {
+            device: self.device.clone(),
+            bin_tokens: self.bin_tokens,
+            capacity_limit: Some(self.capacity_limit.load(Ordering::Relaxed)).filter(|&c| c > 0),
+            alive: self.alive.load(Ordering::Relaxed),
+            bins: load(&self.bins),
+            sequences: load(&self.sequences),
+            real_tokens: load(&self.real_tokens),
+            computed_tokens: load(&self.computed_tokens),
+            busy_seconds: load(&self.busy_ns) as f64 * 1e-9,
+            failures: load(&self.failures),
+            stolen: load(&self.stolen),
+            oom_splits: load(&self.oom_splits),
+            cost_done: load(&self.cost_done),
+            cost_per_second: (rate > 0.0).then(|| 1.0 / rate),
+        }
+    }
+
+    /// Counters since `before` (for a benchmark that warms up first); the state fields are `self`'s.
+    pub fn delta(now: &DeviceSnapshot, before: &DeviceSnapshot) -> DeviceSnapshot {
+        DeviceSnapshot {
+            bins: now.bins - before.bins,
+            sequences: now.sequences - before.sequences,
+            real_tokens: now.real_tokens - before.real_tokens,
+            computed_tokens: now.computed_tokens - before.computed_tokens,
+            busy_seconds: now.busy_seconds - before.busy_seconds,
+            failures: now.failures - before.failures,
+            stolen: now.stolen - before.stolen,
+            oom_splits: now.oom_splits - before.oom_splits,
+            cost_done: now.cost_done - before.cost_done,
+            ..now.clone()
+        }
+    }
+}
+
+/// Fault injection, for tests and the multi-device benchmark (`WARPFOLD_FAIL_DEVICE`): runs the
+/// first `after_bins` bins on `inner`, then fails every bin as a broken device would.
+pub struct FailAfter<B> {
+    pub inner: B,
+    pub after_bins: u64,
+    ran: u64,
+}
+
+impl<B> FailAfter<B> {
+    pub fn new(inner: B, after_bins: u64) -> Self {
+        FailAfter { inner, after_bins, ran: 0 }
+    }
+}
+
+impl<B: Backend> Backend for FailAfter<B> {
+    fn info(&self) -> BackendInfo {
+        self.inner.info()
+    }
+    fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
+        if self.ran >= self.after_bins {
+            return Err(BackendError::Inference(format!("injected device failure after {} bins", self.after_bins)));
+        }
+        self.ran += 1;
+        self.inner.embed(bin)
+    }
+    fn activation_bytes_per_token(&self) -> u64 {
+        self.inner.activation_bytes_per_token()
+    }
+    fn max_bin_tokens(&self) -> usize {
+        self.inner.max_bin_tokens()
+    }
+}
+
+/// Parses `DEVICE:after_bins=N` (the device's index in the list, N bins before it fails).
+pub fn parse_fail_spec(spec: &str) -> Result<(usize, u64), String> {
+    let bad = || format!("expected DEVICE:after_bins=N (e.g. 1:after_bins=20), got {spec:?}");
+    let (device, rest) = spec.split_once(':').ok_or_else(bad)?;
+    let bins = rest.strip_prefix("after_bins=").ok_or_else(bad)?;
+    Ok((device.trim().parse().map_err(|_| bad())?, bins.trim().parse().map_err(|_| bad())?))
+}
+
+/// A bin on its way to a device, with what its failures so far have taught.
+pub(crate) struct Job {
+    work: Work,
+    cost: f64,
+    /// Devices (bit i: device i) on which this bin failed with something other than out-of-memory.
+    failed_on: u64,
+    /// The first such error: what its sequences get if no device is left to try.
+    error: Option<BackendError>,
+}
+
+impl Job {
+    fn widest_slot(&self) -> u32 {
+        self.work.bin.cu_seqlens.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0)
+    }
+
+    /// The same sequences' slots `slots` as a job of their own.
+    fn part(&self, slots: &[usize], cost: &CostModel) -> Job {
+        let bin = select_slots(&self.work.bin, slots.iter().copied());
+        let replies = slots.iter().map(|&i| self.work.replies[i].clone()).collect();
+        Job { cost: cost.cost(&bin), work: Work { bin, replies }, failed_on: self.failed_on, error: self.error.clone() }
+    }
+}
+
+fn bit(device: usize) -> u64 {
+    1u64 << device
+}
+
+struct Running {
+    cost: f64,
+    started: Instant,
+}
+
+struct Slot {
+    bin_tokens: u32,
+    queue: VecDeque<Job>,
+    running: Option<Running>,
+    /// Seconds per unit of cost, measured.
+    rate: Option<f64>,
+    alive: bool,
+}
+
+struct State {
+    slots: Vec<Slot>,
+    /// The dispatcher has stopped: workers leave once nothing is queued or running anywhere.
+    closed: bool,
+}
+
+/// The devices' queues and workers, shared by the dispatcher and one worker thread per device.
+pub(crate) struct Devices {
+    state: Mutex<State>,
+    changed: Condvar,
+    cost: CostModel,
+    stats: Arc<EngineStats>,
+}
+
+impl Devices {
+    pub(crate) fn new(capacities: &[u32], cost: CostModel, stats: Arc<EngineStats>) -> Arc<Devices> {
+        assert!(!capacities.is_empty() && capacities.len() <= 64, "an engine drives 1 to 64 devices");
+        let slots = capacities
+            .iter()
+            .map(|&bin_tokens| Slot { bin_tokens, queue: VecDeque::new(), running: None, rate: None, alive: true })
+            .collect();
+        Arc::new(Devices { state: Mutex::new(State { slots, closed: false }), changed: Condvar::new(), cost, stats })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while the lock was held (a bug) must not stop the other devices from answering.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Moves `backend` onto a worker thread of its own for device `d`.
+    pub(crate) fn spawn_worker<B: Backend + 'static>(self: &Arc<Self>, d: usize, backend: B) -> JoinHandle<()> {
+        let devices = self.clone();
+        std::thread::Builder::new()
+            .name(format!("warpfold-device-{d}"))
+            .spawn(move || devices.run_worker(d, backend))
+            .expect("spawning a device thread")
+    }
+
+    /// The capacity to pack new bins against: the largest any live device can take now.
+    pub(crate) fn pack_capacity(&self) -> Option<u32> {
+        let st = self.lock();
+        (0..st.slots.len()).filter(|&d| st.slots[d].alive).map(|d| self.effective(&st, d)).max()
+    }
+
+    /// Blocks until some live device has room for one more bin (or none is left).
+    pub(crate) fn wait_for_room(&self) {
+        let mut st = self.lock();
+        while st.slots.iter().any(|s| s.alive) && !st.slots.iter().any(|s| s.alive && s.queue.len() < ROOM) {
+            st = self.changed.wait(st).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Hands a built bin to the device predicted to finish it first.
+    pub(crate) fn assign(&self, work: Work) {
+        let job = Job { cost: self.cost.cost(&work.bin), work, failed_on: 0, error: None };
+        let mut st = self.lock();
+        self.place(&mut st, job);
+        drop(st);
+        self.changed.notify_all();
+    }
+
+    /// No more bins will come: workers finish what is queued and leave.
+    pub(crate) fn close(&self) {
+        self.lock().closed = true;
+        self.changed.notify_all();
+    }
+
+    fn effective(&self, st: &State, d: usize) -> u32 {
+        match self.stats.devices[d].capacity_limit.load(Ordering::Relaxed) {
+            0 => st.slots[d].bin_tokens,
+            learnt => learnt.min(st.slots[d].bin_tokens),
+        }
+    }
+
+    fn rate(st: &State, d: usize) -> f64 {
+        st.slots[d].rate.unwrap_or_else(|| {
+            // Not measured yet: as fast as the average measured device (all alike before any).
+            let known: Vec<f64> = st.slots.iter().filter_map(|s| s.rate).collect();
+            if known.is_empty() {
+                1.0
+            } else {
+                known.iter().sum::<f64>() / known.len() as f64
+            }
+        })
+    }
+
+    /// Predicted seconds until device `d` has run what it runs and holds now.
+    fn backlog(st: &State, d: usize) -> f64 {
+        let slot = &st.slots[d];
+        let rate = Self::rate(st, d);
+        let running = slot.running.as_ref().map_or(0.0, |r| (r.cost * rate - r.started.elapsed().as_secs_f64()).max(0.0));
+        running + slot.queue.iter().map(|j| j.cost).sum::<f64>() * rate
+    }
+
+    /// Can device `d` take (part of) `job`: alive, not failed on it, and its widest slot fits.
+    fn can_take(st: &State, d: usize, job: &Job) -> bool {
+        st.slots[d].alive
+            && job.failed_on & bit(d) == 0
+            && (job.work.bin.layout != Layout::Packed || job.widest_slot() <= st.slots[d].bin_tokens)
+    }
+
+    /// Slots of `job` (in order, first fit) that fill at most `capacity` tokens; at least one.
+    fn fitting_slots(job: &Job, capacity: u32) -> Vec<usize> {
+        let bin = &job.work.bin;
+        let mut used = 0;
+        let mut chosen = Vec::new();
+        for i in 0..bin.num_sequences() {
+            let (_, slot, _) = bin.slot(i);
+            if used + slot <= capacity as usize || chosen.is_empty() {
+                used += slot;
+                chosen.push(i);
+            }
+        }
+        chosen
+    }
+
+    /// Cuts `job` for device `d` when it was packed for a bigger one: (the part `d` takes, the rest).
+    fn cut_for(&self, st: &State, d: usize, job: Job) -> (Job, Option<Job>) {
+        let capacity = self.effective(st, d);
+        if job.work.bin.layout != Layout::Packed || job.work.bin.computed_tokens() <= capacity as usize {
+            return (job, None);
+        }
+        let taken = Self::fitting_slots(&job, capacity);
+        if taken.len() == job.work.bin.num_sequences() {
+            return (job, None);
+        }
+        let rest: Vec<usize> = (0..job.work.bin.num_sequences()).filter(|i| !taken.contains(i)).collect();
+        (job.part(&taken, &self.cost), Some(job.part(&rest, &self.cost)))
+    }
+
+    /// Queues `job` on the device predicted to finish it first, cutting it for a smaller device;
+    /// answers it with an error when no device can take it.
+    fn place(&self, st: &mut State, mut job: Job) {
+        loop {
+            let finish = |d: usize| Self::backlog(st, d) + job.cost * Self::rate(st, d);
+            let eligible: Vec<usize> = (0..st.slots.len()).filter(|&d| Self::can_take(st, d, &job)).collect();
+            // Devices with fewer than MAX_QUEUED bins first: a retry or a dead device's queue still
+            // has to go somewhere when all are full.
+            let open: Vec<usize> = eligible.iter().copied().filter(|&d| st.slots[d].queue.len() < MAX_QUEUED).collect();
+            let pool = if open.is_empty() { &eligible } else { &open };
+            let Some(d) = pool.iter().copied().min_by(|&a, &b| finish(a).total_cmp(&finish(b))) else {
+                return self.unplaceable(st, job);
+            };
+            let (taken, rest) = self.cut_for(st, d, job);
+            st.slots[d].queue.push_back(taken);
+            match rest {
+                Some(rest) => job = rest,
+                None => return,
+            }
+        }
+    }
+
+    /// No device can take `job`: its error, or the reason no device can.
+    fn unplaceable(&self, st: &mut State, job: Job) {
+        let alive: Vec<usize> = (0..st.slots.len()).filter(|&d| st.slots[d].alive).collect();
+        let widest_alive = alive.iter().map(|&d| st.slots[d].bin_tokens).max();
+        let bin = &job.work.bin;
+        if job.error.is_none() && bin.layout == Layout::Packed {
+            if let Some(capacity) = widest_alive {
+                // The device that could hold its widest sequences is gone: those fail, the rest go on.
+                let (fit, too_wide): (Vec<usize>, Vec<usize>) =
+                    (0..bin.num_sequences()).partition(|&i| bin.slot(i).1 <= capacity as usize);
+                for &i in &too_wide {
+                    let (_, slot, real) = bin.slot(i);
+                    let error = EngineError::SequenceTooLong { tokens: real, aligned: slot, capacity: capacity as usize };
+                    let _ = job.work.replies[i].send((bin.tags[i].index, Err(error)));
+                }
+                self.stats.failed_bins.fetch_add(1, Ordering::Relaxed);
+                if !fit.is_empty() {
+                    let rest = job.part(&fit, &self.cost);
+                    self.place(st, rest);
+                }
+                return;
+            }
+        }
+        let error = job.error.unwrap_or_else(|| BackendError::Inference("every device has failed".into()));
+        tracing::warn!(%error, sequences = bin.num_sequences(), "bin failed");
+        self.stats.failed_bins.fetch_add(1, Ordering::Relaxed);
+        for (tag, reply) in bin.tags.iter().zip(&job.work.replies) {
+            let _ = reply.send((tag.index, Err(EngineError::Backend(error.clone()))));
+        }
+    }
+
+    /// Takes device `d` out and places its queued bins elsewhere.
+    fn retire(&self, st: &mut State, d: usize, why: &str) {
+        if !st.slots[d].alive {
+            return;
+        }
+        st.slots[d].alive = false;
+        self.stats.devices[d].alive.store(false, Ordering::Relaxed);
+        let queued: Vec<Job> = st.slots[d].queue.drain(..).collect();
+        tracing::warn!(device = %self.stats.devices[d].device, requeued = queued.len(), why, "device taken out");
+        for job in queued {
+            self.place(st, job);
+        }
+    }
+
+    /// The last queued bin of the device that would finish last, when `d` would finish it sooner.
+    fn steal(&self, st: &mut State, d: usize) -> Option<Job> {
+        let my_rate = Self::rate(st, d);
+        let victim = (0..st.slots.len())
+            .filter(|&v| v != d && st.slots[v].queue.back().is_some_and(|j| Self::can_take(st, d, j)))
+            .max_by(|&a, &b| Self::backlog(st, a).total_cmp(&Self::backlog(st, b)))?;
+        let job = st.slots[victim].queue.back().expect("checked non-empty");
+        if job.cost * my_rate >= Self::backlog(st, victim) {
+            return None;
+        }
+        let job = st.slots[victim].queue.pop_back().expect("checked non-empty");
+        let (taken, rest) = self.cut_for(st, d, job);
+        if let Some(rest) = rest {
+            st.slots[victim].queue.push_back(rest);
+        }
+        self.stats.devices[d].stolen.fetch_add(1, Ordering::Relaxed);
+        Some(taken)
+    }
+
+    /// The next bin for device `d`, or `None` when it should stop.
+    fn next_job(&self, d: usize) -> Option<Job> {
+        let mut st = self.lock();
+        loop {
+            if !st.slots[d].alive {
+                return None;
+            }
+            let job = match st.slots[d].queue.pop_front() {
+                Some(job) => Some(job),
+                None => self.steal(&mut st, d),
+            };
+            if let Some(job) = job {
+                st.slots[d].running = Some(Running { cost: job.cost, started: Instant::now() });
+                drop(st);
+                // The dispatcher may be waiting for room.
+                self.changed.notify_all();
+                return Some(job);
+            }
+            let idle = st.slots.iter().all(|s| s.queue.is_empty() && s.running.is_none());
+            if st.closed && idle {
+                return None;
+            }
+            st = self.changed.wait(st).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    fn run_worker<B: Backend>(self: Arc<Self>, d: usize, mut backend: B) {
+        let mut guard = WorkerGuard { devices: &self, device: d, job: None };
+        while let Some(job) = self.next_job(d) {
+            let job = guard.job.insert(job);
+            let started = Instant::now();
+            let counters = &self.stats.devices[d];
+            let results = execute(&mut backend, &job.work.bin, &|half| {
+                for (splits, limit) in [(&self.stats.oom_splits, &self.stats.capacity_limit), (&counters.oom_splits, &counters.capacity_limit)] {
+                    splits.fetch_add(1, Ordering::Relaxed);
+                    let _ = limit.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| Some(if c == 0 { half } else { c.min(half) }));
+                }
+            });
+            let job = guard.job.take().expect("held above");
+            self.finish(d, job, results, started.elapsed());
+        }
+        // Leaving: the others may be waiting for this device to go idle.
+        self.changed.notify_all();
+    }
+
+    /// Answers what device `d` ran, learns its rate, and sends what failed to another device.
+    fn finish(&self, d: usize, job: Job, results: Vec<Result<Vec<f32>, BackendError>>, elapsed: std::time::Duration) {
+        let stats = &self.stats;
+        let counters = &stats.devices[d];
+        let mut st = self.lock();
+        st.slots[d].running = None;
+        let ns = elapsed.as_nanos() as u64;
+        stats.backend_busy_ns.fetch_add(ns, Ordering::Relaxed);
+        counters.busy_ns.fetch_add(ns, Ordering::Relaxed);
+        let bin = &job.work.bin;
+        let any_ok = results.iter().any(Result::is_ok);
+        if results.iter().all(Result::is_ok) {
+            let measured = elapsed.as_secs_f64() / job.cost.max(1.0);
+            let rate = st.slots[d].rate.map_or(measured, |r| r + RATE_SMOOTHING * (measured - r));
+            st.slots[d].rate = Some(rate);
+            counters.seconds_per_cost.store(rate.to_bits(), Ordering::Relaxed);
+            counters.cost_done.fetch_add(job.cost as u64, Ordering::Relaxed);
+        }
+        if any_ok {
+            stats.bins.fetch_add(1, Ordering::Relaxed);
+            counters.bins.fetch_add(1, Ordering::Relaxed);
+            stats.record_bin(bin);
+        }
+        let mut retry = Vec::new();
+        let mut error = None;
+        let mut final_error = false;
+        for (i, result) in results.into_iter().enumerate() {
+            let answer = match result {
+                Ok(v) => {
+                    let (_, slot, real) = bin.slot(i);
+                    for (seqs, real_tokens, computed) in [
+                        (&stats.sequences, &stats.real_tokens, &stats.computed_tokens),
+                        (&counters.sequences, &counters.real_tokens, &counters.computed_tokens),
+                    ] {
+                        seqs.fetch_add(1, Ordering::Relaxed);
+                        real_tokens.fetch_add(real as u64, Ordering::Relaxed);
+                        computed.fetch_add(slot as u64, Ordering::Relaxed);
+                    }
+                    Ok(v)
+                }
+                // Too large for this device even alone: final, as on a single device.
+                Err(e @ BackendError::OutOfMemory { .. }) => {
+                    final_error = true;
+                    Err(EngineError::Backend(e))
+                }
+                Err(e) => {
+                    error.get_or_insert(e);
+                    retry.push(i);
+                    continue;
+                }
+            };
+            let _ = job.work.replies[i].send((bin.tags[i].index, answer));
+        }
+        if final_error {
+            tracing::warn!(device = %counters.device, sequences = bin.num_sequences(), "bin failed: out of memory");
+            stats.failed_bins.fetch_add(1, Ordering::Relaxed);
+        }
+        if any_ok && job.failed_on != 0 {
+            // It ran here: the devices that failed it are at fault, not the bin.
+            for f in (0..st.slots.len()).filter(|&f| job.failed_on & bit(f) != 0) {
+                self.retire(&mut st, f, "a bin it failed ran on another device");
+            }
+        }
+        if let Some(error) = error {
+            counters.failures.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(device = %counters.device, %error, sequences = retry.len(), "bin failed on this device; trying another");
+            let mut again = job.part(&retry, &self.cost);
+            again.failed_on |= bit(d);
+            again.error.get_or_insert(error);
+            self.place(&mut st, again);
+        }
+        drop(st);
+        self.changed.notify_all();
+    }
+}
+
+/// Takes the device out if its worker thread dies, placing the bin it held elsewhere.
+struct WorkerGuard<'a> {
+    devices: &'a Devices,
+    device: usize,
+    job: Option<Job>,
+}
+
+impl Drop for WorkerGuard<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let d = self.device;
+        let mut st = self.devices.lock();
+        st.slots[d].running = None;
+        self.devices.retire(&mut st, d, "its worker thread panicked");
+        if let Some(mut job) = self.job.take() {
+            job.failed_on |= bit(d);
+            job.error.get_or_insert(BackendError::Inference("the device's worker thread panicked".into()));
+            self.devices.place(&mut st, job);
+        }
+        drop(st);
+        self.devices.changed.notify_all();
+    }
+}
+
+/// Runs one bin, a panic in the model becoming that bin's error.
+fn call_backend<B: Backend>(backend: &mut B, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
+    // A panicking model costs its own bin, not the engine: the thread lives on for the next one.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| backend.embed(bin))).unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        Err(BackendError::Inference(format!("the backend panicked: {why}")))
+    });
+    match result {
+        Ok(v) if v.len() != bin.num_sequences() => Err(BackendError::Inference(format!(
+            "backend returned {} vectors for {} sequences",
+            v.len(),
+            bin.num_sequences()
+        ))),
+        other => other,
+    }
+}
+
+/// Runs a bin; when the device runs out of memory, reports half the bin as the capacity to learn
+/// (`on_oom`) and runs the bin again in halves, recursively. One result per sequence: no sequence
+/// is lost, and only a sequence that does not fit even alone gets the out-of-memory error.
+fn execute<B: Backend>(backend: &mut B, bin: &Bin, on_oom: &dyn Fn(u32)) -> Vec<Result<Vec<f32>, BackendError>> {
+    match call_backend(backend, bin) {
+        Ok(vectors) => vectors.into_iter().map(Ok).collect(),
+        Err(BackendError::OutOfMemory { tokens }) if bin.num_sequences() > 1 => {
+            let half = (bin.computed_tokens() / 2).max(1) as u32;
+            on_oom(half);
+            tracing::warn!(tokens, sequences = bin.num_sequences(), capacity = half, "out of memory: splitting the bin");
+            let (first, second) = split_bin(bin, bin.num_sequences() / 2);
+            let mut out = execute(backend, &first, on_oom);
+            out.extend(execute(backend, &second, on_oom));
+            out
+        }
+        Err(e) => vec![Err(e); bin.num_sequences()],
+    }
+}
