@@ -68,6 +68,7 @@ async function start(): Promise<void> {
     bin: (b) => store.bin(b),
     sample: (s) => store.sample(s),
     folders: (f) => store.setFolders(f),
+    removed: (path) => store.removeFile(path),
     connection: (c: Connection) => {
       showConnection(c);
       if (c === "unauthorized") tokenScreen();

@@ -62,6 +62,15 @@ class Store {
     this.emit("queue");
   }
 
+  removeFile(path: string): void {
+    const old = this.files.get(path);
+    if (!old) return;
+    if (FILE_STATES.includes(old.state)) this.counts[old.state] = Math.max(0, this.counts[old.state] - 1);
+    this.files.delete(path);
+    this.lastQueueChange = Date.now();
+    this.emit("queue");
+  }
+
   bin(b: BinView): void {
     const last = this.bins[this.bins.length - 1];
     if (last && b.id <= last.id) return; // already in the state that was loaded

@@ -4,7 +4,7 @@
 import { Channel, invoke } from "@tauri-apps/api/core";
 import { listen } from "@tauri-apps/api/event";
 import { getCurrentWebview } from "@tauri-apps/api/webview";
-import { ApiError, type AppState, type BinView, type DocumentDetail, type FileState, type Hit, type Sample } from "./types";
+import { ApiError, toDocumentDetail, type AppState, type BinView, type DocumentDetail, type FileState, type Hit, type Sample } from "./types";
 
 export type Connection = "connecting" | "live" | "reconnecting" | "unauthorized";
 
@@ -13,6 +13,8 @@ export interface LiveHandlers {
   bin(bin: BinView): void;
   sample(sample: Sample): void;
   folders(folders: string[]): void;
+  /** A file left the queue and the index (deleted, or renamed: its new name arrives as a queue event). */
+  removed(path: string): void;
   /** The live stream's health; after "live" following a gap the caller should reload the state. */
   connection(state: Connection): void;
 }
@@ -83,8 +85,8 @@ class TauriTransport implements Transport {
   search(query: string, k: number) {
     return call<{ hits: Hit[] }>("search", { query, k });
   }
-  document(path: string) {
-    return call<DocumentDetail>("document", { path });
+  async document(path: string): Promise<DocumentDetail> {
+    return toDocumentDetail(await call<unknown>("document", { path }));
   }
   async openFile(path: string) {
     await call<void>("open_file", { path });
@@ -101,10 +103,11 @@ class TauriTransport implements Transport {
       listen<FileState>("queue", (e) => h.queue(e.payload)),
       listen<BinView>("bin", (e) => h.bin(e.payload)),
       listen<string[]>("folders", (e) => h.folders(e.payload)),
+      listen<string>("removed", (e) => h.removed(e.payload)),
       call<void>("subscribe_samples", { channel }),
     ])
-      .then(([a, b, c]) => {
-        unlisten.push(a, b, c);
+      .then(([a, b, c, d]) => {
+        unlisten.push(a, b, c, d);
         if (closed) unlisten.forEach((u) => u());
         else h.connection("live");
       })
@@ -216,8 +219,8 @@ class HttpTransport implements Transport {
   search(query: string, k: number) {
     return this.json<{ hits: Hit[] }>("GET", `/api/search?q=${encodeURIComponent(query)}&k=${k}`);
   }
-  document(path: string) {
-    return this.json<DocumentDetail>("GET", `/api/document?path=${encodeURIComponent(path)}`);
+  async document(path: string): Promise<DocumentDetail> {
+    return toDocumentDetail(await this.json<unknown>("GET", `/api/document?path=${encodeURIComponent(path)}`));
   }
   async openFile(path: string) {
     // A window opened now, inside the click, is not blocked as a pop-up; it is pointed at the bytes
@@ -266,6 +269,9 @@ class HttpTransport implements Transport {
           break;
         case "folders":
           h.folders(payload as string[]);
+          break;
+        case "removed":
+          h.removed(payload as string);
           break;
       }
     };

@@ -59,6 +59,9 @@ export interface AppState {
   queue: { counts: Counts; files: FileState[] };
   bins: BinView[];
   samples: Sample[];
+  /** Optional extras a server may send: what the index holds. */
+  documents?: number;
+  chunks?: number;
 }
 
 export interface Hit {
@@ -85,6 +88,25 @@ export interface DocumentDetail {
   size: number | null;
   chunks: Chunk[];
   summary: string | null;
+}
+
+/**
+ * The answer of `document`, as docs/api.md has it. A server that answers `{path, state: FileState,
+ * detail: {status, error, pages, size, chunks: [..]}, summary}` instead is read the same way.
+ */
+export function toDocumentDetail(raw: any): DocumentDetail {
+  const file = raw?.state && typeof raw.state === "object" ? raw.state : null;
+  const d = raw?.detail && typeof raw.detail === "object" ? raw.detail : raw ?? {};
+  const status = typeof d.status === "string" ? (d.status === "indexed" ? "done" : d.status) : undefined;
+  return {
+    path: String(raw?.path ?? d.path ?? ""),
+    state: file?.state ?? (typeof raw?.state === "string" ? raw.state : status) ?? "unknown",
+    error: file?.error ?? d.error ?? null,
+    pages: d.pages ?? file?.pages ?? null,
+    size: d.size ?? null,
+    chunks: Array.isArray(d.chunks) ? d.chunks : [],
+    summary: raw?.summary ?? null,
+  };
 }
 
 /** An error as the API reports it (`{error: {kind, message}}`), or one the transport makes. */

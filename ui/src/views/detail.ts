@@ -12,6 +12,8 @@ let current: string | null = null;
 
 export function mountDetail(t: Transport): (path: string, query?: string) => void {
   const panel = $("detail");
+  const scrim = $("detail-scrim");
+  scrim.addEventListener("click", () => close());
   window.addEventListener("keydown", (e) => {
     if (e.key === "Escape" && !panel.hidden) close();
   });
@@ -29,6 +31,7 @@ export function mountDetail(t: Transport): (path: string, query?: string) => voi
 
   function close() {
     panel.hidden = true;
+    scrim.hidden = true;
     panel.classList.remove("open");
     current = null;
   }
@@ -38,6 +41,7 @@ export function mountDetail(t: Transport): (path: string, query?: string) => voi
     currentQuery = query;
     lastState = store.files.get(path)?.state ?? "";
     panel.hidden = false;
+    scrim.hidden = false;
     requestAnimationFrame(() => panel.classList.add("open"));
     if (!quiet) replace(panel, head(path, null), h("div", { class: "drawer-body" }, h("div", { class: "loading" }, "Loading…")));
     try {

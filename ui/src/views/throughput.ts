@@ -26,10 +26,15 @@ function recent(key: keyof Sample, n = 4): number {
   return xs.reduce((a, s) => a + ((s[key] as number) || 0), 0) / xs.length;
 }
 
-function stat(label: string, value: string, testid: string, color?: string, hint?: string): HTMLElement {
+function stat(label: string, value: string, unit: string, testid: string, color?: string, hint?: string): HTMLElement {
   const dot = color ? h("i", { class: "stat-dot" }) : null;
   if (dot && color) dot.style.background = css(color);
-  return h("div", { class: "stat", title: hint ?? "" }, h("div", { class: "stat-value", "data-testid": testid }, value), h("div", { class: "stat-label" }, dot, label));
+  return h(
+    "div",
+    { class: "stat", title: hint ?? "" },
+    h("div", { class: "stat-value", "data-testid": testid }, value, unit ? h("span", { class: "stat-unit" }, unit) : null),
+    h("div", { class: "stat-label" }, dot, label),
+  );
 }
 
 export function mountThroughput(): void {
@@ -47,7 +52,7 @@ export function mountThroughput(): void {
 }
 
 function size(el: HTMLElement) {
-  return { width: Math.max(200, el.clientWidth), height: Math.max(160, el.clientHeight - 34) };
+  return { width: Math.max(200, el.clientWidth), height: Math.max(160, el.clientHeight) };
 }
 
 function draw() {
@@ -59,12 +64,12 @@ function draw() {
   const saved = real > 0 && padded > 0 ? padded / real : 0;
   replace(
     $("throughput-stats"),
-    stat("real tokens", rate(real), "stat-tokens", "--c-real", "real tokens embedded per second"),
-    stat("computed", rate(computed), "stat-computed", "--c-computed", "tokens the device computed, alignment included"),
-    stat("padded-equivalent", rate(padded), "stat-padded", "--c-padded", "what padded batches of the same sequences would compute"),
-    stat("bins", `${compact(recent("bins_per_s"))} /s`, "stat-bins"),
-    stat("queue depth", last ? compact(last.queue_depth) : "0", "stat-queue"),
-    stat("less work than padding", saved ? `${saved.toFixed(saved >= 10 ? 0 : 1)}×` : "–", "stat-saving", undefined, "padded-equivalent ÷ real tokens"),
+    stat("real tokens", compact(real), "tok/s", "stat-tokens", "--c-real", "real tokens embedded per second"),
+    stat("computed", compact(computed), "tok/s", "stat-computed", "--c-computed", "tokens the device computed, alignment padding included"),
+    stat("if padded", compact(padded), "tok/s", "stat-padded", "--c-padded", "what padded batches of the same sequences would have computed"),
+    stat("bins", compact(recent("bins_per_s")), "/s", "stat-bins", undefined, "bins run per second"),
+    stat("queue depth", last ? compact(last.queue_depth) : "0", "", "stat-queue", undefined, "sequences waiting for the engine"),
+    stat("padding saved", saved ? `${saved.toFixed(saved >= 10 ? 0 : 1)}×` : "–", "", "stat-saving", undefined, "padded-equivalent ÷ real tokens: how much more a padded batcher would compute"),
   );
   const d = store.device;
   $("throughput-sub").textContent = d?.memory_total_bytes ? `${d.name} · ${bytes(d.memory_used_bytes)} of ${bytes(d.memory_total_bytes)} in use` : d ? d.name : "";
@@ -96,10 +101,15 @@ function draw() {
       {
         ...size(el),
         cursor: { drag: { x: false, y: false }, points: { size: 6 } },
-        legend: { live: true },
+        legend: { show: false }, // the stat tiles above carry the colours and the values
         scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(10, max * 1.1)] } },
         axes: [
-          { ...axis, space: 70 },
+          {
+            ...axis,
+            space: 84,
+            incrs: [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600],
+            values: (_u, splits) => splits.map((v) => new Date(v * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" })),
+          },
           { ...axis, size: 56, values: (_u, vals) => vals.map((v) => compact(v)) },
         ],
         series: [

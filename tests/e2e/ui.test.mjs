@@ -1,0 +1,260 @@
+// End to end in a real browser: the web UI against `warpfold serve`, through Debian's chromium.
+//
+//   cd tests/e2e && npm ci && node --test ui.test.mjs
+//
+// WARPFOLD: the binary (default target/release/warpfold; it embeds ui/dist, so build the UI first).
+// MOCK=1:   run against tests/e2e/mock-server.mjs instead (serves ui/dist; still uses WARPFOLD's
+//           make-samples for the documents).
+// CHROMIUM: the browser (default /usr/bin/chromium). ARTIFACTS: where screenshots and the server's
+//           log go (default tests/e2e/artifacts); screenshots are also written to docs/screenshots/.
+
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync, createWriteStream } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { basename, join, resolve } from "node:path";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const here = fileURLToPath(new URL(".", import.meta.url));
+const repo = resolve(here, "../..");
+const WARPFOLD = resolve(repo, process.env.WARPFOLD ?? "target/release/warpfold");
+const MOCK = process.env.MOCK === "1";
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const ARTIFACTS = resolve(process.env.ARTIFACTS ?? join(here, "artifacts"));
+const SHOTS = join(repo, "docs/screenshots");
+const TOKEN = "e2e-" + Math.random().toString(36).slice(2);
+const WAIT = Number(process.env.E2E_WAIT_MS ?? 180_000);
+
+mkdirSync(ARTIFACTS, { recursive: true });
+mkdirSync(SHOTS, { recursive: true });
+
+function freePort() {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.on("error", rej);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => res(port));
+    });
+  });
+}
+
+/** Starts the server and resolves with its base URL once it prints `listening on http://ADDR`. */
+function startServer(tmp, port) {
+  const args = ["serve", "--db", join(tmp, "index.db"), "--addr", `127.0.0.1:${port}`, "--token", TOKEN, "--data-dir", tmp];
+  const [cmd, argv] = MOCK ? [process.execPath, [join(here, "mock-server.mjs"), ...args]] : [WARPFOLD, args];
+  const child = spawn(cmd, argv, { cwd: repo, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, WARPFOLD_LOG: process.env.WARPFOLD_LOG ?? "info" } });
+  const log = createWriteStream(join(ARTIFACTS, "server.log"));
+  child.stderr.pipe(log);
+  const url = new Promise((res, rej) => {
+    let out = "";
+    const timer = setTimeout(() => rej(new Error(`the server printed no "listening on" line within ${WAIT} ms:\n${out}`)), WAIT);
+    child.stdout.on("data", (d) => {
+      log.write(d);
+      out += d;
+      const m = /listening on (http:\/\/\S+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        res(m[1].replace(/\/$/, ""));
+      }
+    });
+    child.on("exit", (code, sig) => {
+      clearTimeout(timer);
+      rej(new Error(`the server exited (${code ?? sig}) before listening; see ${join(ARTIFACTS, "server.log")}\n${out}`));
+    });
+  });
+  return { child, url };
+}
+
+async function shot(page, name, fullPage = false) {
+  // transient messages would cover the picture
+  await page.evaluate(() => document.querySelectorAll("[data-testid=toast]").forEach((el) => el.remove()));
+  const file = `browser-${name}.png`;
+  await page.screenshot({ path: join(ARTIFACTS, file), fullPage });
+  copyFileSync(join(ARTIFACTS, file), join(SHOTS, file));
+}
+
+const count = async (page, state) => Number((await page.getByTestId(`queue-${state}-count`).textContent()).replace(/[^\d]/g, ""));
+
+test("web UI against warpfold serve" + (MOCK ? " (mock)" : ""), { timeout: 15 * 60_000 }, async (t) => {
+  assert.ok(existsSync(WARPFOLD), `no warpfold binary at ${WARPFOLD} (set WARPFOLD)`);
+  assert.ok(existsSync(CHROMIUM), `no browser at ${CHROMIUM} (apt-get install chromium)`);
+  const tmp = mkdtempSync(join(tmpdir(), "warpfold-e2e-"));
+  const samples = join(tmp, "samples");
+  const made = spawnSync(WARPFOLD, ["make-samples", samples], { encoding: "utf8" });
+  assert.equal(made.status, 0, `make-samples failed: ${made.stderr}`);
+  // documents to upload: every sample PDF (one is a scan without a text layer) and a broken one
+  const pdfs = [];
+  for (const dir of readdirSync(samples)) for (const f of readdirSync(join(samples, dir))) if (f.endsWith(".pdf")) pdfs.push(join(samples, dir, f));
+  assert.ok(pdfs.some((p) => p.endsWith("tomatoes.pdf")) && pdfs.some((p) => p.includes("scan")), `unexpected samples: ${pdfs}`);
+  const broken = join(tmp, "broken", "broken.pdf");
+  mkdirSync(join(tmp, "broken"));
+  writeFileSync(broken, "%PDF-1.4\n1 0 obj\n<< /Type /Catalog /Pages 2 0 R >>\nendobj\n% cut short here");
+  const notes = join(samples, "notes"); // added later as a watched folder, never uploaded
+  const notesFiles = readdirSync(notes);
+
+  const port = await freePort();
+  const server = startServer(tmp, port);
+  let browser;
+  const pageErrors = [];
+  try {
+    const base = await server.url;
+    t.diagnostic(`server at ${base}`);
+
+    await t.test("the API refuses requests without the right token", async () => {
+      assert.equal((await fetch(`${base}/api/state`)).status, 401);
+      assert.equal((await fetch(`${base}/api/state`, { headers: { Authorization: "Bearer wrong" } })).status, 401);
+      assert.equal((await fetch(`${base}/api/events`, { headers: { Authorization: "Bearer wrong" } })).status, 401);
+      const ok = await fetch(`${base}/api/state`, { headers: { Authorization: `Bearer ${TOKEN}` } });
+      assert.equal(ok.status, 200);
+      const state = await ok.json();
+      assert.ok(state.device && typeof state.device.bin_tokens === "number", "AppState.device.bin_tokens");
+      assert.ok(Array.isArray(state.queue.files), "AppState.queue.files");
+    });
+
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      // playwright gives every launch a fresh --user-data-dir of its own (it refuses one in args)
+      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    });
+    const newPage = async (colorScheme = "dark") => {
+      const context = await browser.newContext({ viewport: { width: 1440, height: 960 }, colorScheme, deviceScaleFactor: 1 });
+      const page = await context.newPage();
+      page.on("pageerror", (e) => pageErrors.push(String(e)));
+      page.setDefaultTimeout(WAIT);
+      return page;
+    };
+
+    await t.test("a page opened without the token shows the token screen", async () => {
+      const page = await newPage();
+      await page.goto(`${base}/`);
+      await page.getByTestId("token-screen").waitFor({ state: "visible" });
+      assert.match(await page.getByTestId("token-screen").textContent(), /token missing or wrong/i);
+      assert.equal(await page.locator("#app").isVisible(), false);
+      await shot(page, "token");
+      // a wrong token too
+      await page.goto(`${base}/?token=wrong`);
+      await page.getByTestId("token-screen").waitFor({ state: "visible" });
+      await page.context().close();
+    });
+
+    const page = await newPage();
+    await t.test("opens with ?token=, keeps it and takes it out of the address bar", async () => {
+      await page.goto(`${base}/?token=${TOKEN}`);
+      await page.locator("#app").waitFor({ state: "visible" });
+      assert.ok(!page.url().includes("token="), `token still in the URL: ${page.url()}`);
+      await page.locator('[data-testid=connection][data-state="live"]').waitFor();
+      assert.notEqual((await page.getByTestId("model-name").textContent()).trim(), "–");
+      assert.match(await page.getByTestId("device-capacity").textContent(), /\d tokens/);
+      await page.getByTestId("queue-progress-label").waitFor();
+      await shot(page, "empty");
+      // the token survives a reload (sessionStorage)
+      await page.reload();
+      await page.locator('[data-testid=connection][data-state="live"]').waitFor();
+    });
+
+    await t.test("uploads PDFs through the file input and the queue takes them to done", async () => {
+      await page.getByTestId("file-input").setInputFiles([...pdfs, broken]);
+      const row = (name) => page.locator(`[data-testid=file-row][data-path$="${name}"]`);
+      for (const p of pdfs) await row(basename(p)).waitFor();
+      // while it runs, the progress bar says so
+      await shot(page, "working");
+      for (const p of pdfs) {
+        const want = p.includes("scan") ? "no_text" : "done";
+        await page.locator(`[data-testid=file-row][data-path$="${basename(p)}"][data-state="${want}"]`).waitFor();
+      }
+      await page.locator('[data-testid=file-row][data-path$="broken.pdf"][data-state="failed"]').waitFor();
+      const reason = (await row("broken.pdf").getByTestId("file-error").textContent()).trim();
+      assert.ok(reason.length > 3, `a failed file shows its reason (got "${reason}")`);
+      assert.ok((await count(page, "done")) >= pdfs.length - 1);
+      assert.ok((await count(page, "no_text")) >= 1);
+      assert.ok((await count(page, "failed")) >= 1);
+    });
+
+    await t.test("bins and throughput show the work", async () => {
+      await page.locator("[data-testid=bin-row]").first().waitFor();
+      const rows = await page.locator("[data-testid=bin-row]").count();
+      assert.ok(rows > 0, "bin rows");
+      const fill = await page.locator("[data-testid=bin-row]").first().getByTestId("bin-fill").textContent();
+      assert.match(fill, /\d+%/);
+      await page.waitForFunction(() => Number(document.querySelector("[data-testid=throughput-chart]")?.getAttribute("data-points")) > 1);
+      await page.locator("[data-testid=throughput-chart] canvas").waitFor();
+      const state = await (await fetch(`${base}/api/state`, { headers: { Authorization: `Bearer ${TOKEN}` } })).json();
+      assert.ok(state.bins.length > 0, "the server reports bins");
+      assert.ok(
+        state.samples.some((s) => s.tokens_per_s > 0),
+        "some sample saw real tokens per second",
+      );
+    });
+
+    await t.test("search finds the tomato document and marks the words", async () => {
+      await page.getByTestId("search-input").fill("how deep to plant tomatoes");
+      await page.getByTestId("search-input").press("Enter");
+      const first = page.getByTestId("search-hit").first();
+      await first.waitFor();
+      assert.match(await first.getAttribute("data-path"), /tomatoes\.pdf$/);
+      assert.ok((await first.locator("mark").count()) > 0, "query words highlighted");
+      await shot(page, "search");
+    });
+
+    await t.test("a hit opens the document's detail, and the file opens", async () => {
+      await page.getByTestId("search-hit").first().click();
+      const panel = page.getByTestId("detail-panel");
+      await panel.waitFor({ state: "visible" });
+      assert.equal((await panel.getByTestId("detail-name").textContent()).trim(), "tomatoes.pdf");
+      await panel.getByTestId("detail-chunk").first().waitFor();
+      assert.match(await panel.getByTestId("detail-state").textContent(), /done/);
+      await page.waitForTimeout(300); // the panel's slide-in
+      await shot(page, "detail");
+      const [popup] = await Promise.all([page.context().waitForEvent("page"), panel.getByTestId("detail-open").click()]);
+      await popup.waitForURL(/^blob:/, { timeout: 30_000 });
+      await popup.close();
+      const bytes = await fetch(`${base}/api/file?path=${encodeURIComponent(await page.getByTestId("search-hit").first().getAttribute("data-path"))}`, {
+        headers: { Authorization: `Bearer ${TOKEN}` },
+      });
+      assert.equal(bytes.status, 200);
+      assert.equal(Buffer.from(await bytes.arrayBuffer()).subarray(0, 5).toString(), "%PDF-");
+      await page.keyboard.press("Escape");
+      await panel.waitFor({ state: "hidden" });
+    });
+
+    await t.test("a watched folder added by path queues its files", async () => {
+      await page.getByTestId("folder-input").fill(notes);
+      await page.getByTestId("folder-add").click();
+      await page.locator(`[data-testid=folder][data-path="${notes}"]`).waitFor();
+      for (const f of notesFiles) await page.locator(`[data-testid=file-row][data-path$="/notes/${f}"]`).waitFor();
+      for (const f of notesFiles) await page.locator(`[data-testid=file-row][data-path$="/notes/${f}"][data-state="done"]`).waitFor();
+      // a folder that does not exist is refused with a message
+      await page.getByTestId("folder-input").fill(join(tmp, "no-such-folder"));
+      await page.getByTestId("folder-add").click();
+      await page.locator("[data-testid=toast][data-kind=error]").first().waitFor();
+      await page.getByTestId("search-input").fill("");
+      await page.getByTestId("search-input").press("Enter");
+      await page.waitForTimeout(600);
+      await shot(page, "overview", true);
+    });
+
+    await t.test("light colour scheme", async () => {
+      const light = await newPage("light");
+      await light.goto(`${base}/?token=${TOKEN}`);
+      await light.locator("[data-testid=bin-row]").first().waitFor();
+      await light.getByTestId("search-input").fill("how deep to plant tomatoes");
+      await light.getByTestId("search-input").press("Enter");
+      await light.getByTestId("search-hit").first().waitFor();
+      await light.waitForTimeout(400);
+      await shot(light, "overview-light");
+      await light.context().close();
+    });
+
+    assert.deepEqual(pageErrors, [], "no script errors in the page");
+  } finally {
+    await browser?.close().catch(() => undefined);
+    server.child.kill("SIGTERM");
+    await new Promise((r) => (server.child.exitCode !== null ? r() : server.child.once("exit", r)));
+    rmSync(tmp, { recursive: true, force: true });
+  }
+});
