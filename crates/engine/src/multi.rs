@@ -635,3 +635,257 @@ fn execute<B: Backend>(backend: &mut B, bin: &Bin, on_oom: &dyn Fn(u32)) -> Vec<
         Err(e) => vec![Err(e); bin.num_sequences()],
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::{Engine, Lane, SchedulerConfig};
+    use crate::tape::{packed_bin, TokenSequence};
+    use std::time::Duration;
+    use warpfold_backend::{validate_bin, SequenceTag};
+
+    /// Every bin a fake device ran to the end: (device, computed tokens, its sequences).
+    type Log = Arc<Mutex<Vec<(usize, usize, Vec<SequenceTag>)>>>;
+
+    /// A device whose "embedding" of a sequence is `[sum of its ids, its length]`. It sleeps in
+    /// proportion to the bin's tokens (its speed), runs out of memory above `capacity`, and can be
+    /// told to panic after some bins.
+    struct FakeDevice {
+        id: usize,
+        micros_per_token: u64,
+        capacity: usize,
+        panic_after: Option<u64>,
+        ran: u64,
+        log: Log,
+    }
+
+    impl Backend for FakeDevice {
+        fn info(&self) -> BackendInfo {
+            BackendInfo {
+                model: "fake".into(),
+                device: format!("fake:{}", self.id),
+                max_sequence_tokens: 512,
+                output_dim: 2,
+                pad_token_id: 0,
+            }
+        }
+        fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
+            validate_bin(bin)?;
+            if bin.computed_tokens() > self.capacity {
+                return Err(BackendError::OutOfMemory { tokens: bin.computed_tokens() });
+            }
+            if self.panic_after.is_some_and(|n| self.ran >= n) {
+                panic!("fake device {} broke", self.id);
+            }
+            std::thread::sleep(Duration::from_micros(self.micros_per_token * bin.computed_tokens() as u64));
+            self.ran += 1;
+            self.log.lock().unwrap().push((self.id, bin.computed_tokens(), bin.tags.clone()));
+            Ok((0..bin.num_sequences())
+                .map(|i| {
+                    let (start, _, real) = bin.slot(i);
+                    let ids = &bin.input_ids[start..start + real];
+                    vec![ids.iter().map(|&t| t as f32).sum(), real as f32]
+                })
+                .collect())
+        }
+    }
+
+    fn device(id: usize, micros_per_token: u64, capacity: usize, log: &Log) -> FakeDevice {
+        FakeDevice { id, micros_per_token, capacity, panic_after: None, ran: 0, log: log.clone() }
+    }
+
+    fn expected(seq: &[u32]) -> Vec<f32> {
+        vec![seq.iter().map(|&t| t as f32).sum(), seq.len() as f32]
+    }
+
+    fn sequences(n: usize, seed: u64, longest: usize) -> Vec<Vec<u32>> {
+        let mut rng = crate::corpus::Rng::new(seed);
+        (0..n).map(|_| (0..rng.range(1, longest)).map(|_| rng.range(1_000, 30_000) as u32).collect()).collect()
+    }
+
+    /// Runs `seqs` on `devices`, failing the test instead of hanging if answers never come.
+    fn run(devices: Vec<(Box<dyn Backend>, u32)>, seqs: &[Vec<u32>]) -> (Vec<Result<Vec<f32>, EngineError>>, crate::StatsSnapshot) {
+        let engine = Engine::start_devices(devices, SchedulerConfig::default());
+        let ticket = engine.submit(Lane::Bulk, seqs.to_vec());
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        std::thread::spawn(move || tx.send(ticket.wait()));
+        let results = rx.recv_timeout(Duration::from_secs(120)).expect("every sequence is answered (no hang)");
+        (results, engine.shutdown())
+    }
+
+    /// Each sequence ran to the end exactly once, on some device.
+    fn assert_each_ran_once(log: &Log, n: usize) {
+        let mut seen: Vec<u32> = log.lock().unwrap().iter().flat_map(|(_, _, tags)| tags.iter().map(|t| t.index)).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..n as u32).collect::<Vec<_>>(), "every sequence run once, none twice");
+    }
+
+    #[test]
+    fn a_faster_device_does_proportionally_more_of_the_work() {
+        let log: Log = Default::default();
+        // Device 1 is four times as fast: ideally it does 80% of the tokens.
+        let devices: Vec<(Box<dyn Backend>, u32)> =
+            vec![(Box::new(device(0, 8, 1024, &log)), 1024), (Box::new(device(1, 2, 1024, &log)), 1024)];
+        let seqs = sequences(600, 3, 300);
+        let (results, stats) = run(devices, &seqs);
+        for (seq, r) in seqs.iter().zip(&results) {
+            assert_eq!(r.as_ref().unwrap(), &expected(seq));
+        }
+        assert_each_ran_once(&log, seqs.len());
+        let [slow, fast] = [&stats.devices[0], &stats.devices[1]];
+        assert_eq!(slow.sequences + fast.sequences, 600);
+        let share = fast.computed_tokens as f64 / (fast.computed_tokens + slow.computed_tokens) as f64;
+        assert!(share > 0.6 && slow.bins > 0, "the 4x faster device did {:.0}% of the tokens: {stats:?}", share * 100.0);
+        assert!(fast.cost_per_second.unwrap() > slow.cost_per_second.unwrap(), "measured rates follow the speeds");
+    }
+
+    /// Devices with fixed measured rates and nothing running, for deterministic placement.
+    fn idle_devices(capacities: &[u32], rates: &[Option<f64>]) -> Arc<Devices> {
+        let counters = capacities.iter().map(|&c| DeviceCounters::new("fake".into(), c)).collect();
+        let stats = Arc::new(EngineStats { devices: counters, ..EngineStats::default() });
+        let devices = Devices::new(capacities, CostModel::default(), stats);
+        for (slot, &rate) in devices.lock().slots.iter_mut().zip(rates) {
+            slot.rate = rate;
+        }
+        devices
+    }
+
+    fn work(request: u64, lengths: &[usize]) -> Work {
+        let (tx, _) = crossbeam_channel::unbounded();
+        let seqs: Vec<Vec<u32>> = lengths.iter().map(|&n| vec![7; n]).collect();
+        let tagged = seqs.iter().enumerate().map(|(i, ids)| TokenSequence { tag: SequenceTag { request, index: i as u32 }, ids });
+        Work { bin: packed_bin(tagged, 16, 4096, 0), replies: vec![tx; lengths.len()] }
+    }
+
+    fn queued(devices: &Devices) -> Vec<Vec<usize>> {
+        devices.lock().slots.iter().map(|s| s.queue.iter().map(|j| j.work.bin.computed_tokens()).collect()).collect()
+    }
+
+    #[test]
+    fn bins_go_where_they_finish_first_by_measured_rate_and_an_idle_device_steals() {
+        // Device 1 measured twice as fast: of six equal bins it gets four, device 0 two (the
+        // predicted finish times are then equal), ties going to the first device.
+        let devices = idle_devices(&[4096, 4096], &[Some(2.0), Some(1.0)]);
+        for _ in 0..6 {
+            devices.assign(work(0, &[512, 512]));
+        }
+        assert_eq!(queued(&devices).iter().map(Vec::len).collect::<Vec<_>>(), vec![2, 4]);
+        // Device 0 runs dry: the last bin of device 1 finishes sooner on it (2 units against 4).
+        let mut st = devices.lock();
+        st.slots[0].queue.clear();
+        let stolen = devices.steal(&mut st, 0).expect("an idle device steals");
+        assert_eq!(stolen.work.bin.computed_tokens(), 1024);
+        assert_eq!(st.slots[1].queue.len(), 3);
+        // With one bin left there, stealing would not finish it sooner (2 units against 1).
+        st.slots[1].queue.truncate(1);
+        assert!(devices.steal(&mut st, 0).is_none());
+    }
+
+    #[test]
+    fn a_bin_packed_for_a_bigger_device_is_cut_for_a_smaller_one() {
+        let devices = idle_devices(&[1024, 256], &[None, None]);
+        devices.assign(work(0, &[256, 256, 256, 256]));
+        // Device 0 is busy with that bin; the next one goes, at least in part, to device 1, cut
+        // into pieces it can hold; no sequence is dropped or duplicated.
+        devices.assign(work(1, &[128, 128, 96, 96, 64, 64, 48, 48]));
+        let q = queued(&devices);
+        assert!(!q[1].is_empty() && q[1].iter().all(|&t| t <= 256), "{q:?}");
+        let st = devices.lock();
+        let jobs = st.slots.iter().flat_map(|s| s.queue.iter());
+        let mut tags: Vec<u32> = jobs.flat_map(|j| j.work.bin.tags.iter()).filter(|t| t.request == 1).map(|t| t.index).collect();
+        tags.sort_unstable();
+        assert_eq!(tags, (0..8).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn each_device_gets_bins_within_its_own_capacity() {
+        let log: Log = Default::default();
+        // The fake runs out of memory above its capacity: no split may happen.
+        let devices: Vec<(Box<dyn Backend>, u32)> =
+            vec![(Box::new(device(0, 2, 1024, &log)), 1024), (Box::new(device(1, 2, 256, &log)), 256)];
+        let seqs = sequences(400, 5, 240);
+        let (results, stats) = run(devices, &seqs);
+        for (seq, r) in seqs.iter().zip(&results) {
+            assert_eq!(r.as_ref().unwrap(), &expected(seq));
+        }
+        assert_each_ran_once(&log, seqs.len());
+        assert!(stats.devices.iter().all(|d| d.oom_splits == 0), "{stats:?}");
+        let log = log.lock().unwrap();
+        assert!(log.iter().all(|&(d, tokens, _)| tokens <= [1024, 256][d]));
+        assert!(log.iter().any(|&(d, _, _)| d == 1), "the small device ran cut bins");
+        assert!(log.iter().any(|&(d, tokens, _)| d == 0 && tokens > 256), "the big device ran full bins");
+    }
+
+    /// Device 1 breaks after three bins (`broken`); device 0 stays healthy.
+    fn no_bin_lost_or_run_twice_when_a_device_fails(broken: impl FnOnce(FakeDevice) -> Box<dyn Backend>) {
+        let seqs = sequences(500, 7, 300);
+        let single_log: Log = Default::default();
+        let (single, _) = run(vec![(Box::new(device(0, 0, 1024, &single_log)), 1024)], &seqs);
+        let log: Log = Default::default();
+        let devices: Vec<(Box<dyn Backend>, u32)> =
+            vec![(Box::new(device(0, 2, 1024, &log)), 1024), (broken(device(1, 2, 1024, &log)), 1024)];
+        let (results, stats) = run(devices, &seqs);
+        assert_eq!(results, single, "the same answers as on one device");
+        assert!(results.iter().all(Result::is_ok));
+        assert_each_ran_once(&log, seqs.len());
+        assert_eq!(stats.sequences, 500);
+        assert_eq!(stats.devices.iter().map(|d| d.sequences).sum::<u64>(), 500);
+        assert_eq!(stats.failed_bins, 0, "{stats:?}");
+        let [good, bad] = [&stats.devices[0], &stats.devices[1]];
+        assert!(good.alive && !bad.alive, "{stats:?}");
+        assert!(bad.failures >= 1 && bad.bins == 3, "{stats:?}");
+    }
+
+    #[test]
+    fn a_device_returning_errors_mid_run_loses_no_bin_and_runs_none_twice() {
+        no_bin_lost_or_run_twice_when_a_device_fails(|d| Box::new(FailAfter::new(d, 3)));
+    }
+
+    #[test]
+    fn a_device_panicking_mid_run_loses_no_bin_and_runs_none_twice() {
+        no_bin_lost_or_run_twice_when_a_device_fails(|mut d| {
+            d.panic_after = Some(3);
+            Box::new(d)
+        });
+    }
+
+    #[test]
+    fn when_every_device_fails_every_sequence_gets_an_error_and_nothing_hangs() {
+        let log: Log = Default::default();
+        let devices: Vec<(Box<dyn Backend>, u32)> = vec![
+            (Box::new(FailAfter::new(device(0, 1, 1024, &log), 4)), 1024),
+            (Box::new(FailAfter::new(device(1, 1, 1024, &log), 1)), 1024),
+        ];
+        let engine = Engine::start_devices(devices, SchedulerConfig::default());
+        let answer = |seqs: Vec<Vec<u32>>| {
+            let ticket = engine.submit(Lane::Bulk, seqs);
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            std::thread::spawn(move || tx.send(ticket.wait()));
+            rx.recv_timeout(Duration::from_secs(120)).expect("every sequence is answered (no hang)")
+        };
+        let seqs = sequences(300, 11, 300);
+        let first = answer(seqs.clone());
+        let failed = |r: &Result<Vec<f32>, EngineError>| {
+            matches!(r, Err(EngineError::Backend(BackendError::Inference(m))) if m.contains("injected"))
+        };
+        for (seq, r) in seqs.iter().zip(&first) {
+            assert!(r.as_ref().is_ok_and(|v| v == &expected(seq)) || failed(r), "{r:?}");
+        }
+        assert!(first.iter().any(failed));
+        let ok = first.iter().filter(|r| r.is_ok()).count();
+        let ran: usize = log.lock().unwrap().iter().map(|(_, _, tags)| tags.len()).sum();
+        assert_eq!(ok, ran, "answered as embedded exactly the sequences that ran");
+        // Once both are broken, everything gets the error, at once.
+        let again = answer(seqs);
+        assert!(again.iter().all(failed), "{:?}", again.iter().find(|r| !failed(r)));
+        assert!(engine.shutdown().failed_bins > 0);
+    }
+
+    #[test]
+    fn the_fault_injection_spec_parses() {
+        assert_eq!(parse_fail_spec("1:after_bins=20"), Ok((1, 20)));
+        assert!(parse_fail_spec("1").is_err());
+        assert!(parse_fail_spec("x:after_bins=2").is_err());
+        assert!(parse_fail_spec("1:after=2").is_err());
+    }
+}
