@@ -5,6 +5,8 @@
 //! cargo features forwarded from the binary, so a CPU build never compiles or links GPU code.
 
 pub mod bert;
+pub mod generate;
+pub mod gguf;
 pub mod llama;
 mod cpu_ops;
 

@@ -21,6 +21,7 @@
 //! scalings, sliding windows, other activations, Qwen3's q/k norms) are refused by [`Config::check`]
 //! rather than run with wrong results.
 
+use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, Module, Result, Tensor, D};
 use candle_nn::{embedding, rms_norm, Embedding, Linear, RmsNorm, VarBuilder};
 use serde::Deserialize;
@@ -353,19 +354,72 @@ pub fn varlen_causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, slots: &Varle
     out.to_dtype(dtype)
 }
 
-struct DecoderLayer {
+/// A linear layer whose weight is either a dense tensor (safetensors) or a quantized GGUF tensor
+/// (candle's `QMatMul`, which multiplies by the blocks as stored, without dequantizing them).
+#[derive(Debug, Clone)]
+pub(crate) enum Proj {
+    Dense(Linear),
+    Quant { weight: QMatMul, bias: Option<Tensor> },
+    /// Projections that could not be fused into one matrix (quantized with different block
+    /// types): run one after the other, outputs concatenated on the last dimension.
+    Cat(Vec<Proj>),
+}
+
+impl Module for Proj {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        match self {
+            Proj::Dense(l) => l.forward(x),
+            Proj::Quant { weight, bias } => {
+                let y = weight.forward(x)?;
+                match bias {
+                    Some(b) => y.broadcast_add(b),
+                    None => Ok(y),
+                }
+            }
+            Proj::Cat(parts) => {
+                let outs = parts.iter().map(|p| p.forward(x)).collect::<Result<Vec<_>>>()?;
+                Tensor::cat(&outs, D::Minus1)
+            }
+        }
+    }
+}
+
+/// How a checkpoint lays out the two halves that each rotary frequency turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RopeLayout {
+    /// Hugging Face: dimension `i` pairs with `i + hd/2`.
+    Half,
+    /// llama.cpp's Llama GGUFs: the converter permutes the q and k rows so that dimension `2i`
+    /// pairs with `2i + 1`; the dot products q·k are the same once both are rotated this way.
+    Interleaved,
+}
+
+/// Rotates `x` (T, heads, hd) by the angles of each token's position (`cos`, `sin`: (T, hd/2)).
+pub(crate) fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor, layout: RopeLayout) -> Result<Tensor> {
+    match layout {
+        RopeLayout::Half => candle_nn::rotary_emb::rope_thd(&x.unsqueeze(0)?.contiguous()?, cos, sin)?.squeeze(0),
+        RopeLayout::Interleaved => {
+            // rope_i wants (B, heads, T, hd): (T, heads, hd) -> (1, heads, T, hd) -> back.
+            let x = x.transpose(0, 1)?.unsqueeze(0)?.contiguous()?;
+            candle_nn::rotary_emb::rope_i(&x, cos, sin)?.squeeze(0)?.transpose(0, 1)
+        }
+    }
+}
+
+pub(crate) struct DecoderLayer {
     /// q, k and v projections as one (heads + 2·kv_heads)·hd × hidden matmul.
-    qkv: Linear,
-    o_proj: Linear,
+    pub(crate) qkv: Proj,
+    pub(crate) o_proj: Proj,
     /// gate and up projections as one 2·intermediate × hidden matmul.
-    gate_up: Linear,
-    down_proj: Linear,
-    input_norm: RmsNorm,
-    post_attention_norm: RmsNorm,
-    heads: usize,
-    kv_heads: usize,
-    head_dim: usize,
-    intermediate: usize,
+    pub(crate) gate_up: Proj,
+    pub(crate) down_proj: Proj,
+    pub(crate) input_norm: RmsNorm,
+    pub(crate) post_attention_norm: RmsNorm,
+    pub(crate) heads: usize,
+    pub(crate) kv_heads: usize,
+    pub(crate) head_dim: usize,
+    pub(crate) intermediate: usize,
+    pub(crate) rope: RopeLayout,
 }
 
 /// Stacks the `names` projections of `vb` into one linear layer (out dims summed).
@@ -398,52 +452,80 @@ impl DecoderLayer {
         let mlp = vb.pp("mlp");
         let i = cfg.intermediate_size;
         Ok(Self {
-            qkv: fused_linear(&attn, &[("q_proj", heads * hd), ("k_proj", kv_heads * hd), ("v_proj", kv_heads * hd)], h, qkv_bias)?,
-            o_proj: linear(heads * hd, h, o_bias, attn.pp("o_proj"))?,
-            gate_up: fused_linear(&mlp, &[("gate_proj", i), ("up_proj", i)], h, cfg.mlp_bias)?,
-            down_proj: linear(i, h, cfg.mlp_bias, mlp.pp("down_proj"))?,
+            qkv: Proj::Dense(fused_linear(
+                &attn,
+                &[("q_proj", heads * hd), ("k_proj", kv_heads * hd), ("v_proj", kv_heads * hd)],
+                h,
+                qkv_bias,
+            )?),
+            o_proj: Proj::Dense(linear(heads * hd, h, o_bias, attn.pp("o_proj"))?),
+            gate_up: Proj::Dense(fused_linear(&mlp, &[("gate_proj", i), ("up_proj", i)], h, cfg.mlp_bias)?),
+            down_proj: Proj::Dense(linear(i, h, cfg.mlp_bias, mlp.pp("down_proj"))?),
             input_norm: rms_norm(h, cfg.rms_norm_eps, vb.pp("input_layernorm"))?,
             post_attention_norm: rms_norm(h, cfg.rms_norm_eps, vb.pp("post_attention_layernorm"))?,
             heads,
             kv_heads,
             head_dim: hd,
             intermediate: i,
+            rope: RopeLayout::Half,
         })
     }
 
-    /// (T, H) -> (T, H). `cos`, `sin`: (T, hd/2), the rotary angles of each token's position.
-    fn forward(&self, x: &Tensor, cos: &Tensor, sin: &Tensor, slots: &VarlenSlots) -> Result<Tensor> {
+    /// Pre-norm, q, k, v for every token in one matmul, rotary embedding by each token's own
+    /// position: (T, H) -> q (T, heads, hd), k and v (T, kv_heads, hd).
+    pub(crate) fn qkv(&self, x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
         let t = x.dim(0)?;
         let (heads, kv, hd) = (self.heads, self.kv_heads, self.head_dim);
-        // 1. Pre-norm, then q, k, v for every token of the tape in one matmul.
         let qkv = self.qkv.forward(&self.input_norm.forward(x)?)?;
         // (T, heads*hd) -> (T, heads, hd); (T, kv*hd) -> (T, kv, hd)
-        let q = qkv.narrow(1, 0, heads * hd)?.reshape((1, t, heads, hd))?;
-        let k = qkv.narrow(1, heads * hd, kv * hd)?.reshape((1, t, kv, hd))?;
+        let q = qkv.narrow(1, 0, heads * hd)?.reshape((t, heads, hd))?;
+        let k = qkv.narrow(1, heads * hd, kv * hd)?.reshape((t, kv, hd))?;
         let v = qkv.narrow(1, (heads + kv) * hd, kv * hd)?.reshape((t, kv, hd))?;
-        // 2. Rotary embedding by each token's own position (half-split layout, as Hugging Face).
-        let q = candle_nn::rotary_emb::rope_thd(&q, cos, sin)?.squeeze(0)?;
-        let k = candle_nn::rotary_emb::rope_thd(&k, cos, sin)?.squeeze(0)?;
-        // 3. Causal attention inside each slot, output projection, residual.
-        let ctx = varlen_causal_attention(&q, &k, &v, slots, 1.0 / (hd as f32).sqrt())?;
-        let x = (self.o_proj.forward(&ctx.reshape((t, heads * hd))?)? + x)?;
-        // 4. SwiGLU feed-forward on the post-attention norm, residual.
+        Ok((apply_rope(&q, cos, sin, self.rope)?, apply_rope(&k, cos, sin, self.rope)?, v))
+    }
+
+    /// Output projection of the attention context (T, heads, hd), residual, SwiGLU feed-forward
+    /// on the post-attention norm, residual: -> (T, H).
+    pub(crate) fn finish(&self, ctx: &Tensor, x: &Tensor) -> Result<Tensor> {
+        let t = x.dim(0)?;
+        let x = (self.o_proj.forward(&ctx.reshape((t, self.heads * self.head_dim))?)? + x)?;
         let gu = self.gate_up.forward(&self.post_attention_norm.forward(&x)?)?;
         let i = self.intermediate;
         let y = (gu.narrow(1, 0, i)?.silu()? * gu.narrow(1, i, i)?)?;
         self.down_proj.forward(&y)? + x
     }
+
+    /// (T, H) -> (T, H). `cos`, `sin`: (T, hd/2), the rotary angles of each token's position.
+    /// With `kv_out`, the layer's rotated keys and values of the whole tape are pushed there (a
+    /// prefill that generation continues from).
+    fn forward(
+        &self,
+        x: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        slots: &VarlenSlots,
+        kv_out: Option<&mut Vec<(Tensor, Tensor)>>,
+    ) -> Result<Tensor> {
+        // 1. q, k, v, rotated.
+        let (q, k, v) = self.qkv(x, cos, sin)?;
+        // 2. Causal attention inside each slot, then the rest of the block.
+        let ctx = varlen_causal_attention(&q, &k, &v, slots, 1.0 / (self.head_dim as f32).sqrt())?;
+        if let Some(out) = kv_out {
+            out.push((k, v));
+        }
+        self.finish(&ctx, x)
+    }
 }
 
 pub struct LlamaModel {
-    embed_tokens: Embedding,
-    layers: Vec<DecoderLayer>,
-    norm: RmsNorm,
+    pub(crate) embed_tokens: Embedding,
+    pub(crate) layers: Vec<DecoderLayer>,
+    pub(crate) norm: RmsNorm,
     /// (vocab, hidden); the embedding matrix itself when the checkpoint ties them.
-    lm_head: Linear,
+    pub(crate) lm_head: Proj,
     /// (1, hd/2) f32.
-    inv_freq: Tensor,
-    device: Device,
+    pub(crate) inv_freq: Tensor,
+    pub(crate) device: Device,
     pub config: Config,
 }
 
@@ -459,13 +541,12 @@ impl LlamaModel {
             .map(|i| DecoderLayer::new(cfg, family, body.pp(format!("layers.{i}"))))
             .collect::<Result<Vec<_>>>()?;
         let norm = rms_norm(cfg.hidden_size, cfg.rms_norm_eps, body.pp("norm"))?;
-        let lm_head = if cfg.tie_word_embeddings {
+        let lm_head = Proj::Dense(if cfg.tie_word_embeddings {
             Linear::new(embed_tokens.embeddings().clone(), None)
         } else {
             candle_nn::linear_no_bias(cfg.hidden_size, cfg.vocab_size, vb.pp("lm_head"))?
-        };
-        let inv_freq = cfg.inv_freq().map_err(candle_core::Error::Msg)?;
-        let inv_freq = Tensor::from_vec(inv_freq, (1, cfg.head_dim() / 2), vb.device())?;
+        });
+        let inv_freq = inv_freq_tensor(cfg, vb.device())?;
         Ok(Self { embed_tokens, layers, norm, lm_head, inv_freq, device: vb.device().clone(), config: cfg.clone() })
     }
 
@@ -476,6 +557,26 @@ impl LlamaModel {
     /// The final normed hidden state of every tape token: (T, hidden), in the model's dtype. Rows of
     /// pad tokens are unspecified.
     pub fn forward_hidden(&self, bin: &Bin) -> Result<Tensor> {
+        self.forward_hidden_kv(bin, None)
+    }
+
+    /// The activations' dtype (f32 on the CPU, bf16 for flash-attn).
+    pub fn dtype(&self) -> DType {
+        self.embed_tokens.embeddings().dtype()
+    }
+
+    /// Rotary angles of the given positions: (n, 1) x (1, hd/2) -> cos and sin (n, hd/2), computed
+    /// in f32 and cast to the model's dtype.
+    pub(crate) fn rope_angles(&self, positions: &[u32]) -> Result<(Tensor, Tensor)> {
+        let dtype = self.dtype();
+        let p: Vec<f32> = positions.iter().map(|&p| p as f32).collect();
+        let angles = Tensor::from_vec(p, (positions.len(), 1), &self.device)?.broadcast_mul(&self.inv_freq)?;
+        Ok((angles.cos()?.to_dtype(dtype)?, angles.sin()?.to_dtype(dtype)?))
+    }
+
+    /// [`Self::forward_hidden`], optionally keeping every layer's rotated keys and values of the
+    /// whole tape (T, kv_heads, hd) in `kv_out`, layer by layer.
+    pub(crate) fn forward_hidden_kv(&self, bin: &Bin, mut kv_out: Option<&mut Vec<(Tensor, Tensor)>>) -> Result<Tensor> {
         validate_bin(bin).map_err(|e| candle_core::Error::Msg(e.to_string()))?;
         let longest = bin.seq_lens.iter().copied().max().unwrap_or(0) as usize;
         if longest > self.config.max_position_embeddings {
@@ -488,17 +589,14 @@ impl LlamaModel {
             candle_core::bail!("token id {id} is outside the vocabulary of {}", self.config.vocab_size);
         }
         let t = bin.computed_tokens();
-        let dtype = self.embed_tokens.embeddings().dtype();
-        // 1. Rotary angles of every token's own position: (T, 1) x (1, hd/2) -> (T, hd/2), in f32.
-        let positions: Vec<f32> = bin.position_ids.iter().map(|&p| p as f32).collect();
-        let angles = Tensor::from_vec(positions, (t, 1), &self.device)?.broadcast_mul(&self.inv_freq)?;
-        let (cos, sin) = (angles.cos()?.to_dtype(dtype)?, angles.sin()?.to_dtype(dtype)?);
+        // 1. Rotary angles of every token's own position: (T, hd/2).
+        let (cos, sin) = self.rope_angles(&bin.position_ids)?;
         // 2. Embeddings, the decoder layers over the whole tape, the final norm.
         let slots = VarlenSlots::from_bin(bin, &self.device)?;
         let ids = Tensor::from_slice(&bin.input_ids, t, &self.device)?;
         let mut x = self.embed_tokens.forward(&ids)?;
         for layer in &self.layers {
-            x = layer.forward(&x, &cos, &sin, &slots)?;
+            x = layer.forward(&x, &cos, &sin, &slots, kv_out.as_deref_mut())?;
         }
         self.norm.forward(&x)
     }
@@ -560,6 +658,12 @@ impl LlamaModel {
     }
 }
 
+/// The rotary inverse frequencies as a (1, hd/2) f32 tensor.
+pub(crate) fn inv_freq_tensor(cfg: &Config, device: &Device) -> Result<Tensor> {
+    let inv_freq = cfg.inv_freq().map_err(candle_core::Error::Msg)?;
+    Tensor::from_vec(inv_freq, (1, cfg.head_dim() / 2), device)
+}
+
 /// Loads the model from safetensors files in `dtype` (f32 on the CPU; bf16 for flash-attn on CUDA).
 pub fn load(cfg: &Config, weights: &[std::path::PathBuf], device: &Device, dtype: DType) -> Result<LlamaModel> {
     cfg.check().map_err(candle_core::Error::Msg)?;
@@ -569,13 +673,13 @@ pub fn load(cfg: &Config, weights: &[std::path::PathBuf], device: &Device, dtype
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::collections::HashMap;
     use warpfold_backend::{Layout, SequenceTag};
 
     /// Lays sequences out as the engine does: slots rounded up to `align`, pad id 0 at position 0.
-    fn bin_of(seqs: &[Vec<u32>], align: usize) -> Bin {
+    pub(crate) fn bin_of(seqs: &[Vec<u32>], align: usize) -> Bin {
         let mut bin = Bin {
             layout: Layout::Packed,
             input_ids: vec![],
@@ -602,26 +706,26 @@ mod tests {
     }
 
     /// xorshift64*: reproducible numbers without a rand dependency.
-    struct Rng(u64);
+    pub(crate) struct Rng(pub(crate) u64);
     impl Rng {
-        fn next_f32(&mut self) -> f32 {
+        pub(crate) fn next_f32(&mut self) -> f32 {
             self.0 ^= self.0 >> 12;
             self.0 ^= self.0 << 25;
             self.0 ^= self.0 >> 27;
             let bits = self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 40;
             bits as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
         }
-        fn tensor(&mut self, shape: &[usize], scale: f32, offset: f32) -> Tensor {
+        pub(crate) fn tensor(&mut self, shape: &[usize], scale: f32, offset: f32) -> Tensor {
             let n = shape.iter().product();
             let v: Vec<f32> = (0..n).map(|_| offset + scale * self.next_f32()).collect();
             Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
         }
-        fn ids(&mut self, len: usize, vocab: usize) -> Vec<u32> {
+        pub(crate) fn ids(&mut self, len: usize, vocab: usize) -> Vec<u32> {
             (0..len).map(|_| ((self.next_f32() + 1.0) * 0.5 * vocab as f32) as u32 % vocab as u32).collect()
         }
     }
 
-    fn tiny_config(extra: &str) -> Config {
+    pub(crate) fn tiny_config(extra: &str) -> Config {
         let json = format!(
             r#"{{"hidden_size":64,"intermediate_size":128,"num_hidden_layers":3,"num_attention_heads":4,
                 "num_key_value_heads":2,"vocab_size":97,"rms_norm_eps":1e-6,"rope_theta":10000.0,
@@ -631,12 +735,12 @@ mod tests {
     }
 
     /// Random weights under Hugging Face names, large enough that attention is far from uniform.
-    fn random_model(cfg: &Config, seed: u64) -> LlamaModel {
+    pub(crate) fn random_model(cfg: &Config, seed: u64) -> LlamaModel {
         LlamaModel::new(cfg, VarBuilder::from_tensors(random_weights(cfg, seed), DType::F32, &Device::Cpu)).unwrap()
     }
 
     /// Seeded random weights of `cfg` under the Hugging Face names, on the CPU in f32.
-    fn random_weights(cfg: &Config, seed: u64) -> HashMap<String, Tensor> {
+    pub(crate) fn random_weights(cfg: &Config, seed: u64) -> HashMap<String, Tensor> {
         let mut rng = Rng(seed);
         let (h, i, v) = (cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size);
         let (q, kv) = (cfg.num_attention_heads * cfg.head_dim(), cfg.kv_heads() * cfg.head_dim());
@@ -697,12 +801,12 @@ mod tests {
         }
     }
 
-    fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    pub(crate) fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
         assert_eq!(a.len(), b.len());
         a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
     }
 
-    fn variants() -> Vec<(&'static str, Config)> {
+    pub(crate) fn variants() -> Vec<(&'static str, Config)> {
         vec![
             ("llama", tiny_config(r#""model_type":"llama""#)),
             ("qwen2 (q/k/v bias, tied head)", tiny_config(r#""model_type":"qwen2","tie_word_embeddings":true"#)),

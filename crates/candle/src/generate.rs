@@ -1,0 +1,586 @@
+//! Text generation with a Llama-family decoder: packed prefill, batched decode, continuous batching.
+//!
+//! Why this shape: a prompt's tokens are all known, so its prefill is one more packed forward,
+//! the same varlen tape as scoring (several prompts back to back, positions restarting at 0,
+//! attention causal inside each), and it leaves each sequence its own key/value cache. Decoding is
+//! one token per sequence per step; what makes it cheap is running the linear layers (nearly all
+//! of the work and all of the weight reads) once for every sequence of the batch, while attention,
+//! which differs per sequence, reads only that sequence's cache. A sequence that ends leaves the
+//! batch at once and a waiting prompt is prefilled into its place, so the batch stays full
+//! (continuous batching).
+//!
+//! Caches are `(kv_heads, capacity, head_dim)` per layer and sequence, allocated for the prompt
+//! plus the tokens it may generate and grown by doubling if ever needed; a step writes its key and
+//! value in place. Attention over a cache runs in f32 on the non-flash path; with `flash-attn` on
+//! CUDA one varlen call covers the whole batch (queries of length 1, per-sequence key lengths).
+//!
+//! Sampling draws from each request's own seeded generator, so what a request generates does not
+//! depend on which other requests shared its batch.
+
+use std::time::Instant;
+
+use candle_core::{DType, Module, Result, Tensor};
+use warpfold_backend::{Bin, Layout, SequenceTag};
+
+use crate::llama::LlamaModel;
+
+/// One sequence's keys and values, layer by layer.
+pub struct SeqCache {
+    /// Per layer: k and v, each (kv_heads, capacity, head_dim), the first `len` positions valid.
+    layers: Vec<(Tensor, Tensor)>,
+    len: usize,
+}
+
+impl SeqCache {
+    /// Tokens held (the position of the next token).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn capacity(&self) -> usize {
+        self.layers.first().map(|(k, _)| k.dim(1).unwrap_or(0)).unwrap_or(0)
+    }
+
+    /// Doubles the capacity (copying what is held) when the next token would not fit.
+    fn reserve_one(&mut self) -> Result<()> {
+        let cap = self.capacity();
+        if self.len < cap {
+            return Ok(());
+        }
+        let new_cap = (cap * 2).max(16);
+        for (k, v) in &mut self.layers {
+            let (kv, _, hd) = k.dims3()?;
+            let grow = |t: &Tensor| -> Result<Tensor> {
+                let bigger = Tensor::zeros((kv, new_cap, hd), t.dtype(), t.device())?;
+                bigger.slice_set(t, 1, 0)?;
+                Ok(bigger)
+            };
+            *k = grow(k)?;
+            *v = grow(v)?;
+        }
+        Ok(())
+    }
+}
+
+/// A bin of whole prompts, back to back, no alignment (the CPU path reads only real tokens; FA-2
+/// takes any lengths).
+pub fn prompt_bin(prompts: &[&[u32]]) -> Bin {
+    let mut bin = Bin {
+        layout: Layout::Packed,
+        input_ids: Vec::new(),
+        position_ids: Vec::new(),
+        cu_seqlens: vec![0],
+        seq_lens: Vec::new(),
+        max_seqlen: 0,
+        capacity: 0,
+        tags: Vec::new(),
+    };
+    for (i, p) in prompts.iter().enumerate() {
+        bin.input_ids.extend_from_slice(p);
+        bin.position_ids.extend(0..p.len() as u32);
+        bin.cu_seqlens.push(bin.input_ids.len() as u32);
+        bin.seq_lens.push(p.len() as u32);
+        bin.max_seqlen = bin.max_seqlen.max(p.len() as u32);
+        bin.tags.push(SequenceTag { request: 0, index: i as u32 });
+    }
+    bin.capacity = bin.input_ids.len() as u32;
+    bin
+}
+
+impl LlamaModel {
+    /// Runs a packed bin of prompts and returns the logits at each prompt's last token ((n, vocab),
+    /// f32) and each prompt's cache, with room for `reserve[i]` more tokens.
+    pub fn prefill(&self, bin: &Bin, reserve: &[usize]) -> Result<(Tensor, Vec<SeqCache>)> {
+        let n = bin.num_sequences();
+        if reserve.len() != n {
+            candle_core::bail!("prefill: {} reserves for {n} sequences", reserve.len());
+        }
+        let mut kv = Vec::with_capacity(self.layers.len());
+        let hidden = self.forward_hidden_kv(bin, Some(&mut kv))?;
+        // 1. Logits of the last real token of each sequence.
+        let last: Vec<u32> = (0..n).map(|i| bin.cu_seqlens[i] + bin.seq_lens[i] - 1).collect();
+        let last = hidden.index_select(&Tensor::from_vec(last, n, &self.device)?, 0)?;
+        let logits = self.lm_head.forward(&last)?.to_dtype(DType::F32)?;
+        // 2. Each sequence's keys and values: (T, kv, hd) -> its rows -> (kv, len, hd) at the start
+        //    of a (kv, len + reserve, hd) cache.
+        let mut caches = Vec::with_capacity(n);
+        for i in 0..n {
+            let (start, len) = (bin.cu_seqlens[i] as usize, bin.seq_lens[i] as usize);
+            let cap = len + reserve[i].max(1);
+            let mut layers = Vec::with_capacity(kv.len());
+            for (k, v) in &kv {
+                let place = |t: &Tensor| -> Result<Tensor> {
+                    let rows = t.narrow(0, start, len)?.transpose(0, 1)?.contiguous()?;
+                    let (kvh, _, hd) = rows.dims3()?;
+                    let cache = Tensor::zeros((kvh, cap, hd), rows.dtype(), rows.device())?;
+                    cache.slice_set(&rows, 1, 0)?;
+                    Ok(cache)
+                };
+                layers.push((place(k)?, place(v)?));
+            }
+            caches.push(SeqCache { layers, len });
+        }
+        Ok((logits, caches))
+    }
+
+    /// One decoding step for a batch: `tokens[b]` is the next token of the sequence whose cache is
+    /// `caches[b]`, at position `caches[b].len()`. Appends to every cache and returns the logits
+    /// of the next token, (B, vocab) in f32.
+    pub fn decode_step(&self, tokens: &[u32], caches: &mut [SeqCache]) -> Result<Tensor> {
+        let b = tokens.len();
+        if caches.len() != b {
+            candle_core::bail!("decode_step: {b} tokens for {} caches", caches.len());
+        }
+        if let Some(&id) = tokens.iter().find(|&&id| id as usize >= self.config.vocab_size) {
+            candle_core::bail!("token id {id} is outside the vocabulary of {}", self.config.vocab_size);
+        }
+        let max_pos = self.config.max_position_embeddings;
+        if let Some(c) = caches.iter().find(|c| c.len >= max_pos) {
+            candle_core::bail!("a sequence of {} tokens has reached the model's {max_pos} positions", c.len);
+        }
+        for c in caches.iter_mut() {
+            c.reserve_one()?;
+        }
+        let positions: Vec<u32> = caches.iter().map(|c| c.len as u32).collect();
+        let (cos, sin) = self.rope_angles(&positions)?;
+        let mut x = self.embed_tokens.forward(&Tensor::from_slice(tokens, b, &self.device)?)?;
+        for (l, layer) in self.layers.iter().enumerate() {
+            // 1. q, k, v of the B new tokens in one matmul: q (B, heads, hd), k and v (B, kv, hd).
+            let (q, k, v) = layer.qkv(&x, &cos, &sin)?;
+            // 2. Each sequence's new key and value into its cache at its own position.
+            for (i, c) in caches.iter_mut().enumerate() {
+                let (kc, vc) = &c.layers[l];
+                kc.slice_set(&k.narrow(0, i, 1)?.transpose(0, 1)?.contiguous()?, 1, c.len)?;
+                vc.slice_set(&v.narrow(0, i, 1)?.transpose(0, 1)?.contiguous()?, 1, c.len)?;
+            }
+            // 3. Each query attends to its own cache, itself included.
+            let ctx = cached_attention(&q, caches, l, layer.kv_heads, 1.0 / (layer.head_dim as f32).sqrt())?;
+            x = layer.finish(&ctx, &x)?;
+        }
+        for c in caches.iter_mut() {
+            c.len += 1;
+        }
+        self.lm_head.forward(&self.norm.forward(&x)?)?.to_dtype(DType::F32)
+    }
+}
+
+/// q (B, heads, hd) against each sequence's cache of layer `l` (its first `len + 1` positions):
+/// -> (B, heads, hd).
+fn cached_attention(q: &Tensor, caches: &[SeqCache], l: usize, kv: usize, scale: f32) -> Result<Tensor> {
+    let (b, heads, hd) = q.dims3()?;
+    let rep = heads / kv;
+    #[cfg(feature = "flash-attn")]
+    if q.device().is_cuda() && matches!(q.dtype(), DType::F16 | DType::BF16) && hd % 8 == 0 && hd <= 256 {
+        // One varlen call: queries of length 1, keys of each sequence's own length, back to back.
+        let mut ks = Vec::with_capacity(b);
+        let mut vs = Vec::with_capacity(b);
+        let mut cu_k = vec![0u32];
+        for c in caches {
+            let (kc, vc) = &c.layers[l];
+            ks.push(kc.narrow(1, 0, c.len + 1)?.transpose(0, 1)?);
+            vs.push(vc.narrow(1, 0, c.len + 1)?.transpose(0, 1)?);
+            cu_k.push(cu_k[cu_k.len() - 1] + c.len as u32 + 1);
+        }
+        let max_k = caches.iter().map(|c| c.len + 1).max().unwrap_or(1);
+        let k_all = Tensor::cat(&ks, 0)?.contiguous()?;
+        let v_all = Tensor::cat(&vs, 0)?.contiguous()?;
+        let cu_q: Vec<u32> = (0..=b as u32).collect();
+        let cu_q = Tensor::from_vec(cu_q, b + 1, q.device())?;
+        let cu_k = Tensor::from_vec(cu_k, b + 1, q.device())?;
+        return candle_flash_attn::flash_attn_varlen(&q.contiguous()?, &k_all, &v_all, &cu_q, &cu_k, 1, max_k, scale, false);
+    }
+    let dtype = q.dtype();
+    let mut out = Vec::with_capacity(b);
+    for (i, c) in caches.iter().enumerate() {
+        let keys = c.len + 1;
+        let (kc, vc) = &c.layers[l];
+        // (1, heads, hd) -> (kv, rep, hd): query head h uses kv head h / rep.
+        let qi = q.narrow(0, i, 1)?.reshape((kv, rep, hd))?.to_dtype(DType::F32)?;
+        let k = kc.narrow(1, 0, keys)?.to_dtype(DType::F32)?;
+        let v = vc.narrow(1, 0, keys)?.to_dtype(DType::F32)?;
+        // (kv, rep, hd) x (kv, hd, keys) -> (kv, rep, keys) -> softmax -> x (kv, keys, hd) -> (kv, rep, hd)
+        let scores = (qi.matmul(&k.t()?)? * scale as f64)?;
+        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+        out.push(probs.matmul(&v)?.reshape((1, heads, hd))?);
+    }
+    Tensor::cat(&out, 0)?.to_dtype(dtype)
+}
+
+/// How tokens are chosen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SamplingParams {
+    /// Most tokens generated per request (the stop token included).
+    pub max_new_tokens: usize,
+    /// 0: greedy (the most likely token). Otherwise logits are divided by it before sampling.
+    pub temperature: f32,
+    /// Nucleus sampling: the smallest set of tokens whose probability reaches `top_p` (1.0: all).
+    pub top_p: f32,
+    pub seed: u64,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        Self { max_new_tokens: 256, temperature: 0.0, top_p: 1.0, seed: 0 }
+    }
+}
+
+/// How requests share the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchOptions {
+    /// Most sequences decoding together (1: one request at a time, the baseline).
+    pub max_batch: usize,
+    /// Most prompt tokens prefilled in one packed forward (a single longer prompt still runs alone).
+    pub prefill_tokens: usize,
+}
+
+impl Default for BatchOptions {
+    fn default() -> Self {
+        Self { max_batch: 16, prefill_tokens: 4096 }
+    }
+}
+
+/// What one request generated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Generation {
+    /// The generated tokens, without the stop token.
+    pub tokens: Vec<u32>,
+    /// Ended by a stop token (else by `max_new_tokens` or the model's positions).
+    pub stopped: bool,
+}
+
+/// Counters of one [`generate`] run.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct GenerationStats {
+    pub prompts: usize,
+    pub prompt_tokens: usize,
+    /// Packed prefill forwards.
+    pub prefills: usize,
+    pub prefill_seconds: f64,
+    /// Tokens produced by decode steps (each request's first token comes from its prefill).
+    pub decode_tokens: usize,
+    pub decode_steps: usize,
+    pub decode_seconds: f64,
+    /// The largest batch a decode step ran.
+    pub max_batch_seen: usize,
+}
+
+/// xorshift64*: a request's own reproducible stream.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64, request: usize) -> Self {
+        // splitmix64 of (seed, request) so that neighbouring requests get unrelated streams.
+        let mut z = seed ^ (request as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xd1b5_4a32_d192_ed03;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        Rng((z ^ (z >> 31)) | 1)
+    }
+
+    /// Uniform in [0, 1).
+    fn next_f64(&mut self) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Picks the next token from one row of logits.
+fn sample(logits: &[f32], params: &SamplingParams, rng: &mut Rng) -> u32 {
+    let argmax = || {
+        let mut best = 0;
+        for (i, &x) in logits.iter().enumerate() {
+            if x > logits[best] {
+                best = i;
+            }
+        }
+        best as u32
+    };
+    if params.temperature <= 0.0 {
+        return argmax();
+    }
+    let t = params.temperature as f64;
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let mut probs: Vec<(u32, f64)> =
+        logits.iter().enumerate().map(|(i, &x)| (i as u32, ((x as f64 - max) / t).exp())).collect();
+    let z: f64 = probs.iter().map(|p| p.1).sum();
+    probs.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    // Keep the head whose mass reaches top_p (at least one token).
+    let top_p = (params.top_p as f64).clamp(0.0, 1.0);
+    let mut kept = 0;
+    let mut mass = 0.0;
+    for p in &probs {
+        kept += 1;
+        mass += p.1 / z;
+        if mass >= top_p {
+            break;
+        }
+    }
+    let mut r = rng.next_f64() * mass * z;
+    for p in &probs[..kept] {
+        r -= p.1;
+        if r <= 0.0 {
+            return p.0;
+        }
+    }
+    probs[kept - 1].0
+}
+
+struct Active {
+    request: usize,
+    next: u32,
+    cache: SeqCache,
+    budget: usize,
+}
+
+/// Generates a continuation of every prompt: packed prefill of the prompts that join, batched
+/// decode of all that are running, finished ones leaving and waiting ones joining after every
+/// step. Results are in request order; `on_done(request, &generation)` is called as each ends.
+pub fn generate(
+    model: &LlamaModel,
+    prompts: &[Vec<u32>],
+    stop: &[u32],
+    params: &SamplingParams,
+    opts: BatchOptions,
+    mut on_done: impl FnMut(usize, &Generation),
+) -> Result<(Vec<Generation>, GenerationStats)> {
+    let max_pos = model.config.max_position_embeddings;
+    for (i, p) in prompts.iter().enumerate() {
+        if p.is_empty() {
+            candle_core::bail!("prompt {i} is empty");
+        }
+        if p.len() >= max_pos {
+            candle_core::bail!("prompt {i} has {} tokens; the model has {max_pos} positions", p.len());
+        }
+    }
+    let mut stats = GenerationStats { prompts: prompts.len(), ..Default::default() };
+    let mut results: Vec<Option<Generation>> = vec![None; prompts.len()];
+    let mut outputs: Vec<Vec<u32>> = vec![Vec::new(); prompts.len()];
+    let mut rngs: Vec<Rng> = (0..prompts.len()).map(|i| Rng::new(params.seed, i)).collect();
+    let mut waiting = 0..prompts.len();
+    let mut waiting_next = waiting.next();
+    let mut active: Vec<Active> = Vec::new();
+    let max_batch = opts.max_batch.max(1);
+    let finish = |request: usize, stopped: bool, outputs: &mut Vec<Vec<u32>>, results: &mut Vec<Option<Generation>>, on_done: &mut dyn FnMut(usize, &Generation)| {
+        let g = Generation { tokens: std::mem::take(&mut outputs[request]), stopped };
+        on_done(request, &g);
+        results[request] = Some(g);
+    };
+    loop {
+        // 1. Join: prompts fill the free places, as many as one packed prefill takes.
+        let mut joining = Vec::new();
+        let mut tokens = 0;
+        while let Some(r) = waiting_next {
+            let len = prompts[r].len();
+            if active.len() + joining.len() >= max_batch || (!joining.is_empty() && tokens + len > opts.prefill_tokens) {
+                break;
+            }
+            joining.push(r);
+            tokens += len;
+            waiting_next = waiting.next();
+        }
+        if !joining.is_empty() {
+            let started = Instant::now();
+            let refs: Vec<&[u32]> = joining.iter().map(|&r| prompts[r].as_slice()).collect();
+            let budgets: Vec<usize> =
+                joining.iter().map(|&r| params.max_new_tokens.min(max_pos - prompts[r].len())).collect();
+            let (logits, caches) = model.prefill(&prompt_bin(&refs), &budgets)?;
+            let logits = logits.to_vec2::<f32>()?;
+            stats.prefills += 1;
+            stats.prompt_tokens += tokens;
+            stats.prefill_seconds += started.elapsed().as_secs_f64();
+            for (((r, row), cache), budget) in joining.into_iter().zip(logits).zip(caches).zip(budgets) {
+                if budget == 0 {
+                    finish(r, false, &mut outputs, &mut results, &mut on_done);
+                    continue;
+                }
+                let t = sample(&row, params, &mut rngs[r]);
+                if stop.contains(&t) {
+                    finish(r, true, &mut outputs, &mut results, &mut on_done);
+                } else if budget == 1 {
+                    outputs[r].push(t);
+                    finish(r, false, &mut outputs, &mut results, &mut on_done);
+                } else {
+                    outputs[r].push(t);
+                    active.push(Active { request: r, next: t, cache, budget });
+                }
+            }
+            // Fill every free place before decoding, unless the prefill budget stopped it.
+            if active.len() < max_batch && waiting_next.is_some() {
+                continue;
+            }
+        }
+        if active.is_empty() {
+            if waiting_next.is_none() {
+                break;
+            }
+            continue;
+        }
+        // 2. One decode step for every running sequence.
+        let started = Instant::now();
+        let tokens: Vec<u32> = active.iter().map(|a| a.next).collect();
+        let mut caches: Vec<SeqCache> = active.iter_mut().map(|a| std::mem::replace(&mut a.cache, SeqCache { layers: Vec::new(), len: 0 })).collect();
+        let logits = model.decode_step(&tokens, &mut caches)?.to_vec2::<f32>()?;
+        for (a, c) in active.iter_mut().zip(caches) {
+            a.cache = c;
+        }
+        stats.decode_steps += 1;
+        stats.decode_tokens += active.len();
+        stats.max_batch_seen = stats.max_batch_seen.max(active.len());
+        stats.decode_seconds += started.elapsed().as_secs_f64();
+        // 3. Sample; finished sequences leave.
+        let mut still = Vec::with_capacity(active.len());
+        for (mut a, row) in active.into_iter().zip(logits) {
+            let t = sample(&row, params, &mut rngs[a.request]);
+            let produced = outputs[a.request].len() + 1;
+            if stop.contains(&t) {
+                finish(a.request, true, &mut outputs, &mut results, &mut on_done);
+            } else {
+                outputs[a.request].push(t);
+                if produced >= a.budget {
+                    finish(a.request, false, &mut outputs, &mut results, &mut on_done);
+                } else {
+                    a.next = t;
+                    still.push(a);
+                }
+            }
+        }
+        active = still;
+    }
+    let results = results.into_iter().map(|g| g.expect("every request finishes. This is a bug.")).collect();
+    Ok((results, stats))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn greedy_picks_the_largest_logit_and_sampling_respects_top_p() {
+        let logits = [0.1f32, 3.0, -1.0, 2.9];
+        let greedy = SamplingParams { temperature: 0.0, ..Default::default() };
+        assert_eq!(sample(&logits, &greedy, &mut Rng::new(1, 0)), 1);
+        // top_p small: only the most likely token survives, whatever the draw.
+        let nucleus = SamplingParams { temperature: 1.0, top_p: 0.1, ..Default::default() };
+        let mut rng = Rng::new(7, 3);
+        assert!((0..200).all(|_| sample(&logits, &nucleus, &mut rng) == 1));
+        // Probabilities at temperature 1: 0.506, 0.457, 0.028, 0.009 (tokens 1, 3, 0, 2). top_p 0.9
+        // keeps tokens 1 and 3 (0.963); top_p 0.99 adds token 0 (0.991); only 1.0 keeps token 2.
+        let mut counts = |top_p: f32| {
+            let p = SamplingParams { temperature: 1.0, top_p, ..Default::default() };
+            let mut seen = [0usize; 4];
+            for _ in 0..4000 {
+                seen[sample(&logits, &p, &mut rng) as usize] += 1;
+            }
+            seen
+        };
+        let seen = counts(0.9);
+        assert!(seen[0] == 0 && seen[2] == 0 && seen[1] > 1500 && seen[3] > 1500, "{seen:?}");
+        let seen = counts(0.99);
+        assert!(seen[2] == 0 && seen[0] > 30, "{seen:?}");
+        let seen = counts(1.0);
+        assert!(seen[2] > 5, "{seen:?}");
+        let wide = SamplingParams { temperature: 1.0, top_p: 0.99, ..Default::default() };
+        // The same seed and request draw the same stream.
+        let a: Vec<u32> = { let mut r = Rng::new(5, 2); (0..20).map(|_| sample(&logits, &wide, &mut r)).collect() };
+        let b: Vec<u32> = { let mut r = Rng::new(5, 2); (0..20).map(|_| sample(&logits, &wide, &mut r)).collect() };
+        assert_eq!(a, b);
+    }
+}
+
+#[cfg(test)]
+mod model_tests {
+    use super::*;
+    use crate::llama::tests::{bin_of, max_abs_diff, random_model, variants, Rng as TestRng};
+
+    /// Every step's logits, computed from caches, equal the logits of one full forward over the
+    /// whole sequence at that row: the cache holds the right keys at the right positions, and each
+    /// sequence of the batch reads only its own.
+    #[test]
+    fn decoding_from_caches_gives_the_logits_of_a_full_forward() {
+        for (name, cfg) in variants() {
+            let model = random_model(&cfg, 3);
+            let mut rng = TestRng(17);
+            let full: Vec<Vec<u32>> = [14, 9, 21].iter().map(|&l| rng.ids(l, cfg.vocab_size)).collect();
+            let prompt_lens = [6usize, 1, 13];
+            let prompts: Vec<&[u32]> = full.iter().zip(prompt_lens).map(|(s, p)| &s[..p]).collect();
+            // Reserve 2 so the caches have to grow while decoding.
+            let (logits, mut caches) = model.prefill(&prompt_bin(&prompts), &[2, 2, 2]).unwrap();
+            let logits = logits.to_vec2::<f32>().unwrap();
+            let reference: Vec<Vec<Vec<f32>>> = full
+                .iter()
+                .map(|s| {
+                    let h = model.forward_hidden(&bin_of(std::slice::from_ref(s), 1)).unwrap();
+                    model.lm_head.forward(&h).unwrap().to_vec2::<f32>().unwrap()
+                })
+                .collect();
+            for (i, row) in logits.iter().enumerate() {
+                let d = max_abs_diff(row, &reference[i][prompt_lens[i] - 1]);
+                assert!(d <= 1e-4, "{name}: prefill logits of sequence {i} differ by {d}");
+            }
+            // Decode the rest of each sequence, teacher-forced, all three in one batch while they last.
+            let mut step = 0;
+            loop {
+                let live: Vec<usize> = (0..3).filter(|&i| prompt_lens[i] + step < full[i].len()).collect();
+                if live.is_empty() {
+                    break;
+                }
+                let tokens: Vec<u32> = live.iter().map(|&i| full[i][prompt_lens[i] + step]).collect();
+                let mut batch: Vec<SeqCache> =
+                    live.iter().map(|&i| std::mem::replace(&mut caches[i], SeqCache { layers: vec![], len: 0 })).collect();
+                let out = model.decode_step(&tokens, &mut batch).unwrap().to_vec2::<f32>().unwrap();
+                for ((&i, c), row) in live.iter().zip(batch).zip(out) {
+                    let pos = prompt_lens[i] + step;
+                    assert_eq!(c.len(), pos + 1);
+                    let d = max_abs_diff(&row, &reference[i][pos]);
+                    assert!(d <= 1e-4, "{name}: sequence {i}, position {pos}: logits differ by {d}");
+                    caches[i] = c;
+                }
+                step += 1;
+            }
+            assert!(step >= 8);
+        }
+    }
+
+    #[test]
+    fn generation_is_the_same_packed_and_batched_as_alone() {
+        let (_, cfg) = variants().remove(1);
+        let model = random_model(&cfg, 5);
+        let mut rng = TestRng(23);
+        let prompts: Vec<Vec<u32>> = [5, 17, 1, 30, 8, 12, 3].iter().map(|&l| rng.ids(l, cfg.vocab_size)).collect();
+        for params in [
+            SamplingParams { max_new_tokens: 12, ..Default::default() },
+            SamplingParams { max_new_tokens: 12, temperature: 0.8, top_p: 0.9, seed: 42 },
+        ] {
+            // Three at a time and at most 40 prompt tokens per prefill: sequences join as others end.
+            let batched = BatchOptions { max_batch: 3, prefill_tokens: 40 };
+            let stop = [7u32];
+            let mut order = Vec::new();
+            let (together, stats) = generate(&model, &prompts, &stop, &params, batched, |r, _| order.push(r)).unwrap();
+            assert_eq!(stats.max_batch_seen, 3);
+            assert!(stats.prefills >= 3, "{stats:?}");
+            let mut sorted = order.clone();
+            sorted.sort();
+            assert_eq!(sorted, (0..prompts.len()).collect::<Vec<_>>(), "every request reported once");
+            for (i, p) in prompts.iter().enumerate() {
+                let alone = BatchOptions { max_batch: 1, prefill_tokens: 4096 };
+                let (one, _) = generate(&model, std::slice::from_ref(p), &stop, &params, alone, |_, _| {}).unwrap();
+                // The alone run is request 0 of its own call: compare with the same seed stream.
+                if params.temperature == 0.0 {
+                    assert_eq!(together[i], one[0], "prompt {i}");
+                }
+                assert!(together[i].tokens.len() <= 12);
+                assert!(!together[i].tokens.contains(&7));
+                assert!(together[i].stopped || together[i].tokens.len() == 12);
+            }
+            // Sampled: the same call in one-at-a-time mode draws exactly the same tokens.
+            let (sequential, _) =
+                generate(&model, &prompts, &stop, &params, BatchOptions { max_batch: 1, prefill_tokens: 4096 }, |_, _| {}).unwrap();
+            assert_eq!(together, sequential);
+        }
+    }
+}
