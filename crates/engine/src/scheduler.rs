@@ -1,11 +1,12 @@
-//! The submission queue, the dispatcher thread and the backend thread.
+//! The submission queue, the dispatcher thread and the backend threads.
 //!
 //! Why this shape: the backend (a model on a CPU or a GPU) must never wait for the host. Callers push
 //! token sequences into a queue with two lanes; a dispatcher thread waits until enough work is pending
 //! (`min_sequences`) or the oldest item has waited `max_wait`, packs everything pending into bins, and
-//! hands them one at a time to the backend thread through a rendezvous channel. While the backend runs
-//! bin k, the dispatcher already holds bin k+1 fully built: one bin in flight ahead, no more, so a
-//! late interactive request waits behind at most two bins and new arrivals can still join the tail.
+//! hands them one at a time to the backend threads, one per device ([`crate::multi`]). While a backend
+//! runs bin k, its next bin is already built: the dispatcher builds a bin only when a device has room
+//! for one, so on one device a late interactive request waits behind at most two bins and new
+//! arrivals can still join the tail.
 //!
 //! Interactive requests (a search query) are packed before any bulk bin that is not yet handed over.
 //! The last, partly filled bin of a packing round is re-opened when more bulk work has arrived by the
@@ -23,8 +24,9 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use warpfold_backend::{Backend, BackendError, BackendInfo, Bin, SequenceTag};
 
+use crate::multi::{CostModel, DeviceCounters, DeviceSnapshot, Devices};
 use crate::packer::{aligned_len, pack};
-use crate::tape::{packed_bin, padded_bin, split_bin, TokenSequence};
+use crate::tape::{packed_bin, padded_bin, TokenSequence};
 
 /// How sequences are grouped into bins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -57,6 +59,8 @@ pub struct SchedulerConfig {
     pub min_sequences: usize,
     /// ...or once the oldest pending one has waited this long.
     pub max_wait: Duration,
+    /// How a bin's cost is predicted when several devices share the work.
+    pub cost: CostModel,
 }
 
 impl Default for SchedulerConfig {
@@ -71,6 +75,7 @@ impl Default for SchedulerConfig {
             // The source project's trigger: 16 sequences or 5 ms, whichever comes first.
             min_sequences: 16,
             max_wait: Duration::from_millis(5),
+            cost: CostModel::default(),
         }
     }
 }
@@ -105,10 +110,64 @@ pub struct EngineStats {
     /// The bin capacity learnt from out-of-memory errors (0: none yet): half of the smallest bin
     /// that ran out. It only shrinks during a run, and the dispatcher packs against it.
     pub capacity_limit: AtomicU32,
+    /// Tokens padded batches of the same sequences would have computed (each bin's sequences
+    /// padded to its longest): the work packing avoids, for live displays.
+    pub padded_equivalent_tokens: AtomicU64,
+    /// The most recent bins run (at most [`RECENT_BINS`]), oldest first, for live displays.
+    pub recent_bins: Mutex<VecDeque<BinRecord>>,
+    /// One entry per device, in the order the engine was given them.
+    pub devices: Vec<DeviceCounters>,
+}
+
+/// How many bins [`EngineStats::recent_bins`] keeps.
+pub const RECENT_BINS: usize = 64;
+
+/// The shape of one bin that ran: what a UI draws as a bar.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct BinRecord {
+    /// Counts bins run since the engine started, from 1.
+    pub id: u64,
+    /// When it finished, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// The capacity it was packed against.
+    pub capacity: u32,
+    /// Real tokens of each sequence.
+    pub sequences: Vec<u32>,
+    /// Each sequence's slot after alignment (`>= sequences[i]`).
+    pub aligned: Vec<u32>,
+}
+
+impl EngineStats {
+    /// The recent bins, oldest first.
+    pub fn recent_bins(&self) -> Vec<BinRecord> {
+        self.recent_bins.lock().unwrap().iter().cloned().collect()
+    }
+
+    pub(crate) fn record_bin(&self, bin: &Bin) {
+        let slots: Vec<(u32, u32)> = (0..bin.num_sequences()).map(|i| {
+            let (_, slot, real) = bin.slot(i);
+            (real as u32, slot as u32)
+        }).collect();
+        let longest = slots.iter().map(|s| s.0).max().unwrap_or(0) as u64;
+        self.padded_equivalent_tokens.fetch_add(longest * slots.len() as u64, Ordering::Relaxed);
+        let at_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+        let mut recent = self.recent_bins.lock().unwrap();
+        let id = recent.back().map_or(0, |r| r.id) + 1;
+        if recent.len() == RECENT_BINS {
+            recent.pop_front();
+        }
+        recent.push_back(BinRecord {
+            id,
+            at_ms,
+            capacity: bin.capacity,
+            sequences: slots.iter().map(|s| s.0).collect(),
+            aligned: slots.iter().map(|s| s.1).collect(),
+        });
+    }
 }
 
 /// A plain copy of [`EngineStats`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct StatsSnapshot {
     pub bins: u64,
     pub sequences: u64,
@@ -119,6 +178,9 @@ pub struct StatsSnapshot {
     pub oom_splits: u64,
     /// The capacity learnt from out-of-memory errors, if any.
     pub capacity_limit: Option<u32>,
+    pub padded_equivalent_tokens: u64,
+    /// Per device (one entry on a single device).
+    pub devices: Vec<DeviceSnapshot>,
 }
 
 impl EngineStats {
@@ -132,11 +194,13 @@ impl EngineStats {
             backend_busy_seconds: self.backend_busy_ns.load(Ordering::Relaxed) as f64 * 1e-9,
             oom_splits: self.oom_splits.load(Ordering::Relaxed),
             capacity_limit: Some(self.capacity_limit.load(Ordering::Relaxed)).filter(|&c| c > 0),
+            padded_equivalent_tokens: self.padded_equivalent_tokens.load(Ordering::Relaxed),
+            devices: self.devices.iter().map(DeviceCounters::snapshot).collect(),
         }
     }
 }
 
-type Reply = Sender<(u32, Result<Vec<f32>, EngineError>)>;
+pub(crate) type Reply = Sender<(u32, Result<Vec<f32>, EngineError>)>;
 
 struct Pending {
     tag: SequenceTag,
@@ -179,7 +243,7 @@ impl Ticket {
     }
 }
 
-/// A running scheduler: the queue, the dispatcher thread and the backend thread.
+/// A running scheduler: the queue, the dispatcher thread and one backend thread per device.
 pub struct Engine {
     queue: Arc<Queue>,
     stats: Arc<EngineStats>,
@@ -187,24 +251,30 @@ pub struct Engine {
     config: SchedulerConfig,
     next_request: AtomicU64,
     dispatcher: Option<JoinHandle<()>>,
-    worker: Option<JoinHandle<()>>,
+    workers: Vec<JoinHandle<()>>,
 }
 
 impl Engine {
     /// Starts the dispatcher and moves `backend` onto its own thread.
     pub fn start<B: Backend + 'static>(backend: B, config: SchedulerConfig) -> Engine {
-        let info = backend.info();
+        let capacity = config.bin_tokens;
+        Engine::start_devices(vec![(backend, capacity)], config)
+    }
+
+    /// Starts one dispatcher for several devices, each `(backend, its bin capacity)` on a thread of
+    /// its own (see [`crate::multi`]). Bins are packed against the largest capacity and cut for
+    /// smaller devices; `config.bin_tokens` becomes that largest capacity.
+    pub fn start_devices<B: Backend + 'static>(devices: Vec<(B, u32)>, mut config: SchedulerConfig) -> Engine {
+        assert!(!devices.is_empty(), "an engine needs a device. This is a bug.");
+        let mut info = devices[0].0.info();
+        let counters: Vec<DeviceCounters> = devices.iter().map(|(b, cap)| DeviceCounters::new(b.info().device, *cap)).collect();
+        info.device = counters.iter().map(|c| c.device.as_str()).collect::<Vec<_>>().join(",");
+        let capacities: Vec<u32> = devices.iter().map(|d| d.1).collect();
+        config.bin_tokens = capacities.iter().copied().max().expect("checked non-empty");
         let queue = Arc::new(Queue { state: Mutex::new(QueueState::default()), arrived: Condvar::new() });
-        let stats = Arc::new(EngineStats::default());
-        // Rendezvous: the dispatcher holds the next bin, built, until the backend takes it.
-        let (bin_tx, bin_rx) = crossbeam_channel::bounded::<Work>(0);
-        let worker = {
-            let stats = stats.clone();
-            std::thread::Builder::new()
-                .name("warpfold-backend".into())
-                .spawn(move || run_backend(backend, bin_rx, &stats))
-                .expect("spawning the backend thread")
-        };
+        let stats = Arc::new(EngineStats { devices: counters, ..EngineStats::default() });
+        let set = Devices::new(&capacities, config.cost, stats.clone());
+        let workers = devices.into_iter().enumerate().map(|(d, (backend, _))| set.spawn_worker(d, backend)).collect();
         let dispatcher = {
             let queue = queue.clone();
             let stats = stats.clone();
@@ -213,19 +283,11 @@ impl Engine {
             std::thread::Builder::new()
                 .name("warpfold-dispatch".into())
                 .spawn(move || {
-                    Dispatcher { queue, config, pad, stats, urgent: VecDeque::new(), ready: VecDeque::new() }.run(bin_tx)
+                    Dispatcher { queue, config, pad, stats, devices: set, urgent: VecDeque::new(), ready: VecDeque::new() }.run()
                 })
                 .expect("spawning the dispatcher thread")
         };
-        Engine {
-            queue,
-            stats,
-            info,
-            config,
-            next_request: AtomicU64::new(0),
-            dispatcher: Some(dispatcher),
-            worker: Some(worker),
-        }
+        Engine { queue, stats, info, config, next_request: AtomicU64::new(0), dispatcher: Some(dispatcher), workers }
     }
 
     pub fn info(&self) -> &BackendInfo {
@@ -238,6 +300,11 @@ impl Engine {
 
     pub fn stats(&self) -> StatsSnapshot {
         self.stats.snapshot()
+    }
+
+    /// The most recent bins run, oldest first (for live displays).
+    pub fn recent_bins(&self) -> Vec<BinRecord> {
+        self.stats.recent_bins()
     }
 
     /// Largest sequence (in tokens) a bin can take under the current settings.
@@ -308,7 +375,7 @@ impl Engine {
         if let Some(d) = self.dispatcher.take() {
             let _ = d.join();
         }
-        if let Some(w) = self.worker.take() {
+        for w in self.workers.drain(..) {
             let _ = w.join();
         }
     }
@@ -321,77 +388,9 @@ impl Drop for Engine {
 }
 
 /// A bin and where its answers go.
-struct Work {
-    bin: Bin,
-    replies: Vec<Reply>,
-}
-
-/// Runs one bin, a panic in the model becoming that bin's error.
-fn call_backend<B: Backend>(backend: &mut B, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
-    // A panicking model costs its own bin, not the engine: the thread lives on for the next one.
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| backend.embed(bin))).unwrap_or_else(|panic| {
-        let why = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".into());
-        Err(BackendError::Inference(format!("the backend panicked: {why}")))
-    });
-    match result {
-        Ok(v) if v.len() != bin.num_sequences() => Err(BackendError::Inference(format!(
-            "backend returned {} vectors for {} sequences",
-            v.len(),
-            bin.num_sequences()
-        ))),
-        other => other,
-    }
-}
-
-/// Runs a bin; when the device runs out of memory, lowers the capacity the dispatcher packs
-/// against and runs the bin again in halves, recursively. One result per sequence: no sequence is
-/// lost, and only a sequence that does not fit even alone gets the out-of-memory error.
-fn execute<B: Backend>(backend: &mut B, bin: &Bin, stats: &EngineStats) -> Vec<Result<Vec<f32>, BackendError>> {
-    match call_backend(backend, bin) {
-        Ok(vectors) => vectors.into_iter().map(Ok).collect(),
-        Err(BackendError::OutOfMemory { tokens }) if bin.num_sequences() > 1 => {
-            stats.oom_splits.fetch_add(1, Ordering::Relaxed);
-            let half = (bin.computed_tokens() / 2).max(1) as u32;
-            let _ = stats.capacity_limit.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
-                Some(if c == 0 { half } else { c.min(half) })
-            });
-            tracing::warn!(tokens, sequences = bin.num_sequences(), capacity = half, "out of memory: splitting the bin");
-            let (first, second) = split_bin(bin, bin.num_sequences() / 2);
-            let mut out = execute(backend, &first, stats);
-            out.extend(execute(backend, &second, stats));
-            out
-        }
-        Err(e) => vec![Err(e); bin.num_sequences()],
-    }
-}
-
-fn run_backend<B: Backend>(mut backend: B, bins: Receiver<Work>, stats: &EngineStats) {
-    for work in bins {
-        let started = Instant::now();
-        let results = execute(&mut backend, &work.bin, stats);
-        stats.backend_busy_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        let bin = &work.bin;
-        if results.iter().any(Result::is_ok) {
-            stats.bins.fetch_add(1, Ordering::Relaxed);
-        }
-        if let Some(err) = results.iter().find_map(|r| r.as_ref().err()) {
-            tracing::warn!(error = %err, sequences = bin.num_sequences(), "bin failed");
-            stats.failed_bins.fetch_add(1, Ordering::Relaxed);
-        }
-        for (((result, tag), reply), i) in results.into_iter().zip(&bin.tags).zip(&work.replies).zip(0..) {
-            if result.is_ok() {
-                let (_, slot, real) = bin.slot(i);
-                stats.sequences.fetch_add(1, Ordering::Relaxed);
-                stats.real_tokens.fetch_add(real as u64, Ordering::Relaxed);
-                stats.computed_tokens.fetch_add(slot as u64, Ordering::Relaxed);
-            }
-            let _ = reply.send((tag.index, result.map_err(EngineError::Backend)));
-        }
-    }
+pub(crate) struct Work {
+    pub(crate) bin: Bin,
+    pub(crate) replies: Vec<Reply>,
 }
 
 /// Sequences planned into one bin, not yet laid out.
@@ -405,6 +404,7 @@ struct Dispatcher {
     config: SchedulerConfig,
     stats: Arc<EngineStats>,
     pad: u32,
+    devices: Arc<Devices>,
     /// Interactive bins planned but not yet handed over: they go before any bulk bin.
     urgent: VecDeque<PlannedBin>,
     /// Bulk bins planned but not yet handed over, fullest first.
@@ -422,16 +422,16 @@ enum Take {
 impl Dispatcher {
     /// The configured bin capacity, or less once the device has run out of memory.
     fn capacity(&self) -> u32 {
-        match self.stats.capacity_limit.load(Ordering::Relaxed) {
-            0 => self.config.bin_tokens,
-            limit => limit.min(self.config.bin_tokens),
-        }
+        self.devices.pack_capacity().unwrap_or(self.config.bin_tokens).min(self.config.bin_tokens)
     }
 
-    fn run(mut self, bins: Sender<Work>) {
+    fn run(mut self) {
         loop {
+            // One bin ahead per device: build the next only when a device has room for it, so
+            // bins (and interactive requests) are formed as late as possible.
+            self.devices.wait_for_room();
             let next = match self.take() {
-                Take::Exit => return,
+                Take::Exit => return self.devices.close(),
                 Take::Interactive(items) => {
                     let planned = self.plan(items);
                     self.urgent.extend(planned);
@@ -447,11 +447,9 @@ impl Dispatcher {
             };
             let Some(next) = next else { continue };
             let work = self.lay_out(next);
-            // Built while the backend runs the previous bin: the hand-over below waits for it.
+            // Built while the devices run earlier bins.
             self.stats.bins_built.fetch_add(1, Ordering::Relaxed);
-            if bins.send(work).is_err() {
-                return;
-            }
+            self.devices.assign(work);
         }
     }
 

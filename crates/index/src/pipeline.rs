@@ -13,7 +13,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crossbeam_channel::bounded;
@@ -85,12 +85,39 @@ pub struct IndexReport {
     pub documents_per_second: f64,
 }
 
-/// Live counters for a progress display.
-#[derive(Debug, Default)]
+/// Live counters for a progress display, and an optional observer of each file's stage.
+#[derive(Default)]
 pub struct Progress {
     pub files_total: AtomicU64,
     pub files_done: AtomicU64,
     pub chunks_embedded: AtomicU64,
+    pub observer: Option<Arc<dyn FileObserver>>,
+}
+
+impl Progress {
+    fn stage(&self, path: &str, stage: FileStage) {
+        if let Some(observer) = &self.observer {
+            observer.file_stage(path, stage);
+        }
+    }
+}
+
+/// Where one file is on its way through [`index_paths`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileStage {
+    /// A worker is reading, hashing and extracting it.
+    Extracting,
+    /// Its new chunks are queued in (or running on) the engine.
+    Embedding { chunks: u64 },
+    /// Its content is unchanged since it was indexed; nothing was done.
+    Unchanged,
+    /// Committed: `indexed`, `no_text` or `failed`, with the error or warnings.
+    Finished { status: &'static str, error: Option<String>, chunks: u64, pages: u32 },
+}
+
+/// Told of every stage change of every file (from the indexer's threads: keep it quick).
+pub trait FileObserver: Send + Sync {
+    fn file_stage(&self, path: &str, stage: FileStage);
 }
 
 /// Every file under `paths` that warpfold reads (folders recursively, hidden entries skipped,
@@ -161,7 +188,7 @@ fn failed_record(path: String, hash: String, size: u64, mtime: i64, error: &Extr
 }
 
 /// Reads, hashes, extracts and chunks one file (a worker's whole job for it).
-fn prepare(path: &Path, store: &Store, embedder: &Embedder, options: &IndexOptions) -> Outcome {
+fn prepare(path: &Path, store: &Store, embedder: &Embedder, options: &IndexOptions, progress: &Progress) -> Outcome {
     let path_text = path.display().to_string();
     let (bytes, size, mtime) = match std::fs::read(path).and_then(|b| Ok((std::fs::metadata(path)?, b))) {
         Ok((meta, bytes)) => {
@@ -185,6 +212,7 @@ fn prepare(path: &Path, store: &Store, embedder: &Embedder, options: &IndexOptio
             return Outcome::Skipped;
         }
     }
+    progress.stage(&path_text, FileStage::Extracting);
     let extracted = match extract_file(path, &options.isolation) {
         Ok(extracted) => extracted,
         Err(error) => return Outcome::Ready(failed_record(path_text, hash, size, mtime, &error)),
@@ -255,8 +283,9 @@ pub fn index_paths(
             let (skipped, progress) = (&skipped, progress);
             scope.spawn(move || {
                 for path in work_rx {
-                    match prepare(&path, &store, embedder, options) {
+                    match prepare(&path, &store, embedder, options, progress) {
                         Outcome::Skipped => {
+                            progress.stage(&path.display().to_string(), FileStage::Unchanged);
                             skipped.fetch_add(1, Ordering::Relaxed);
                             progress.files_done.fetch_add(1, Ordering::Relaxed);
                         }
@@ -289,6 +318,7 @@ pub fn index_paths(
                         }
                     }
                 }
+                progress.stage(&record.path, FileStage::Embedding { chunks: ids.len() as u64 });
                 let ticket = (!ids.is_empty()).then(|| embedder.engine.submit(Lane::Bulk, ids));
                 if commit_tx.send(Prepared { record, submitted, ticket }).is_err() {
                     break;
@@ -318,9 +348,19 @@ pub fn index_paths(
                 continue; // keep draining so the other stages finish; the error is reported below
             }
             if let Err(e) = writer_store.commit_document(&record, &new_embeddings) {
+                progress.stage(&record.path, FileStage::Finished { status: "failed", error: Some(e.to_string()), chunks: 0, pages: 0 });
                 write_error = Some(e);
                 continue;
             }
+            progress.stage(
+                &record.path,
+                FileStage::Finished {
+                    status: record.status,
+                    error: record.error.clone(),
+                    chunks: record.chunks.len() as u64,
+                    pages: record.pages.len() as u32,
+                },
+            );
             if record.status == "indexed" {
                 indexed += 1;
                 chunks_written += record.chunks.len() as u64;

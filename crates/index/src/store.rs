@@ -311,29 +311,81 @@ impl Store {
 
     /// Removes documents whose file no longer exists; returns their paths.
     pub fn prune_missing(&mut self) -> Result<Vec<String>, StoreError> {
-        let rows: Vec<(i64, String)> = self
-            .conn
-            .prepare("SELECT id, path FROM documents ORDER BY path")?
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<Result<_, _>>()?;
+        let paths: Vec<String> =
+            self.conn.prepare("SELECT path FROM documents ORDER BY path")?.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
         let mut removed = Vec::new();
-        for (id, path) in rows {
-            if Path::new(&path).exists() {
-                continue;
+        for path in paths {
+            if !Path::new(&path).exists() && self.remove_document(&path)? {
+                removed.push(path);
             }
-            let tx = self.conn.transaction()?;
-            let hashes: Vec<Vec<u8>> = tx
-                .prepare("SELECT DISTINCT text_hash FROM chunks WHERE document_id = ?1")?
-                .query_map(params![id], |r| r.get(0))?
-                .collect::<Result<_, _>>()?;
-            tx.execute("DELETE FROM chunks WHERE document_id = ?1", params![id])?;
-            tx.execute("DELETE FROM pages WHERE document_id = ?1", params![id])?;
-            tx.execute("DELETE FROM documents WHERE id = ?1", params![id])?;
-            drop_unused_embeddings(&tx, &hashes)?;
-            tx.commit()?;
-            removed.push(path);
         }
         Ok(removed)
+    }
+
+    /// Removes one document with its pages, chunks and the embeddings no other chunk uses; false
+    /// if it was not in the index.
+    pub fn remove_document(&mut self, path: &str) -> Result<bool, StoreError> {
+        let tx = self.conn.transaction()?;
+        let Some(id): Option<i64> = tx.query_row("SELECT id FROM documents WHERE path = ?1", params![path], |r| r.get(0)).optional()? else {
+            return Ok(false);
+        };
+        let hashes: Vec<Vec<u8>> = tx
+            .prepare("SELECT DISTINCT text_hash FROM chunks WHERE document_id = ?1")?
+            .query_map(params![id], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        tx.execute("DELETE FROM chunks WHERE document_id = ?1", params![id])?;
+        tx.execute("DELETE FROM pages WHERE document_id = ?1", params![id])?;
+        tx.execute("DELETE FROM documents WHERE id = ?1", params![id])?;
+        drop_unused_embeddings(&tx, &hashes)?;
+        tx.commit()?;
+        Ok(true)
+    }
+
+    /// Moves a document's entries to a new path (the file was renamed): nothing is extracted or
+    /// embedded again. An entry already at `to` is replaced. False if `from` was not indexed.
+    pub fn rename_document(&mut self, from: &str, to: &str) -> Result<bool, StoreError> {
+        if from == to || self.document_state(from)?.is_none() {
+            return Ok(false);
+        }
+        self.remove_document(to)?;
+        let moved = self.conn.execute("UPDATE documents SET path = ?2 WHERE path = ?1", params![from, to])?;
+        Ok(moved == 1)
+    }
+
+    /// Every document with its status, for a queue restored at start.
+    pub fn documents(&self) -> Result<Vec<DocumentSummary>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT path, status, error, page_count, size, content_hash,
+                    (SELECT count(*) FROM chunks WHERE chunks.document_id = documents.id)
+             FROM documents ORDER BY path",
+        )?;
+        let rows = stmt.query_map([], DocumentSummary::from_row)?.collect::<Result<_, _>>()?;
+        Ok(rows)
+    }
+
+    /// One document with all its chunks, for a detail view.
+    pub fn document_detail(&self, path: &str) -> Result<Option<DocumentDetail>, StoreError> {
+        let summary = self
+            .conn
+            .prepare_cached(
+                "SELECT path, status, error, page_count, size, content_hash,
+                        (SELECT count(*) FROM chunks WHERE chunks.document_id = documents.id)
+                 FROM documents WHERE path = ?1",
+            )?
+            .query_row(params![path], DocumentSummary::from_row)
+            .optional()?;
+        let Some(summary) = summary else { return Ok(None) };
+        let chunks = self
+            .conn
+            .prepare_cached(
+                "SELECT ordinal, page_start, page_end, text FROM chunks
+                 WHERE document_id = (SELECT id FROM documents WHERE path = ?1) ORDER BY ordinal",
+            )?
+            .query_map(params![path], |r| {
+                Ok(ChunkView { ordinal: r.get(0)?, page_start: r.get(1)?, page_end: r.get(2)?, text: r.get(3)? })
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(Some(DocumentDetail { document: summary, chunks }))
     }
 
     /// Every chunk id with its embedding, for the vector half of search.
@@ -424,6 +476,50 @@ impl Store {
     pub fn connection(&self) -> &Connection {
         &self.conn
     }
+}
+
+/// A document's row: what a queue or a list shows.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DocumentSummary {
+    pub path: String,
+    /// `indexed`, `no_text` or `failed`.
+    pub status: String,
+    pub error: Option<String>,
+    pub pages: u32,
+    pub size: u64,
+    pub content_hash: String,
+    pub chunks: u64,
+}
+
+impl DocumentSummary {
+    fn from_row(r: &rusqlite::Row) -> rusqlite::Result<DocumentSummary> {
+        Ok(DocumentSummary {
+            path: r.get(0)?,
+            status: r.get(1)?,
+            error: r.get(2)?,
+            pages: r.get(3)?,
+            size: r.get::<_, i64>(4)? as u64,
+            content_hash: r.get(5)?,
+            chunks: r.get::<_, i64>(6)? as u64,
+        })
+    }
+}
+
+/// One chunk as a detail view lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ChunkView {
+    pub ordinal: u32,
+    pub page_start: u32,
+    pub page_end: u32,
+    pub text: String,
+}
+
+/// A document and its chunks.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DocumentDetail {
+    #[serde(flatten)]
+    pub document: DocumentSummary,
+    pub chunks: Vec<ChunkView>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -536,6 +632,29 @@ mod tests {
         store.commit_document(&record(&kept.display().to_string(), "k", vec![chunk(0, "kept text")]), &[]).unwrap();
         assert_eq!(store.prune_missing().unwrap(), vec![gone]);
         assert_eq!(store.counts().unwrap(), StoreCounts { documents: 1, indexed: 1, chunks: 1, embeddings: 0 });
+    }
+
+    #[test]
+    fn rename_moves_entries_and_remove_drops_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("i.db"), "m", 2).unwrap();
+        let a = chunk(0, "renamed words");
+        store.commit_document(&record("/old.pdf", "h", vec![a.clone(), chunk(1, "more")]), &[(a.text_hash, vec![1.0, 0.0])]).unwrap();
+        store.commit_document(&record("/other.pdf", "o", vec![chunk(0, "other")]), &[]).unwrap();
+        assert!(store.rename_document("/old.pdf", "/new.pdf").unwrap());
+        assert!(!store.rename_document("/missing.pdf", "/x.pdf").unwrap());
+        assert!(store.document_state("/old.pdf").unwrap().is_none());
+        let detail = store.document_detail("/new.pdf").unwrap().expect("moved");
+        assert_eq!((detail.document.chunks, detail.chunks.len(), detail.chunks[0].text.as_str()), (2, 2, "renamed words"));
+        let hit = store.keyword_search("renamed", 5).unwrap();
+        assert_eq!(store.chunk(hit[0]).unwrap().unwrap().path, "/new.pdf", "search follows the rename");
+        assert_eq!(store.embedded_hashes(&[a.text_hash]).unwrap().len(), 1, "the vector stays");
+        let listed: Vec<String> = store.documents().unwrap().into_iter().map(|d| d.path).collect();
+        assert_eq!(listed, ["/new.pdf", "/other.pdf"]);
+        assert!(store.remove_document("/new.pdf").unwrap());
+        assert!(!store.remove_document("/new.pdf").unwrap());
+        assert_eq!(store.counts().unwrap(), StoreCounts { documents: 1, indexed: 1, chunks: 1, embeddings: 0 });
+        assert!(store.keyword_search("renamed", 5).unwrap().is_empty());
     }
 
     #[test]

@@ -1,0 +1,598 @@
+//! warpfold's application core: what the desktop app and `warpfold serve` both are, minus the
+//! window and the socket.
+//!
+//! Why a crate of its own: the Tauri shell (src-tauri) and the HTTP mode must behave the same, so
+//! neither holds any logic. Both call [`App`]'s methods (one per UI operation in docs/api.md) and
+//! forward its [`AppEvent`]s (Tauri events and an ipc Channel there, server-sent events here).
+//! The app owns:
+//! - one indexer thread: every write to the index (new, changed, renamed, deleted files) goes
+//!   through it in order, so watcher events, drops and scans never race each other;
+//! - the [`QueueBoard`](queue::QueueBoard): each file's state, restored from the index at start;
+//! - a sampler thread: tokens/s, computed and padded-equivalent work, bins/s every interval, and
+//!   each new bin's shape, from the engine's counters;
+//! - the watched folders (persisted in `settings.json` in the data folder), scanned at start and
+//!   then followed with a debounced watcher ([`watch`]).
+
+pub mod error;
+pub mod events;
+pub mod queue;
+pub mod runtime;
+pub mod watch;
+
+use std::collections::{HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tokio::sync::broadcast;
+use warpfold_engine::embed::Embedder;
+use warpfold_engine::Lane;
+use warpfold_index::pipeline::{collect_files, index_paths, IndexOptions, Progress};
+use warpfold_index::search::{Hit, Searcher};
+use warpfold_index::store::{DocumentDetail, Store};
+
+pub use error::AppError;
+pub use events::{AppEvent, AppStateView, BinView, DeviceView, FileState, ProbeView, QueueState, Sample};
+use queue::QueueBoard;
+use watch::FolderWatcher;
+
+/// How many samples the state keeps (5 minutes at the default interval).
+pub const SAMPLES_KEPT: usize = 600;
+
+pub struct AppConfig {
+    /// The index database.
+    pub db: PathBuf,
+    /// Where settings and uploaded files live.
+    pub data_dir: PathBuf,
+    /// The embedding model's name (recorded in the index).
+    pub model: String,
+    pub index_options: IndexOptions,
+    /// How long a watched file must be quiet (no events, an mtime this old) before it is read.
+    pub settle: Duration,
+    /// How often throughput is sampled.
+    pub sample_every: Duration,
+    /// The device as found at start (name, bin capacity, probe).
+    pub device: DeviceView,
+    /// Reads the device's memory (used, total) for the live display, if it can.
+    pub memory: Option<Box<dyn Fn() -> Option<(u64, u64)> + Send + Sync>>,
+}
+
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+struct Settings {
+    folders: Vec<String>,
+}
+
+pub(crate) enum Job {
+    /// Index these files or folders (new or changed).
+    Index(Vec<PathBuf>),
+    /// Index these watched files once their writes have settled.
+    Settle(Vec<PathBuf>),
+    /// A file or folder is gone.
+    Remove(PathBuf),
+    /// A file or folder was renamed.
+    Rename(PathBuf, PathBuf),
+    /// Catch up with a watched folder: deletions, renames and edits made while nobody watched.
+    Scan(PathBuf),
+}
+
+struct Inner {
+    config: AppConfig,
+    embedder: Arc<Embedder>,
+    board: Arc<QueueBoard>,
+    events: broadcast::Sender<AppEvent>,
+    samples: Mutex<VecDeque<Sample>>,
+    searcher: Mutex<Option<Searcher>>,
+    jobs: Sender<Job>,
+    settings: Mutex<Settings>,
+    /// Paths the user handed over by dropping them on the window (desktop).
+    chosen: Mutex<HashSet<PathBuf>>,
+    watcher: Mutex<Option<FolderWatcher>>,
+    stop: AtomicBool,
+}
+
+/// The application: cheap to clone, shared by every request and event forwarder.
+#[derive(Clone)]
+pub struct App {
+    inner: Arc<Inner>,
+}
+
+/// Who asks for a path to be indexed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// The user directly (a token-holding HTTP client, the command line).
+    User,
+    /// The desktop webview: only paths the user dropped or folders they watch.
+    Webview,
+}
+
+impl App {
+    /// Starts the app: opens (creating) the index, restores the queue from it, starts the indexer,
+    /// the sampler and the watcher, and scans every watched folder.
+    pub fn start(config: AppConfig, embedder: Arc<Embedder>) -> Result<App, AppError> {
+        std::fs::create_dir_all(&config.data_dir)?;
+        let store = Store::open(&config.db, &config.model, embedder.engine.info().output_dim)?;
+        let (events, _) = broadcast::channel(4096);
+        let board = Arc::new(QueueBoard::new(events.clone()));
+        board.restore(&store.documents()?);
+        drop(store);
+        let settings: Settings = std::fs::read(config.data_dir.join("settings.json"))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default();
+        let (jobs, job_rx) = crossbeam_channel::unbounded();
+        let app = App {
+            inner: Arc::new(Inner {
+                searcher: Mutex::new(Searcher::open(&config.db).ok()),
+                config,
+                embedder,
+                board,
+                events,
+                samples: Mutex::new(VecDeque::new()),
+                jobs,
+                settings: Mutex::new(settings.clone()),
+                chosen: Mutex::new(HashSet::new()),
+                watcher: Mutex::new(None),
+                stop: AtomicBool::new(false),
+            }),
+        };
+        let indexer = app.clone();
+        std::thread::Builder::new().name("warpfold-indexer".into()).spawn(move || indexer.run_indexer(job_rx))?;
+        let sampler = app.clone();
+        std::thread::Builder::new().name("warpfold-sampler".into()).spawn(move || sampler.run_sampler())?;
+        let watcher = FolderWatcher::start(app.inner.config.settle, app.inner.jobs.clone())
+            .map_err(|e| AppError::Io(format!("starting the folder watcher: {e}")))?;
+        *app.inner.watcher.lock().unwrap() = Some(watcher);
+        for folder in &settings.folders {
+            let path = PathBuf::from(folder);
+            if let Err(e) = app.watch(&path) {
+                tracing::warn!(folder, error = %e, "cannot watch a saved folder");
+            }
+            let _ = app.inner.jobs.send(Job::Scan(path));
+        }
+        Ok(app)
+    }
+
+    /// Stops the background threads (the engine stops when the last [`Embedder`] goes).
+    pub fn stop(&self) {
+        self.inner.stop.store(true, Ordering::Relaxed);
+        self.inner.watcher.lock().unwrap().take();
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<AppEvent> {
+        self.inner.events.subscribe()
+    }
+
+    pub fn embedder(&self) -> &Arc<Embedder> {
+        &self.inner.embedder
+    }
+
+    pub fn model(&self) -> &str {
+        &self.inner.config.model
+    }
+
+    pub fn state(&self) -> AppStateView {
+        let stats = &self.inner.embedder.engine;
+        let mut device = self.inner.config.device.clone();
+        if let Some((used, total)) = self.inner.config.memory.as_ref().and_then(|m| m()) {
+            device.memory_used_bytes = Some(used);
+            device.memory_total_bytes = Some(total);
+        }
+        let counts = self.inner.searcher.lock().unwrap().as_ref().and_then(|s| s.store().counts().ok());
+        AppStateView {
+            model: self.inner.config.model.clone(),
+            device,
+            folders: self.folders(),
+            queue: self.inner.board.view(),
+            bins: stats.recent_bins().iter().map(BinView::from).collect(),
+            samples: self.inner.samples.lock().unwrap().iter().cloned().collect(),
+            documents: counts.map_or(0, |c| c.documents),
+            chunks: counts.map_or(0, |c| c.chunks),
+        }
+    }
+
+    pub fn folders(&self) -> Vec<String> {
+        self.inner.settings.lock().unwrap().folders.clone()
+    }
+
+    fn save_settings(&self, settings: &Settings) -> Result<(), AppError> {
+        let path = self.inner.config.data_dir.join("settings.json");
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(settings).expect("plain data"))?;
+        std::fs::rename(&tmp, &path)?;
+        Ok(())
+    }
+
+    fn watch(&self, folder: &Path) -> Result<(), AppError> {
+        match self.inner.watcher.lock().unwrap().as_mut() {
+            Some(watcher) => watcher.watch(folder).map_err(|e| AppError::Io(format!("watching {}: {e}", folder.display()))),
+            None => Err(AppError::Internal("the app has stopped".into())),
+        }
+    }
+
+    /// Watches a folder from now on (and after restarts) and indexes what it holds.
+    pub fn add_folder(&self, path: &str) -> Result<Vec<String>, AppError> {
+        let folder = canonical_dir(path)?;
+        let text = folder.display().to_string();
+        let folders = {
+            let mut settings = self.inner.settings.lock().unwrap();
+            if !settings.folders.contains(&text) {
+                self.watch(&folder)?;
+                settings.folders.push(text);
+                settings.folders.sort();
+                self.save_settings(&settings)?;
+            }
+            settings.folders.clone()
+        };
+        self.queue_waiting(std::slice::from_ref(&folder));
+        let _ = self.inner.jobs.send(Job::Scan(folder));
+        let _ = self.inner.events.send(AppEvent::Folders(folders.clone()));
+        Ok(folders)
+    }
+
+    /// Stops watching a folder; what was indexed from it stays searchable.
+    pub fn remove_folder(&self, path: &str) -> Result<Vec<String>, AppError> {
+        let folders = {
+            let mut settings = self.inner.settings.lock().unwrap();
+            let before = settings.folders.len();
+            settings.folders.retain(|f| f != path);
+            if settings.folders.len() == before {
+                return Err(AppError::NotFound(format!("{path} is not a watched folder")));
+            }
+            if let Some(watcher) = self.inner.watcher.lock().unwrap().as_mut() {
+                watcher.unwatch(Path::new(path));
+            }
+            self.save_settings(&settings)?;
+            settings.folders.clone()
+        };
+        let _ = self.inner.events.send(AppEvent::Folders(folders.clone()));
+        Ok(folders)
+    }
+
+    /// Records paths the user dropped on the desktop window: the webview may then ask for them.
+    pub fn choose(&self, paths: &[PathBuf]) {
+        let mut chosen = self.inner.chosen.lock().unwrap();
+        for path in paths {
+            chosen.insert(std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()));
+        }
+    }
+
+    /// Is `path` something the user chose: dropped, inside a watched folder, or already indexed?
+    fn allowed(&self, path: &Path) -> bool {
+        let chosen = self.inner.chosen.lock().unwrap();
+        if path.ancestors().any(|a| chosen.contains(a)) {
+            return true;
+        }
+        drop(chosen);
+        let settings = self.inner.settings.lock().unwrap();
+        settings.folders.iter().any(|f| path.starts_with(f)) || self.inner.board.get(&path.display().to_string()).is_some()
+    }
+
+    /// Indexes dropped files and folders. From the webview, only paths the user chose.
+    pub fn add_paths(&self, paths: &[String], origin: Origin) -> Result<usize, AppError> {
+        if paths.is_empty() {
+            return Err(AppError::InvalidInput("no paths given".into()));
+        }
+        let mut resolved = Vec::new();
+        for path in paths {
+            let canonical = std::fs::canonicalize(path).map_err(|e| AppError::NotFound(format!("{path}: {e}")))?;
+            if origin == Origin::Webview && !self.allowed(&canonical) {
+                return Err(AppError::PathNotAllowed(format!("{path} was not chosen by the user (drop it on the window or watch its folder)")));
+            }
+            resolved.push(canonical);
+        }
+        let queued = self.queue_waiting(&resolved);
+        let _ = self.inner.jobs.send(Job::Index(resolved));
+        Ok(queued)
+    }
+
+    /// Saves an uploaded file (browser drag and drop) into the data folder's inbox and indexes it.
+    pub fn upload(&self, name: &str, bytes: &[u8]) -> Result<String, AppError> {
+        let name = Path::new(name).file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        if name.is_empty() || name.starts_with('.') {
+            return Err(AppError::InvalidInput("the upload needs a file name (?name=FILE.pdf)".into()));
+        }
+        if warpfold_index::extract::file_kind(Path::new(&name)).is_none() {
+            return Err(AppError::InvalidInput(format!("{name}: only .pdf, .txt and .md files are indexed")));
+        }
+        let inbox = self.inner.config.data_dir.join("inbox");
+        std::fs::create_dir_all(&inbox)?;
+        let mut target = inbox.join(&name);
+        let (stem, ext) = match name.rsplit_once('.') {
+            Some((s, e)) => (s.to_string(), format!(".{e}")),
+            None => (name.clone(), String::new()),
+        };
+        let mut n = 1;
+        while target.exists() {
+            if std::fs::read(&target).map(|old| old == bytes).unwrap_or(false) {
+                break; // the same file again: index it in place (it is unchanged)
+            }
+            n += 1;
+            target = inbox.join(format!("{stem} ({n}){ext}"));
+        }
+        let tmp = inbox.join(format!(".{name}.part"));
+        std::fs::write(&tmp, bytes)?;
+        std::fs::rename(&tmp, &target)?;
+        let target = std::fs::canonicalize(&target)?;
+        self.queue_waiting(std::slice::from_ref(&target));
+        let _ = self.inner.jobs.send(Job::Index(vec![target.clone()]));
+        Ok(target.display().to_string())
+    }
+
+    fn queue_waiting(&self, paths: &[PathBuf]) -> usize {
+        let files: Vec<String> = collect_files(paths).unwrap_or_default().iter().map(|p| p.display().to_string()).collect();
+        self.inner.board.waiting(&files);
+        files.len()
+    }
+
+    pub fn search(&self, query: &str, k: usize) -> Result<Vec<Hit>, AppError> {
+        if query.trim().is_empty() {
+            return Err(AppError::InvalidInput("empty query".into()));
+        }
+        let searcher = self.inner.searcher.lock().unwrap();
+        let Some(searcher) = searcher.as_ref() else { return Ok(Vec::new()) };
+        let embedder = &self.inner.embedder;
+        searcher
+            .search(query, k.clamp(1, 100), |q| {
+                embedder.embed_texts(Lane::Interactive, &[q]).pop().expect("one answer").map_err(|e| e.to_string())
+            })
+            .map_err(|e| AppError::InvalidInput(e.to_string()))
+    }
+
+    fn checked_path(&self, path: &str) -> Result<PathBuf, AppError> {
+        let path = PathBuf::from(path);
+        if !path.is_absolute() || !self.allowed(&path) {
+            return Err(AppError::PathNotAllowed(format!("{} is not a file warpfold was given", path.display())));
+        }
+        Ok(path)
+    }
+
+    /// One document: its state, pages, chunks and errors.
+    pub fn document(&self, path: &str) -> Result<DocumentView, AppError> {
+        let checked = self.checked_path(path)?;
+        let queued = self.inner.board.get(path);
+        let detail = match Store::open_existing(&self.inner.config.db) {
+            Ok(store) => store.document_detail(&checked.display().to_string())?,
+            Err(_) => None,
+        };
+        if queued.is_none() && detail.is_none() {
+            return Err(AppError::NotFound(format!("{path} is not in the index")));
+        }
+        Ok(DocumentView { path: path.to_string(), state: queued, detail, summary: None })
+    }
+
+    /// The bytes of a file warpfold indexed (for a browser to open it).
+    pub fn file_bytes(&self, path: &str) -> Result<Vec<u8>, AppError> {
+        let checked = self.checked_path(path)?;
+        std::fs::read(&checked).map_err(|e| AppError::NotFound(format!("{path}: {e}")))
+    }
+
+    /// A path the desktop shell may open in the system viewer.
+    pub fn openable(&self, path: &str) -> Result<PathBuf, AppError> {
+        let checked = self.checked_path(path)?;
+        if !checked.exists() {
+            return Err(AppError::NotFound(format!("{path} no longer exists")));
+        }
+        Ok(checked)
+    }
+
+    fn refresh_searcher(&self) {
+        match Searcher::open(&self.inner.config.db) {
+            Ok(searcher) => *self.inner.searcher.lock().unwrap() = Some(searcher),
+            Err(e) => tracing::warn!(error = %e, "reopening the index for search"),
+        }
+    }
+
+    fn run_indexer(&self, jobs: Receiver<Job>) {
+        let progress = Progress { observer: Some(self.inner.board.clone()), ..Progress::default() };
+        let mut pending: Vec<Job> = Vec::new();
+        loop {
+            if pending.is_empty() {
+                match jobs.recv_timeout(Duration::from_millis(200)) {
+                    Ok(job) => pending.push(job),
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                        if self.inner.stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        continue;
+                    }
+                    Err(_) => return,
+                }
+            }
+            pending.extend(jobs.try_iter());
+            let job = pending.remove(0);
+            let result = match job {
+                Job::Index(mut paths) => {
+                    // Merge every index job waiting behind this one into one run (one set of bins).
+                    let mut rest = Vec::new();
+                    for job in pending.drain(..) {
+                        match job {
+                            Job::Index(more) => paths.extend(more),
+                            other => rest.push(other),
+                        }
+                    }
+                    pending = rest;
+                    self.index(&paths, &progress)
+                }
+                Job::Settle(paths) => {
+                    // A new folder stands for the files in it, each of which must have settled.
+                    let files = collect_files(&paths.into_iter().filter(|p| p.exists()).collect::<Vec<_>>()).unwrap_or_default();
+                    let (ready, later): (Vec<_>, Vec<_>) = files.into_iter().partition(|p| settled(p, self.inner.config.settle));
+                    if !later.is_empty() {
+                        let (jobs, wait) = (self.inner.jobs.clone(), self.inner.config.settle);
+                        std::thread::spawn(move || {
+                            std::thread::sleep(wait);
+                            let _ = jobs.send(Job::Settle(later));
+                        });
+                    }
+                    let ready: Vec<PathBuf> = ready.into_iter().filter(|p| p.exists()).collect();
+                    self.queue_waiting(&ready);
+                    if ready.is_empty() { Ok(()) } else { self.index(&ready, &progress) }
+                }
+                Job::Remove(path) => self.remove(&path),
+                Job::Rename(from, to) => self.rename(&from, &to),
+                Job::Scan(folder) => self.scan(&folder).and_then(|()| self.index(&[folder], &progress)),
+            };
+            if let Err(e) = result {
+                tracing::warn!(error = %e, "indexer job failed");
+            }
+        }
+    }
+
+    fn index(&self, paths: &[PathBuf], progress: &Progress) -> Result<(), AppError> {
+        let paths: Vec<PathBuf> = paths.iter().filter(|p| p.exists()).cloned().collect();
+        if paths.is_empty() {
+            return Ok(());
+        }
+        let report = index_paths(&paths, &self.inner.config.db, &self.inner.embedder, &self.inner.config.model, &self.inner.config.index_options, progress)?;
+        tracing::info!(indexed = report.documents_indexed, failed = report.documents_failed, skipped = report.documents_skipped, "indexed");
+        self.refresh_searcher();
+        Ok(())
+    }
+
+    /// Indexed documents at or under `path`.
+    fn indexed_under(&self, store: &Store, path: &Path) -> Result<Vec<String>, AppError> {
+        Ok(store.documents()?.into_iter().map(|d| d.path).filter(|p| Path::new(p).starts_with(path)).collect())
+    }
+
+    fn remove(&self, path: &Path) -> Result<(), AppError> {
+        if path.exists() {
+            return Ok(()); // recreated since the event
+        }
+        let mut store = Store::open_existing(&self.inner.config.db)?;
+        for doc in self.indexed_under(&store, path)? {
+            if !Path::new(&doc).exists() {
+                store.remove_document(&doc)?;
+                self.inner.board.remove(&doc);
+            }
+        }
+        self.refresh_searcher();
+        Ok(())
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<(), AppError> {
+        let mut store = Store::open_existing(&self.inner.config.db)?;
+        let mut moved = 0;
+        for doc in self.indexed_under(&store, from)? {
+            let target = to.join(Path::new(&doc).strip_prefix(from).expect("under from"));
+            let target = if doc == from.display().to_string() { to.to_path_buf() } else { target };
+            if target.is_file() && store.rename_document(&doc, &target.display().to_string())? {
+                self.inner.board.rename(&doc, &target.display().to_string());
+                moved += 1;
+            }
+        }
+        drop(store);
+        if moved == 0 {
+            // Not something we had (a file renamed into a watched folder, say): index it.
+            let _ = self.inner.jobs.send(Job::Settle(vec![to.to_path_buf()]));
+        } else {
+            self.refresh_searcher();
+        }
+        Ok(())
+    }
+
+    /// Catches up with changes made while the app was closed: files gone are removed (or, when a
+    /// new file has the same content, renamed); new and edited files are then indexed by the
+    /// normal run, which skips the unchanged ones.
+    fn scan(&self, folder: &Path) -> Result<(), AppError> {
+        let mut store = Store::open_existing(&self.inner.config.db)?;
+        let docs = store.documents()?;
+        let gone: Vec<_> = docs.iter().filter(|d| Path::new(&d.path).starts_with(folder) && !Path::new(&d.path).exists()).collect();
+        if gone.is_empty() {
+            return Ok(());
+        }
+        let known: HashSet<&str> = docs.iter().map(|d| d.path.as_str()).collect();
+        let mut by_hash: std::collections::HashMap<String, PathBuf> = std::collections::HashMap::new();
+        for file in collect_files(&[folder.to_path_buf()])? {
+            if !known.contains(file.display().to_string().as_str()) {
+                if let Ok(bytes) = std::fs::read(&file) {
+                    by_hash.insert(hex(&Sha256::digest(&bytes)), file);
+                }
+            }
+        }
+        for doc in gone {
+            match by_hash.remove(&doc.content_hash) {
+                Some(new_path) => {
+                    let to = new_path.display().to_string();
+                    store.rename_document(&doc.path, &to)?;
+                    self.inner.board.rename(&doc.path, &to);
+                }
+                None => {
+                    store.remove_document(&doc.path)?;
+                    self.inner.board.remove(&doc.path);
+                }
+            }
+        }
+        drop(store);
+        self.refresh_searcher();
+        Ok(())
+    }
+
+    fn run_sampler(&self) {
+        let every = self.inner.config.sample_every;
+        let engine = &self.inner.embedder.engine;
+        let mut before = engine.stats();
+        let mut last_bin = engine.recent_bins().last().map_or(0, |b| b.id);
+        let mut at = Instant::now();
+        while !self.inner.stop.load(Ordering::Relaxed) {
+            std::thread::sleep(every);
+            let after = engine.stats();
+            let seconds = at.elapsed().as_secs_f64();
+            at = Instant::now();
+            let seen = last_bin;
+            for bin in engine.recent_bins().iter().filter(|b| b.id > seen) {
+                last_bin = bin.id;
+                let _ = self.inner.events.send(AppEvent::Bin(BinView::from(bin)));
+            }
+            let memory = self.inner.config.memory.as_ref().and_then(|m| m()).map(|(used, _)| used);
+            let sample = Sample::between(&before, &after, seconds, events::now_ms(), self.inner.board.depth(), memory);
+            before = after;
+            {
+                let mut samples = self.inner.samples.lock().unwrap();
+                if samples.len() == SAMPLES_KEPT {
+                    samples.pop_front();
+                }
+                samples.push_back(sample.clone());
+            }
+            let _ = self.inner.events.send(AppEvent::Sample(sample));
+        }
+    }
+}
+
+/// A document as the detail view shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct DocumentView {
+    pub path: String,
+    pub state: Option<FileState>,
+    pub detail: Option<DocumentDetail>,
+    pub summary: Option<String>,
+}
+
+fn canonical_dir(path: &str) -> Result<PathBuf, AppError> {
+    if path.trim().is_empty() {
+        return Err(AppError::InvalidInput("no folder given".into()));
+    }
+    let canonical = std::fs::canonicalize(path).map_err(|e| AppError::NotFound(format!("{path}: {e}")))?;
+    if !canonical.is_dir() {
+        return Err(AppError::InvalidInput(format!("{path} is not a folder")));
+    }
+    Ok(canonical)
+}
+
+/// Has the file been left alone for `settle`? (A file still being copied has a fresh mtime.)
+fn settled(path: &Path, settle: Duration) -> bool {
+    match std::fs::metadata(path).and_then(|m| m.modified()) {
+        Ok(mtime) => mtime.elapsed().map(|age| age >= settle).unwrap_or(false),
+        Err(_) => true, // gone: the indexer skips it
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests;
