@@ -266,6 +266,44 @@ test("web UI against warpfold serve" + (MOCK ? " (mock)" : ""), { timeout: 15 * 
       await light.context().close();
     });
 
+    await t.test("inside the app (a faked Tauri IPC) the same UI uses invoke, events and a Channel", async () => {
+      const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+      await context.addInitScript(fakeTauri);
+      const app = await context.newPage();
+      app.on("pageerror", (e) => pageErrors.push(String(e)));
+      app.setDefaultTimeout(30_000);
+      await app.goto(`${base}/`); // no token: the app needs none
+      await app.locator("#app").waitFor({ state: "visible" });
+      assert.equal(await app.getByTestId("token-screen").isVisible(), false);
+      assert.equal((await app.getByTestId("model-name").textContent()).trim(), "fake-model");
+      await app.locator('[data-testid=connection][data-state="live"]').waitFor();
+      const calls = () => app.evaluate(() => window.__calls.map(([cmd]) => cmd));
+      assert.ok((await calls()).includes("subscribe_samples"), "samples come on a Channel");
+      // live: a queue event, a bin event and samples on the channel
+      await app.evaluate(() => {
+        window.__emit("queue", { path: "/docs/a.pdf", state: "embedding", error: null, chunks: null, pages: 3, updated_ms: Date.now() });
+        window.__emit("bin", { id: 1, at_ms: Date.now(), capacity: 512, sequences: [200, 100], aligned: [208, 112], padding: 20, free: 192, fill: 0.625 });
+        for (let i = 0; i < 3; i++) window.__sample({ t_ms: Date.now() + i * 500, tokens_per_s: 1000 + i, computed_per_s: 1100, padded_equivalent_per_s: 2000, bins_per_s: 2, queue_depth: 1, memory_used_bytes: null });
+      });
+      await app.locator('[data-testid=file-row][data-path="/docs/a.pdf"][data-state="embedding"]').waitFor();
+      await app.locator("[data-testid=bin-row]").first().waitFor();
+      await app.waitForFunction(() => Number(document.querySelector("[data-testid=throughput-chart]").dataset.points) >= 3);
+      // a drop in the webview arrives as paths and goes to add_paths
+      await app.evaluate(() => window.__emit("tauri://drag-drop", { paths: ["/docs/b.pdf"], position: { x: 1, y: 1 } }));
+      await app.waitForFunction(() => window.__calls.some(([cmd, args]) => cmd === "add_paths" && args.paths[0] === "/docs/b.pdf"));
+      // search goes through invoke
+      await app.getByTestId("search-input").fill("tomatoes");
+      await app.getByTestId("search-input").press("Enter");
+      await app.getByTestId("search-hit").first().waitFor();
+      // a rejected command shows its {kind, message}
+      await app.getByTestId("folder-input").fill("/etc");
+      await app.getByTestId("folder-add").click();
+      const err = app.locator("[data-testid=toast][data-kind=error]").first();
+      await err.waitFor();
+      assert.match(await err.textContent(), /Path not allowed.*not chosen/s);
+      await context.close();
+    });
+
     assert.deepEqual(pageErrors, [], "no script errors in the page");
   } finally {
     await browser?.close().catch(() => undefined);
@@ -274,3 +312,59 @@ test("web UI against warpfold serve" + (MOCK ? " (mock)" : ""), { timeout: 15 * 
     rmSync(tmp, { recursive: true, force: true });
   }
 });
+
+/** Stands in for Tauri's `window.__TAURI_INTERNALS__` (runs in the page before the UI's script). */
+function fakeTauri() {
+  const callbacks = new Map();
+  const listeners = new Map(); // event name -> [handler ids]
+  let next = 1;
+  let channel = null;
+  let sampleIndex = 0;
+  window.__calls = [];
+  window.__emit = (event, payload) => {
+    for (const id of listeners.get(event) ?? []) callbacks.get(id)?.({ event, id, payload });
+  };
+  window.__sample = (s) => callbacks.get(channel)?.({ index: sampleIndex++, message: s });
+  const state = {
+    model: "fake-model",
+    device: { name: "Fake GPU", kind: "cuda", bin_tokens: 512, probe: null, memory_total_bytes: 8 << 30, memory_used_bytes: 1 << 30 },
+    folders: [],
+    queue: { counts: { waiting: 0, extracting: 0, embedding: 0, done: 0, failed: 0, no_text: 0 }, files: [] },
+    bins: [],
+    samples: [],
+  };
+  window.__TAURI_INTERNALS__ = {
+    metadata: { currentWindow: { label: "main" }, currentWebview: { windowLabel: "main", label: "main" } },
+    transformCallback(cb) {
+      const id = next++;
+      callbacks.set(id, cb);
+      return id;
+    },
+    unregisterCallback(id) {
+      callbacks.delete(id);
+    },
+    async invoke(cmd, args) {
+      window.__calls.push([cmd, args]);
+      switch (cmd) {
+        case "plugin:event|listen":
+          listeners.set(args.event, [...(listeners.get(args.event) ?? []), args.handler]);
+          return args.handler;
+        case "plugin:event|unlisten":
+          return null;
+        case "state":
+          return state;
+        case "subscribe_samples":
+          channel = args.channel.id;
+          return null;
+        case "add_paths":
+          return { queued: args.paths.length };
+        case "search":
+          return { hits: [{ path: "/docs/tomatoes.pdf", page: 1, score: 0.03, text: `about ${args.query}`, chunk: "" }] };
+        case "add_folder":
+          throw { kind: "path_not_allowed", message: `${args.path} was not chosen` };
+        default:
+          throw { kind: "not_found", message: `no command ${cmd}` };
+      }
+    },
+  };
+}

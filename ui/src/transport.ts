@@ -94,10 +94,9 @@ class TauriTransport implements Transport {
   subscribe(h: LiveHandlers): () => void {
     let closed = false;
     const unlisten: Array<() => void> = [];
-    const channel = new Channel<Sample>();
-    channel.onmessage = (s) => {
+    const channel = new Channel<Sample>((s) => {
       if (!closed) h.sample(s);
-    };
+    });
     h.connection("connecting");
     Promise.all([
       listen<FileState>("queue", (e) => h.queue(e.payload)),
