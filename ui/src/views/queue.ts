@@ -1,7 +1,7 @@
 // The queue: counts by state (click one to filter), a progress bar that shows motion while work is
 // in flight, and the files, the ones in progress and the failures first.
 
-import { $, h, replace } from "../dom";
+import { $, h, icon, replace } from "../dom";
 import { ago, basename, dirname, grouped, percent, shortDir, STATE_LABEL } from "../format";
 import { store } from "../store";
 import { FILE_STATES, type FileState, type FileStateName } from "../types";
@@ -65,7 +65,7 @@ export function mountQueue(openDetail: (path: string) => void): void {
     const total = store.total();
     const el = $("queue-progress-label");
     if (!total) {
-      el.textContent = "Nothing queued yet. Drop files anywhere on this window, use Add files, or watch a folder.";
+      el.textContent = "Nothing queued yet.";
       el.dataset.state = "empty";
       return;
     }
@@ -91,7 +91,18 @@ export function mountQueue(openDetail: (path: string) => void): void {
     if (filter) files = files.filter((f) => f.state === filter);
     files.sort((a, b) => ORDER[a.state] - ORDER[b.state] || b.updated_ms - a.updated_ms || a.path.localeCompare(b.path));
     if (!files.length) {
-      replace(list, h("li", { class: "empty" }, filter ? `No files ${STATE_LABEL[filter]}.` : "No files yet."));
+      if (filter) replace(list, h("li", { class: "empty" }, `No files ${STATE_LABEL[filter]}.`));
+      else
+        replace(
+          list,
+          h(
+            "li",
+            { class: "drop-hint", "data-testid": "queue-empty", onclick: () => $("file-input").click() },
+            icon("M10 3v10M5.5 8.5 10 13l4.5-4.5M3.5 16.5h13", "drop-hint-icon"),
+            h("div", { class: "drop-hint-title" }, "Drop documents anywhere on this window"),
+            h("div", { class: "drop-hint-sub" }, "PDF, text and Markdown files — or click to choose files, or watch a folder above"),
+          ),
+        );
       return;
     }
     const rows = files.slice(0, MAX_ROWS).map((f) => row(f, openDetail));
