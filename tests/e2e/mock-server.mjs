@@ -275,7 +275,12 @@ const server = createServer(async (req, res) => {
   const path = url.pathname;
   if (req.method === "GET" && STATIC[path]) {
     const [file, type] = STATIC[path];
-    res.writeHead(200, { "Content-Type": type, "Cache-Control": "no-store" });
+    // the real server's policy: the UI must work under it
+    res.writeHead(200, {
+      "Content-Type": type,
+      "Cache-Control": "no-cache",
+      "Content-Security-Policy": "default-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; object-src 'none'; frame-ancestors 'none'",
+    });
     return res.end(readFileSync(join(dist, file)));
   }
   const auth = req.headers.authorization ?? "";

@@ -228,6 +228,9 @@ test("web UI against warpfold serve" + (MOCK ? " (mock)" : ""), { timeout: 15 * 
       await shot(page, "detail");
       const [popup] = await Promise.all([page.context().waitForEvent("page"), panel.getByTestId("detail-open").click()]);
       await popup.waitForURL(/^blob:/, { timeout: 30_000 });
+      await popup.setViewportSize({ width: 1000, height: 700 });
+      await popup.waitForTimeout(1500); // the PDF viewer draws
+      await shot(popup, "open-file");
       await popup.close();
       const bytes = await fetch(`${base}/api/file?path=${encodeURIComponent(await page.getByTestId("search-hit").first().getAttribute("data-path"))}`, {
         headers: { Authorization: `Bearer ${TOKEN}` },

@@ -63,12 +63,22 @@ async function start(): Promise<void> {
 
   // events that happened between the first load and the stream's start: load again once it is live
   let gap = true;
+  let reloading = false;
+  const reload = () => {
+    if (reloading) return;
+    reloading = true;
+    transport
+      .state()
+      .then((s) => store.load(s), () => undefined)
+      .finally(() => (reloading = false));
+  };
   transport.subscribe({
     queue: (f) => store.file(f),
     bin: (b) => store.bin(b),
     sample: (s) => store.sample(s),
     folders: (f) => store.setFolders(f),
     removed: (path) => store.removeFile(path),
+    resync: reload,
     connection: (c: Connection) => {
       showConnection(c);
       if (c === "unauthorized") tokenScreen();
@@ -76,7 +86,7 @@ async function start(): Promise<void> {
       if (c === "live" && gap) {
         // events were missed while the stream was down: take the whole state again
         gap = false;
-        transport.state().then((s) => store.load(s), () => undefined);
+        reload();
       }
     },
   });

@@ -13,6 +13,8 @@ export interface LiveHandlers {
   bin(bin: BinView): void;
   sample(sample: Sample): void;
   folders(folders: string[]): void;
+  /** The server dropped events for this client (it fell behind): the state must be loaded again. */
+  resync(): void;
   /** A file left the queue and the index (deleted, or renamed: its new name arrives as a queue event). */
   removed(path: string): void;
   /** The live stream's health; after "live" following a gap the caller should reload the state. */
@@ -103,10 +105,11 @@ class TauriTransport implements Transport {
       listen<BinView>("bin", (e) => h.bin(e.payload)),
       listen<string[]>("folders", (e) => h.folders(e.payload)),
       listen<string>("removed", (e) => h.removed(e.payload)),
+      listen<unknown>("resync", () => h.resync()),
       call<void>("subscribe_samples", { channel }),
     ])
-      .then(([a, b, c, d]) => {
-        unlisten.push(a, b, c, d);
+      .then(([a, b, c, d, e]) => {
+        unlisten.push(a, b, c, d, e);
         if (closed) unlisten.forEach((u) => u());
         else h.connection("live");
       })
@@ -271,6 +274,9 @@ class HttpTransport implements Transport {
           break;
         case "removed":
           h.removed(payload as string);
+          break;
+        case "resync":
+          h.resync();
           break;
       }
     };
