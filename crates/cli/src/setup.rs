@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use candle_core::Device;
 use warpfold_backend::{Backend, BackendError, SequenceTag};
-use warpfold_candle::{device_memory, select_device, BertBackend, DeviceChoice};
+use warpfold_candle::{device_memory, BertBackend};
 use warpfold_engine::probe::{probe, ProbeConfig, ProbeDevice};
 use warpfold_engine::tape::{packed_bin, TokenSequence};
 use warpfold_engine::embed::Embedder;
@@ -13,7 +13,7 @@ use warpfold_engine::models::{self, Manifest, ModelDir};
 use warpfold_engine::tokenize::TextEncoder;
 use warpfold_engine::{Batching, Engine, SchedulerConfig};
 
-use crate::{BatchingArg, DeviceArg, GlobalOptions, ModelsAction};
+use crate::{devices, BatchingArg, GlobalOptions, ModelsAction};
 
 pub fn models_dir(global: &GlobalOptions) -> PathBuf {
     global.models_dir.clone().unwrap_or_else(models::default_models_dir)
@@ -68,23 +68,22 @@ pub fn embedder(global: &GlobalOptions) -> Result<Embedder> {
 
 /// Loads the model in `dir` and starts the engine with the global options.
 pub fn embedder_for(global: &GlobalOptions, dir: &ModelDir) -> Result<Embedder> {
-    let dir = dir.clone();
-    let mut backend = load_backend(global, &dir)?;
-    let max_tokens = warpfold_backend::Backend::info(&backend).max_sequence_tokens;
-    let encoder = TextEncoder::from_file(&dir.tokenizer, max_tokens)?;
-    let mut config = scheduler_config(global);
-    config.bin_tokens = bin_capacity(global, &mut backend, backend_device(global)?)?;
-    tracing::info!(?config, model = %dir.name, "starting engine");
-    Ok(Embedder { encoder, engine: Engine::start(backend, config) })
+    let engine = embedding_engine(global, dir, &devices::candle_devices(&global.device)?, scheduler_config(global))?;
+    let encoder = TextEncoder::from_file(&dir.tokenizer, engine.info().max_sequence_tokens)?;
+    tracing::info!(model = %dir.name, "engine started");
+    Ok(Embedder { encoder, engine })
 }
 
-/// The device the global options ask for.
+/// The embedding model in `dir` on `on` (one device or several), its capacity per device found.
+pub fn embedding_engine(global: &GlobalOptions, dir: &ModelDir, on: &[Device], mut config: SchedulerConfig) -> Result<Engine> {
+    config.cost = devices::cost_model(&dir.config);
+    let load = |device: &Device| BertBackend::load(dir, device).with_context(|| format!("loading the model in {}", dir.dir.display()));
+    devices::start_engine(global, on, load, config)
+}
+
+/// The device the global options ask for (the first, when they name several).
 pub fn backend_device(global: &GlobalOptions) -> Result<Device> {
-    Ok(select_device(match global.device {
-        DeviceArg::Cpu => DeviceChoice::Cpu,
-        DeviceArg::Cuda => DeviceChoice::Cuda,
-        DeviceArg::Auto => DeviceChoice::Auto,
-    })?)
+    Ok(devices::candle_devices(&global.device)?.swap_remove(0))
 }
 
 /// Runs forwards of synthetic bins for the VRAM probe.
@@ -205,4 +204,13 @@ pub fn models_command(global: &GlobalOptions, action: &ModelsAction) -> Result<(
         }
     }
     Ok(())
+}
+
+/// Reads the device's memory (used, total) for live displays; None on the CPU.
+pub fn memory_reader(global: &GlobalOptions) -> Result<Option<Box<dyn Fn() -> Option<(u64, u64)> + Send + Sync>>> {
+    let device = backend_device(global)?;
+    if !device.is_cuda() {
+        return Ok(None);
+    }
+    Ok(Some(Box::new(move || device_memory(&device).ok().map(|(free, total)| (total - free, total)))))
 }

@@ -488,6 +488,8 @@ pub struct DocumentSummary {
     pub pages: u32,
     pub size: u64,
     pub content_hash: String,
+    /// How many chunks it has (named apart from a detail's list of chunks).
+    #[serde(rename = "chunk_count")]
     pub chunks: u64,
 }
 
