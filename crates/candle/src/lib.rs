@@ -31,16 +31,31 @@ pub enum DeviceChoice {
 pub fn select_device(choice: DeviceChoice) -> Result<Device, BackendError> {
     match choice {
         DeviceChoice::Cpu => Ok(Device::Cpu),
-        DeviceChoice::Cuda => {
-            if !cfg!(feature = "cuda") {
-                return Err(BackendError::Start(
-                    "this warpfold was built without CUDA; rebuild with `--features cuda` (see README)".into(),
-                ));
-            }
-            Device::new_cuda(0).map_err(|e| BackendError::Start(format!("no usable CUDA device: {e}")))
-        }
+        DeviceChoice::Cuda => cuda_device(0),
         DeviceChoice::Auto => Ok(if cfg!(feature = "cuda") { Device::new_cuda(0).unwrap_or(Device::Cpu) } else { Device::Cpu }),
     }
+}
+
+/// CUDA device `ordinal` (`cuda:N`), with a clear error when this build or this machine has none.
+pub fn cuda_device(ordinal: usize) -> Result<Device, BackendError> {
+    if !cfg!(feature = "cuda") {
+        return Err(BackendError::Start(
+            "this warpfold was built without CUDA; rebuild with `--features cuda` (see README)".into(),
+        ));
+    }
+    Device::new_cuda(ordinal).map_err(|e| BackendError::Start(format!("no usable CUDA device cuda:{ordinal}: {e}")))
+}
+
+/// How many CUDA devices this machine has (0 in a build without CUDA).
+pub fn cuda_device_count() -> Result<usize, BackendError> {
+    #[cfg(feature = "cuda")]
+    {
+        candle_core::cuda::cudarc::driver::CudaContext::device_count()
+            .map(|n| n.max(0) as usize)
+            .map_err(|e| BackendError::Start(format!("cannot count CUDA devices: {e}")))
+    }
+    #[cfg(not(feature = "cuda"))]
+    Ok(0)
 }
 
 /// The most elements one tensor may have on CUDA. candle's CUDA kernels walk a tensor with a
@@ -76,7 +91,10 @@ pub fn device_memory(device: &Device) -> Result<(u64, u64), String> {
 fn device_name(device: &Device) -> String {
     match device {
         Device::Cpu => "cpu".into(),
-        Device::Cuda(_) => "cuda:0".into(),
+        Device::Cuda(_) => match device.location() {
+            candle_core::DeviceLocation::Cuda { gpu_id } => format!("cuda:{gpu_id}"),
+            _ => "cuda".into(),
+        },
         Device::Metal(_) => "metal".into(),
     }
 }
@@ -192,6 +210,11 @@ impl DecoderBackend {
 
     pub fn model(&self) -> &llama::LlamaModel {
         &self.model
+    }
+
+    /// The model alone (generation drives it directly, not through bins of the engine).
+    pub fn into_model(self) -> llama::LlamaModel {
+        self.model
     }
 }
 

