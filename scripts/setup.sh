@@ -6,6 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
+bash scripts/build-ui.sh
 cargo build --release --locked
 wf=./target/release/warpfold
 $wf models fetch

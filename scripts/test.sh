@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# Every test: unit tests next to the code (packer properties, scheduler, kernels, models) and the
-# integration binary (real model, real `warpfold` binary). One profile (release) is built once: the
-# model tests are numeric and ~30x slower unoptimised.
+# Every test: unit tests next to the code (packer properties, scheduler, kernels, models, the app
+# core), the integration binary (real model, real `warpfold` binary), the web UI in a real browser
+# against `warpfold serve`, and the desktop window under Xvfb. One profile (release) is built once:
+# the model tests are numeric and ~30x slower unoptimised. The engine's tests never link Tauri.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
+bash scripts/build-ui.sh
 cargo build --release --locked
 ./target/release/warpfold models fetch
-cargo test --release --locked --workspace
+cargo test --release --locked --workspace --exclude warpfold-desktop
+(cd ui && npm run --silent check)
+bash tests/e2e/run.sh
+cargo build --release --locked -p warpfold-desktop
+bash tests/desktop/screenshot.sh target/out/desktop-screenshot.png

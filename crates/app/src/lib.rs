@@ -36,6 +36,7 @@ use warpfold_index::search::{Hit, Searcher};
 use warpfold_index::store::{DocumentDetail, Store};
 
 pub use error::AppError;
+pub use tokio::sync::broadcast::error::RecvError;
 pub use events::{AppEvent, AppStateView, BinView, DeviceView, FileState, ProbeView, QueueState, Sample};
 use queue::QueueBoard;
 use watch::FolderWatcher;

@@ -14,6 +14,8 @@ use warpfold_engine::{Engine, SchedulerConfig};
 
 use crate::{AppError, DeviceView};
 
+pub use warpfold_engine::models::default_models_dir;
+
 /// What a shell needs to build an [`App`](crate::App): the engine, the model's name, the device.
 pub struct LoadedModel {
     pub embedder: Arc<Embedder>,

@@ -1,0 +1,166 @@
+//! The warpfold desktop app: a window around the web UI (ui/) and the app core (warpfold-app).
+//!
+//! Why so thin: everything the app does is in `warpfold_app::App`, which `warpfold serve` runs
+//! too; a command here only forwards its arguments and returns the app's answer or its typed
+//! `AppError` (serialised as `{kind, message}` for the rejected promise). Live state goes out as
+//! Tauri events (`queue`, `bin`, `folders`, `removed`) and, for the high-rate throughput samples,
+//! through the ipc Channel the UI hands to `subscribe_samples`. Files dropped on the window are
+//! taken by the Rust side straight from the window event (so the webview never invents a path);
+//! the webview may only name paths the user chose (dropped, or inside a watched folder).
+//!
+//! PDF extraction runs in worker processes, as in the command line: this binary started with
+//! `extract-worker FILE` is that worker.
+
+#![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tauri::ipc::Channel;
+use tauri::{DragDropEvent, Emitter, Manager, State, WindowEvent};
+use warpfold_app::runtime::load_default_model;
+use warpfold_app::{App, AppConfig, AppError, AppEvent, AppStateView, DocumentView, Origin, RecvError, Sample};
+use warpfold_candle::DeviceChoice;
+use warpfold_index::extract::Isolation;
+use warpfold_index::pipeline::IndexOptions;
+
+#[tauri::command]
+fn state(app: State<'_, App>) -> AppStateView {
+    app.state()
+}
+
+#[tauri::command]
+fn add_folder(app: State<'_, App>, path: String) -> Result<Vec<String>, AppError> {
+    app.add_folder(&path)
+}
+
+#[tauri::command]
+fn remove_folder(app: State<'_, App>, path: String) -> Result<Vec<String>, AppError> {
+    app.remove_folder(&path)
+}
+
+#[tauri::command]
+fn add_paths(app: State<'_, App>, paths: Vec<String>) -> Result<serde_json::Value, AppError> {
+    Ok(serde_json::json!({ "queued": app.add_paths(&paths, Origin::Webview)? }))
+}
+
+#[tauri::command(async)]
+fn search(app: State<'_, App>, query: String, k: Option<usize>) -> Result<serde_json::Value, AppError> {
+    Ok(serde_json::json!({ "hits": app.search(&query, k.unwrap_or(10))? }))
+}
+
+#[tauri::command]
+fn document(app: State<'_, App>, path: String) -> Result<DocumentView, AppError> {
+    app.document(&path)
+}
+
+#[tauri::command]
+fn open_file(app: State<'_, App>, path: String) -> Result<(), AppError> {
+    let path = app.openable(&path)?;
+    std::process::Command::new("xdg-open")
+        .arg(&path)
+        .spawn()
+        .map(drop)
+        .map_err(|e| AppError::Io(format!("opening {} with xdg-open: {e}", path.display())))
+}
+
+#[tauri::command]
+fn subscribe_samples(app: State<'_, App>, channel: Channel<Sample>) {
+    let mut events = app.subscribe();
+    std::thread::spawn(move || loop {
+        match events.blocking_recv() {
+            Ok(AppEvent::Sample(sample)) => {
+                if channel.send(sample).is_err() {
+                    return; // the page went away
+                }
+            }
+            // Falling behind only loses samples; the next one comes half a second later.
+            Ok(_) | Err(RecvError::Lagged(_)) => {}
+            Err(RecvError::Closed) => return,
+        }
+    });
+}
+
+fn data_dir(handle: &tauri::AppHandle) -> PathBuf {
+    std::env::var_os("WARPFOLD_DATA_DIR")
+        .map(PathBuf::from)
+        .or_else(|| handle.path().app_data_dir().ok())
+        .unwrap_or_else(|| PathBuf::from("warpfold-data"))
+}
+
+fn start_app(handle: &tauri::AppHandle) -> Result<App, AppError> {
+    let models = warpfold_app::runtime::default_models_dir();
+    let device = match std::env::var("WARPFOLD_DEVICE").as_deref() {
+        Ok("cuda") => DeviceChoice::Cuda,
+        Ok("cpu") => DeviceChoice::Cpu,
+        _ => DeviceChoice::Auto,
+    };
+    let loaded = load_default_model(&models, device)?;
+    let data_dir = data_dir(handle);
+    let exe = std::env::current_exe().map_err(|e| AppError::Io(format!("finding this program for extraction workers: {e}")))?;
+    let config = AppConfig {
+        db: data_dir.join("index.db"),
+        data_dir,
+        model: loaded.model,
+        index_options: IndexOptions {
+            isolation: Isolation::new(exe, vec!["extract-worker".into()]),
+            jobs: 2,
+            overlap: 32,
+            prune: false,
+            retry_failed: false,
+        },
+        settle: Duration::from_secs(2),
+        sample_every: Duration::from_millis(500),
+        device: loaded.device,
+        memory: loaded.memory,
+    };
+    App::start(config, loaded.embedder)
+}
+
+/// Forwards the app's events to the window (samples go through the Channel instead).
+fn forward_events(handle: tauri::AppHandle, app: &App) {
+    let mut events = app.subscribe();
+    std::thread::spawn(move || loop {
+        match events.blocking_recv() {
+            Ok(AppEvent::Sample(_)) => {}
+            Ok(AppEvent::Queue(file)) => drop(handle.emit("queue", file)),
+            Ok(AppEvent::Bin(bin)) => drop(handle.emit("bin", bin)),
+            Ok(AppEvent::Folders(folders)) => drop(handle.emit("folders", folders)),
+            Ok(AppEvent::Removed(path)) => drop(handle.emit("removed", path)),
+            Err(RecvError::Lagged(_)) => drop(handle.emit("resync", ())),
+            Err(_) => return,
+        }
+    });
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() == 3 && args[1] == "extract-worker" {
+        std::process::exit(warpfold_index::extract::worker_main(std::path::Path::new(&args[2])));
+    }
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("WARPFOLD_LOG").unwrap_or_else(|_| "warn".into()))
+        .init();
+    tauri::Builder::default()
+        .setup(|tauri_app| {
+            let handle = tauri_app.handle().clone();
+            let app = start_app(&handle).map_err(|e| format!("warpfold could not start: {e}"))?;
+            forward_events(handle, &app);
+            tauri_app.manage(app);
+            Ok(())
+        })
+        .on_window_event(|window, event| {
+            if let WindowEvent::DragDrop(DragDropEvent::Drop { paths, .. }) = event {
+                let app = window.state::<App>();
+                app.choose(paths);
+                let paths: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+                if let Err(e) = app.add_paths(&paths, Origin::User) {
+                    tracing::warn!(error = %e, "dropped files");
+                }
+            }
+        })
+        .invoke_handler(tauri::generate_handler![state, add_folder, remove_folder, add_paths, search, document, open_file, subscribe_samples])
+        .run(tauri::generate_context!())
+        .expect("the warpfold window");
+}

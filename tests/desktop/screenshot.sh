@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The real desktop window: start the Tauri app under Xvfb with a watched folder of sample
+# documents, let it index them, take a screenshot of the screen, and fail if the window is blank
+# (one flat colour: WebKit painted nothing) or shows no UI.
+#   bash tests/desktop/screenshot.sh [OUT.png]     (default docs/screenshots/desktop.png)
+# Needs: target/release/warpfold-desktop and target/release/warpfold (for the samples), Xvfb,
+# ImageMagick's import/convert, the default model in models/.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out="${1:-docs/screenshots/desktop.png}"
+app=target/release/warpfold-desktop
+[ -x "$app" ] || { echo "desktop screenshot: build it first: cargo build --release -p warpfold-desktop" >&2; exit 2; }
+work="$(mktemp -d)"
+cleanup() { kill "${app_pid:-}" "${xvfb_pid:-}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+./target/release/warpfold make-samples "$work/samples" >/dev/null
+mkdir -p "$work/data"
+printf '{"folders": ["%s"]}\n' "$(realpath "$work/samples")" > "$work/data/settings.json"
+
+display=":$((90 + RANDOM % 9))"
+Xvfb "$display" -screen 0 1400x950x24 -nolisten tcp >"$work/xvfb.log" 2>&1 &
+xvfb_pid=$!
+for _ in $(seq 50); do xdpyinfo -display "$display" >/dev/null 2>&1 && break; sleep 0.1; done
+
+# Without compositing off, WebKitGTK under Xvfb paints a blank window.
+DISPLAY="$display" WEBKIT_DISABLE_COMPOSITING_MODE=1 WARPFOLD_DATA_DIR="$work/data" \
+  WARPFOLD_MODELS_DIR="$PWD/models" WARPFOLD_DEVICE=cpu "$app" >"$work/app.log" 2>&1 &
+app_pid=$!
+
+# Wait for the samples to be indexed (the index and its documents appear), then for the UI to draw.
+for _ in $(seq 120); do
+  kill -0 "$app_pid" 2>/dev/null || { echo "the desktop app exited:"; cat "$work/app.log"; exit 1; }
+  n=$(python3 - "$work/data/index.db" <<'PY' 2>/dev/null || echo 0
+import sqlite3, sys
+print(sqlite3.connect(sys.argv[1]).execute("select count(*) from documents").fetchone()[0])
+PY
+)
+  [ "${n:-0}" -ge 8 ] && break
+  sleep 1
+done
+echo "desktop screenshot: $n documents indexed"
+sleep 4
+mkdir -p "$(dirname "$out")"
+DISPLAY="$display" import -window root "$out"
+
+# Blank check: a painted UI has many colours and real contrast.
+colours=$(convert "$out" -format '%k' info:)
+spread=$(convert "$out" -colorspace Gray -format '%[fx:standard_deviation]' info:)
+echo "desktop screenshot: $out, $colours colours, grey standard deviation $spread"
+if [ "$colours" -lt 64 ] || python3 -c "import sys; sys.exit(0 if float('$spread') < 0.03 else 1)"; then
+  echo "desktop screenshot: the window is blank" >&2
+  cat "$work/app.log" >&2
+  exit 1
+fi
+[ "${n:-0}" -ge 8 ] || { echo "desktop screenshot: the watched folder was not indexed ($n documents)" >&2; cat "$work/app.log" >&2; exit 1; }
