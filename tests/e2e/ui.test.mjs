@@ -5,6 +5,8 @@
 // WARPFOLD: the binary (default target/release/warpfold; it embeds ui/dist, so build the UI first).
 // MOCK=1:   run against tests/e2e/mock-server.mjs instead (serves ui/dist; still uses WARPFOLD's
 //           make-samples for the documents).
+// UI_DIST=1: serve the page's own files from ui/dist instead of the binary's embedded copy (to try a
+//           rebuilt UI against the real server without rebuilding it).
 // CHROMIUM: the browser (default /usr/bin/chromium). ARTIFACTS: where screenshots and the server's
 //           log go (default tests/e2e/artifacts); against the real server the screenshots are also
 //           written to docs/screenshots/browser-*.png.
@@ -27,6 +29,7 @@ const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const ARTIFACTS = resolve(process.env.ARTIFACTS ?? join(here, "artifacts"));
 const SHOTS = join(repo, "docs/screenshots");
 const TOKEN = "e2e-" + Math.random().toString(36).slice(2);
+const CSP = "default-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; object-src 'none'; frame-ancestors 'none'";
 const WAIT = Number(process.env.E2E_WAIT_MS ?? 180_000);
 
 mkdirSync(ARTIFACTS, { recursive: true });
@@ -72,7 +75,10 @@ function startServer(tmp, port) {
 
 async function shot(page, name, fullPage = false) {
   // transient messages would cover the picture
-  await page.evaluate(() => document.querySelectorAll("[data-testid=toast]").forEach((el) => el.remove()));
+  await page.evaluate(() => {
+    document.querySelectorAll("[data-testid=toast]").forEach((el) => el.remove());
+    document.activeElement?.blur?.();
+  });
   const file = `browser-${name}.png`;
   await page.screenshot({ path: join(ARTIFACTS, file), fullPage });
   // the committed pictures show the real server; a mock run keeps its own to the artifacts
@@ -95,7 +101,12 @@ test("web UI against warpfold serve" + (MOCK ? " (mock)" : ""), { timeout: 15 * 
   const broken = join(tmp, "broken", "broken.pdf");
   mkdirSync(join(tmp, "broken"));
   writeFileSync(broken, "%PDF-1.4\n1 0 obj\n<< /Type /Catalog /Pages 2 0 R >>\nendobj\n% cut short here");
-  const notes = join(samples, "notes"); // added later as a watched folder, never uploaded
+  // added later as a watched folder, never uploaded: the sample notes and a shelf of texts of
+  // many lengths, so the bins fill with sequences of different sizes
+  const notes = join(tmp, "library");
+  mkdirSync(notes);
+  for (const f of readdirSync(join(samples, "notes"))) copyFileSync(join(samples, "notes", f), join(notes, f));
+  writeLibrary(notes, Number(process.env.E2E_LIBRARY ?? 24));
   const notesFiles = readdirSync(notes);
 
   const port = await freePort();
@@ -123,8 +134,23 @@ test("web UI against warpfold serve" + (MOCK ? " (mock)" : ""), { timeout: 15 * 
       // playwright gives every launch a fresh --user-data-dir of its own (it refuses one in args)
       args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
     });
+    const newContext = async (options) => {
+      const context = await browser.newContext(options);
+      if (process.env.UI_DIST === "1") {
+        const files = { "/": "index.html", "/index.html": "index.html", "/app.js": "app.js", "/app.css": "app.css" };
+        await context.route(
+          (url) => url.origin === base && url.pathname in files,
+          (route) => {
+            const name = files[new URL(route.request().url()).pathname];
+            const type = { html: "text/html", js: "text/javascript", css: "text/css" }[name.split(".").pop()];
+            route.fulfill({ path: join(repo, "ui/dist", name), contentType: type, headers: { "Content-Security-Policy": CSP } });
+          },
+        );
+      }
+      return context;
+    };
     const newPage = async (colorScheme = "dark") => {
-      const context = await browser.newContext({ viewport: { width: 1440, height: 960 }, colorScheme, deviceScaleFactor: 1 });
+      const context = await newContext({ viewport: { width: 1440, height: 960 }, colorScheme, deviceScaleFactor: 1 });
       const page = await context.newPage();
       page.on("pageerror", (e) => pageErrors.push(String(e)));
       page.setDefaultTimeout(WAIT);
@@ -163,8 +189,6 @@ test("web UI against warpfold serve" + (MOCK ? " (mock)" : ""), { timeout: 15 * 
       await page.getByTestId("file-input").setInputFiles([...pdfs, broken]);
       const row = (name) => page.locator(`[data-testid=file-row][data-path$="${name}"]`);
       for (const p of pdfs) await row(basename(p)).waitFor();
-      // while it runs, the progress bar says so
-      await shot(page, "working");
       for (const p of pdfs) {
         const want = p.includes("scan") ? "no_text" : "done";
         await page.locator(`[data-testid=file-row][data-path$="${basename(p)}"][data-state="${want}"]`).waitFor();
@@ -242,17 +266,22 @@ test("web UI against warpfold serve" + (MOCK ? " (mock)" : ""), { timeout: 15 * 
     });
 
     await t.test("a watched folder added by path queues its files", async () => {
+      await page.getByTestId("search-input").fill("");
+      await page.getByTestId("search-input").press("Enter");
       await page.getByTestId("folder-input").fill(notes);
       await page.getByTestId("folder-add").click();
       await page.locator(`[data-testid=folder][data-path="${notes}"]`).waitFor();
-      for (const f of notesFiles) await page.locator(`[data-testid=file-row][data-path$="/notes/${f}"]`).waitFor();
-      for (const f of notesFiles) await page.locator(`[data-testid=file-row][data-path$="/notes/${f}"][data-state="done"]`).waitFor();
+      for (const f of notesFiles) await page.locator(`[data-testid=file-row][data-path$="/library/${f}"]`).waitFor();
+      // a picture while the engine works, if it is still working
+      await page.locator("[data-testid=queue-progress].busy").waitFor({ timeout: 5000 }).catch(() => undefined);
+      await page.waitForTimeout(2500);
+      await shot(page, "working", true);
+      for (const f of notesFiles) await page.locator(`[data-testid=file-row][data-path$="/library/${f}"][data-state="done"]`).waitFor();
       // a folder that does not exist is refused with a message
       await page.getByTestId("folder-input").fill(join(tmp, "no-such-folder"));
       await page.getByTestId("folder-add").click();
       await page.locator("[data-testid=toast][data-kind=error]").first().waitFor();
-      await page.getByTestId("search-input").fill("");
-      await page.getByTestId("search-input").press("Enter");
+      await page.getByTestId("folder-input").fill("");
       await page.waitForTimeout(600);
       await shot(page, "overview", true);
     });
@@ -270,7 +299,7 @@ test("web UI against warpfold serve" + (MOCK ? " (mock)" : ""), { timeout: 15 * 
     });
 
     await t.test("inside the app (a faked Tauri IPC) the same UI uses invoke, events and a Channel", async () => {
-      const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+      const context = await newContext({ viewport: { width: 1280, height: 800 } });
       await context.addInitScript(fakeTauri);
       const app = await context.newPage();
       app.on("pageerror", (e) => pageErrors.push(String(e)));
@@ -370,4 +399,32 @@ function fakeTauri() {
       }
     },
   };
+}
+
+/** Writes `n` plain-text documents of 60 to ~1,500 words (a fixed seed: the same files every run). */
+function writeLibrary(dir, n) {
+  let seed = 7;
+  const rand = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
+  const topics = {
+    orchard: ["Apple trees want a sunny slope and deep, well-drained soil.", "Prune in late winter while the buds are still closed.", "Thin the fruitlets in June so the remaining apples size up.", "A grease band on the trunk stops winter moths climbing up to lay eggs.", "Pears ripen best off the tree, picked when the stalk parts with a gentle lift."],
+    tides: ["Tides follow the moon, two highs and two lows a little over a day apart.", "Spring tides come with the full and new moon, when sun and moon pull together.", "Neap tides are the gentle ones, at the quarter moons.", "A harbour's tide table is worked out from decades of measured heights.", "Wind and air pressure can push the sea a hand's width above the prediction."],
+    bread: ["A sourdough starter is flour and water kept alive by wild yeast.", "Feed it twice a day and it doubles within hours.", "Long, cool proofing deepens the flavour of the crumb.", "Steam in the first minutes of baking lets the loaf spring before the crust sets.", "Let the bread cool fully before slicing, or the crumb turns gummy."],
+    bicycles: ["Check tyre pressure every week; a soft tyre wears fast and rolls slowly.", "A chain wants a drop of oil on each roller, then the excess wiped away.", "Brake pads wear to their grooves; replace them before metal touches the rim.", "Index gears by turning the barrel adjuster a quarter turn at a time.", "A true wheel spins without wobble past the brake pads."],
+    weather: ["Cumulus clouds on a summer morning often build into afternoon showers.", "A falling barometer warns of wind and rain within a day.", "Dew forms on clear, still nights when the ground cools below the dew point.", "Sea breezes start as the land warms faster than the water.", "A halo round the moon comes from ice crystals high in thin cloud."],
+    rivers: ["Rivers carve their valleys over thousands of years of floods.", "Meanders grow as the outer bank erodes and the inner bank gathers gravel.", "Oxbow lakes are old bends the river has cut off.", "A delta forms where a river slows and drops its silt into the sea.", "Salmon return up the river they hatched in, guided by its smell."],
+  };
+  const names = Object.keys(topics);
+  for (let i = 0; i < n; i++) {
+    const topic = names[i % names.length];
+    const words = 60 + Math.floor(rand() ** 2 * 1400);
+    const out = [`${topic[0].toUpperCase()}${topic.slice(1)} notes, part ${Math.floor(i / names.length) + 1}.`];
+    let count = 0;
+    while (count < words) {
+      const pool = rand() < 0.8 ? topics[topic] : topics[names[Math.floor(rand() * names.length)]];
+      const sentence = pool[Math.floor(rand() * pool.length)];
+      out.push(rand() < 0.15 ? "\n\n" + sentence : sentence);
+      count += sentence.split(" ").length;
+    }
+    writeFileSync(join(dir, `${topic}-${String(i + 1).padStart(2, "0")}.txt`), out.join(" ") + "\n");
+  }
 }

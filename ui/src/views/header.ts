@@ -65,7 +65,8 @@ function drawDevice() {
   const d = store.device;
   if (!d) return;
   const kind = (d.kind || "").toUpperCase();
-  replace($("device-name"), d.name || "–", " ", h("span", { class: "pill" }, kind));
+  const name = d.name || kind || "–";
+  replace($("device-name"), name, kind && name.toUpperCase() !== kind ? [" ", h("span", { class: "pill" }, kind)] : null);
   const cap = $("device-capacity");
   cap.textContent = `${grouped(d.bin_tokens)} tokens`;
   cap.title = d.probe
@@ -74,7 +75,9 @@ function drawDevice() {
   if (d.probe) cap.append(" ", h("span", { class: "pill pill-accent" }, "probed"));
   const used = d.memory_used_bytes;
   const total = d.memory_total_bytes;
-  $("device-memory").textContent = total ? `${bytes(used)} / ${bytes(total)}` : used !== null ? bytes(used) : "–";
+  // memory is known on a GPU (and wherever the server can tell); without it the fact is left out
+  $("device-memory").parentElement!.hidden = !total && (used === null || used === undefined);
+  $("device-memory").textContent = total ? `${bytes(used)} / ${bytes(total)}` : bytes(used);
   const bar = $("device-memory-bar");
   const frac = total && used !== null ? Math.min(1, used / total) : 0;
   bar.style.width = `${(frac * 100).toFixed(1)}%`;

@@ -113,8 +113,8 @@ export function mountQueue(openDetail: (path: string) => void): void {
 
 function row(f: FileState, openDetail: (path: string) => void): HTMLElement {
   const meta: string[] = [];
-  if (f.pages !== null && f.pages !== undefined) meta.push(`${f.pages} ${f.pages === 1 ? "page" : "pages"}`);
-  if (f.chunks !== null && f.chunks !== undefined) meta.push(`${f.chunks} ${f.chunks === 1 ? "chunk" : "chunks"}`);
+  if (f.pages) meta.push(`${f.pages} ${f.pages === 1 ? "page" : "pages"}`);
+  if (f.chunks) meta.push(`${f.chunks} ${f.chunks === 1 ? "chunk" : "chunks"}`);
   return h(
     "li",
     {

@@ -72,7 +72,12 @@ function draw() {
     stat("padding saved", saved ? `${saved.toFixed(saved >= 10 ? 0 : 1)}×` : "–", "", "stat-saving", undefined, "padded-equivalent ÷ real tokens: how much more a padded batcher would compute"),
   );
   const d = store.device;
-  $("throughput-sub").textContent = d?.memory_total_bytes ? `${d.name} · ${bytes(d.memory_used_bytes)} of ${bytes(d.memory_total_bytes)} in use` : d ? d.name : "";
+  const span = samples.length > 1 ? (samples[samples.length - 1].t_ms - samples[0].t_ms) / 1000 : 0;
+  const parts = [];
+  if (span >= 1) parts.push(`last ${span >= 90 ? `${Math.round(span / 60)} min` : `${Math.round(span)} s`}`);
+  if (d?.memory_total_bytes) parts.push(`${bytes(d.memory_used_bytes)} of ${bytes(d.memory_total_bytes)} device memory in use`);
+  else if (d?.memory_used_bytes) parts.push(`${bytes(d.memory_used_bytes)} device memory in use`);
+  $("throughput-sub").textContent = parts.join(" · ");
 
   const el = $("throughput-chart");
   el.dataset.points = String(samples.length);
