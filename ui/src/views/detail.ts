@@ -136,7 +136,10 @@ function body(doc: DocumentDetail, query?: string): HTMLElement {
 
 function chunk(c: Chunk, stems: string[], match: boolean): HTMLElement {
   const pages = c.page_start === null || c.page_start === undefined ? "" : c.page_end && c.page_end !== c.page_start ? `pp. ${c.page_start}–${c.page_end}` : `p. ${c.page_start}`;
-  const text = h("p", { class: "chunk-text" }, highlighted(c.text, stems));
+  // a PDF's line breaks are layout, not meaning: keep paragraphs, join the lines inside them
+  const flowing = c.text.replace(/([^\n])\n(?!\n)/g, "$1 ");
+  // the chunk that matched the search is shown whole; the others open on a click
+  const text = h("p", { class: `chunk-text${match ? " expanded" : ""}` }, highlighted(flowing, stems));
   return h(
     "li",
     { class: `chunk${match ? " match" : ""}`, "data-testid": "detail-chunk", onclick: () => text.classList.toggle("expanded") },
