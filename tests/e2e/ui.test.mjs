@@ -9,7 +9,7 @@
 //           rebuilt UI against the real server without rebuilding it).
 // CHROMIUM: the browser (default /usr/bin/chromium). ARTIFACTS: where screenshots and the server's
 //           log go (default tests/e2e/artifacts); against the real server the screenshots are also
-//           written to docs/screenshots/browser-*.png.
+//           written to docs/screenshots/browser-*.png (E2E_SCREENSHOTS=0: not).
 
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
@@ -33,7 +33,9 @@ const CSP = "default-src 'self'; style-src 'self'; img-src 'self' data: blob:; c
 const WAIT = Number(process.env.E2E_WAIT_MS ?? 180_000);
 
 mkdirSync(ARTIFACTS, { recursive: true });
-if (!MOCK) mkdirSync(SHOTS, { recursive: true });
+// the committed pictures show the real server; a mock run (or E2E_SCREENSHOTS=0) keeps its own to the artifacts
+const WRITE_SHOTS = !MOCK && process.env.E2E_SCREENSHOTS !== "0";
+if (WRITE_SHOTS) mkdirSync(SHOTS, { recursive: true });
 
 function freePort() {
   return new Promise((res, rej) => {
@@ -81,8 +83,7 @@ async function shot(page, name, fullPage = false) {
   });
   const file = `browser-${name}.png`;
   await page.screenshot({ path: join(ARTIFACTS, file), fullPage });
-  // the committed pictures show the real server; a mock run keeps its own to the artifacts
-  if (!MOCK) copyFileSync(join(ARTIFACTS, file), join(SHOTS, file));
+  if (WRITE_SHOTS) copyFileSync(join(ARTIFACTS, file), join(SHOTS, file));
 }
 
 const count = async (page, state) => Number((await page.getByTestId(`queue-${state}-count`).textContent()).replace(/[^\d]/g, ""));
