@@ -16,7 +16,8 @@ use serde::Serialize;
 use warpfold_engine::corpus::{self, CorpusKind};
 use warpfold_engine::packer::{aligned_len, pack};
 use warpfold_engine::tokenize::TextEncoder;
-use warpfold_engine::{Batching, Engine, Lane, SchedulerConfig, StatsSnapshot};
+use warpfold_engine::multi::DeviceCounters;
+use warpfold_engine::{Batching, Engine, EngineError, Lane, SchedulerConfig, StatsSnapshot};
 
 use crate::{setup, GlobalOptions};
 
@@ -52,6 +53,14 @@ pub struct BenchArgs {
     /// Also write the JSON report to this file.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Run packed on the first device of --device alone, then on all of them, on the same ids in
+    /// the same process (e.g. --device cuda:0,cuda:1): the scaling over devices. See bench_devices.rs.
+    #[arg(long)]
+    pub devices_compare: bool,
+    /// With --devices-compare: run this decoder folder instead of the embedding model (the corpus's
+    /// token ids scored in windows, as `warpfold score` does).
+    #[arg(long, requires = "devices_compare")]
+    pub decoder: Option<PathBuf>,
 }
 
 #[derive(Serialize, Debug, Clone)]
@@ -108,6 +117,9 @@ struct Report {
 }
 
 pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<ExitCode> {
+    if args.devices_compare {
+        return crate::bench_devices::run(global, args);
+    }
     let dir = setup::embedding_model_dir(global)?;
     let probe = setup::load_backend(global, &dir)?;
     let info = warpfold_backend::Backend::info(&probe);
@@ -145,7 +157,7 @@ pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<ExitCode> {
 
 /// Chunks every document to the model's limit (documents split over all cores, order kept) and
 /// tokenizes the chunks.
-fn prepare(encoder: &TextEncoder, docs: &[String]) -> Result<(Vec<String>, Vec<Vec<u32>>)> {
+pub(crate) fn prepare(encoder: &TextEncoder, docs: &[String]) -> Result<(Vec<String>, Vec<Vec<u32>>)> {
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let per_thread = docs.len().div_ceil(threads).max(1);
     let parts: Vec<Result<Vec<String>>> = std::thread::scope(|scope| {
@@ -210,7 +222,7 @@ fn run_corpus(
             tokens_per_second: real_tokens as f64 / e2e_seconds,
             ..packed.clone()
         };
-        let device = if global.device == crate::DeviceArg::Cuda { "cuda" } else { "cpu" };
+        let device = if global.device.is_cuda() { "cuda" } else { "cpu" };
         let peer = run_peer(args, device, dir, &texts, &packed_vecs, real_tokens)?;
         packed_end_to_end_over_peer = Some(e2e.tokens_per_second / peer.tokens_per_second);
         runs.push(e2e);
@@ -235,22 +247,11 @@ fn run_engine(
     config: SchedulerConfig,
     ids: &[Vec<u32>],
 ) -> Result<(SystemRun, Vec<Vec<f32>>)> {
-    let backend = setup::load_backend(global, dir)?;
-    let engine = Engine::start(backend, config);
-    // Warm-up: first touches of the weights and allocator, not part of the timing.
-    let warm: Vec<Vec<u32>> = ids.iter().take(16).cloned().collect();
-    for r in engine.embed(Lane::Bulk, warm) {
-        r?;
-    }
-    let before = engine.stats();
-    reset_peak_rss();
-    let started = Instant::now();
-    let results = engine.embed(Lane::Bulk, ids.to_vec());
-    let seconds = started.elapsed().as_secs_f64();
-    let peak = peak_rss_mib();
-    let after = engine.shutdown();
+    // The bin capacity bench was asked for (no probe): the same for packed and padded.
+    let fixed = GlobalOptions { bin_tokens: Some(global.bin_tokens()), ..global.clone() };
+    let engine = setup::embedding_engine(&fixed, dir, &crate::devices::candle_devices(&global.device)?, config)?;
+    let (results, seconds, s, peak) = timed_run(engine, ids)?;
     let vecs = results.into_iter().collect::<Result<Vec<_>, _>>()?;
-    let s = delta(&after, &before);
     let pad = s.computed_tokens - s.real_tokens;
     eprintln!("  {name}: {:.2} s, {:.0} tokens/s, {:.1}% padding", seconds, s.real_tokens as f64 / seconds, pct(pad, s.computed_tokens));
     Ok((
@@ -271,7 +272,28 @@ fn run_engine(
     ))
 }
 
-fn delta(a: &StatsSnapshot, b: &StatsSnapshot) -> StatsSnapshot {
+/// Runs `ids` through `engine` after a warm-up of 16 of them: (answers, seconds, counters of the
+/// timed part, peak RSS).
+pub(crate) fn timed_run(
+    engine: Engine,
+    ids: &[Vec<u32>],
+) -> Result<(Vec<Result<Vec<f32>, EngineError>>, f64, StatsSnapshot, Option<f64>)> {
+    // Warm-up: first touches of the weights and allocator, not part of the timing.
+    let warm: Vec<Vec<u32>> = ids.iter().take(16).cloned().collect();
+    for r in engine.embed(Lane::Bulk, warm) {
+        r?;
+    }
+    let before = engine.stats();
+    reset_peak_rss();
+    let started = Instant::now();
+    let results = engine.embed(Lane::Bulk, ids.to_vec());
+    let seconds = started.elapsed().as_secs_f64();
+    let peak = peak_rss_mib();
+    let after = engine.shutdown();
+    Ok((results, seconds, delta(&after, &before), peak))
+}
+
+pub(crate) fn delta(a: &StatsSnapshot, b: &StatsSnapshot) -> StatsSnapshot {
     StatsSnapshot {
         bins: a.bins - b.bins,
         sequences: a.sequences - b.sequences,
@@ -280,16 +302,19 @@ fn delta(a: &StatsSnapshot, b: &StatsSnapshot) -> StatsSnapshot {
         failed_bins: a.failed_bins - b.failed_bins,
         backend_busy_seconds: a.backend_busy_seconds - b.backend_busy_seconds,
         oom_splits: a.oom_splits - b.oom_splits,
-        capacity_limit: a.capacity_limit,
+        padded_equivalent_tokens: a.padded_equivalent_tokens - b.padded_equivalent_tokens,
+        devices: a.devices.iter().zip(&b.devices).map(|(x, y)| DeviceCounters::delta(x, y)).collect(),
+        // State rather than counters (the learnt capacity): as it is now.
+        ..a.clone()
     }
 }
 
-fn pct(part: u64, whole: u64) -> f64 {
+pub(crate) fn pct(part: u64, whole: u64) -> f64 {
     100.0 * part as f64 / whole.max(1) as f64
 }
 
 /// (largest absolute difference, smallest cosine) between two sets of vectors.
-fn compare(a: &[Vec<f32>], b: &[Vec<f32>]) -> (f64, f64) {
+pub(crate) fn compare(a: &[Vec<f32>], b: &[Vec<f32>]) -> (f64, f64) {
     let mut max_diff = 0f64;
     let mut min_cos = 1f64;
     for (x, y) in a.iter().zip(b) {

@@ -9,8 +9,10 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod bench;
+mod bench_devices;
 mod bench_index;
 mod corpus;
+mod devices;
 mod embed;
 mod index;
 mod score;
@@ -40,8 +42,9 @@ pub struct GlobalOptions {
     /// Where default models are kept.
     #[arg(long, global = true, env = "WARPFOLD_MODELS_DIR")]
     pub models_dir: Option<PathBuf>,
-    /// Where the model runs.
-    #[arg(long, global = true, value_enum, default_value_t = DeviceArg::Cpu, env = "WARPFOLD_DEVICE")]
+    /// Where the model runs: cpu, cuda (cuda:0), auto, cuda:N, a list (cuda:0,cuda:1) or cuda:all
+    /// (one engine over several GPUs, each probed on its own).
+    #[arg(long, global = true, default_value = "cpu", value_parser = devices::parse_device, env = "WARPFOLD_DEVICE")]
     pub device: DeviceArg,
     /// packed: First-Fit-Decreasing bins, no padding. padded: the Hugging Face baseline.
     #[arg(long, global = true, value_enum, default_value_t = BatchingArg::Packed)]
@@ -72,12 +75,7 @@ impl GlobalOptions {
     }
 }
 
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeviceArg {
-    Cpu,
-    Cuda,
-    Auto,
-}
+pub use devices::DeviceArg;
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BatchingArg {

@@ -16,11 +16,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use warpfold_candle::DecoderBackend;
 use warpfold_engine::tokenize::TextEncoder;
-use warpfold_engine::{Engine, Lane};
+use warpfold_engine::Lane;
 
-use crate::{setup, GlobalOptions};
+use crate::{devices, setup, GlobalOptions};
 
 #[derive(Args, Debug)]
 pub struct ScoreArgs {
@@ -36,18 +35,14 @@ pub struct ScoreArgs {
 const BLOCK_LINES: usize = 256;
 
 pub fn run(global: &GlobalOptions, args: &ScoreArgs) -> Result<ExitCode> {
-    let device = setup::backend_device(global)?;
-    let loading = Instant::now();
-    let mut backend = DecoderBackend::load(&args.decoder, &device)?;
-    tracing::info!(seconds = loading.elapsed().as_secs_f64(), "decoder loaded");
-    let mut config = setup::scheduler_config(global);
-    config.bin_tokens = setup::bin_capacity(global, &mut backend, device)?;
-    let max = warpfold_backend::Backend::info(&backend).max_sequence_tokens;
+    let on = devices::candle_devices(&global.device)?;
+    let engine = devices::decoder_engine(global, &args.decoder, &on, setup::scheduler_config(global))?;
+    let max = engine.info().max_sequence_tokens;
     let tokenizer = args.decoder.join("tokenizer.json");
     let encoder = if tokenizer.is_file() { Some(TextEncoder::from_file(&tokenizer, max)?) } else { None };
-    // The longest window one sequence may be: the model's positions and the bin, whichever is less.
-    let window = max.min(config.bin_tokens as usize).max(2);
-    let engine = Engine::start(backend, config);
+    // The longest window one sequence may be: the model's positions and the largest bin, whichever
+    // is less (with several devices, a smaller one only gets bins it can hold).
+    let window = max.min(engine.config().bin_tokens as usize).max(2);
     let started = Instant::now();
     let stdin = std::io::stdin();
     let mut out = BufWriter::new(std::io::stdout().lock());

@@ -231,6 +231,9 @@ struct Slot {
     /// Seconds per unit of cost, measured.
     rate: Option<f64>,
     alive: bool,
+    /// It failed a bin that has not been settled yet (run elsewhere: the device is at fault; failed
+    /// everywhere: the bin is). Meanwhile it gets no new bins while a trusted device is left.
+    suspect: bool,
 }
 
 struct State {
@@ -252,7 +255,7 @@ impl Devices {
         assert!(!capacities.is_empty() && capacities.len() <= 64, "an engine drives 1 to 64 devices");
         let slots = capacities
             .iter()
-            .map(|&bin_tokens| Slot { bin_tokens, queue: VecDeque::new(), running: None, rate: None, alive: true })
+            .map(|&bin_tokens| Slot { bin_tokens, queue: VecDeque::new(), running: None, rate: None, alive: true, suspect: false })
             .collect();
         Arc::new(Devices { state: Mutex::new(State { slots, closed: false }), changed: Condvar::new(), cost, stats })
     }
@@ -277,10 +280,10 @@ impl Devices {
         (0..st.slots.len()).filter(|&d| st.slots[d].alive).map(|d| self.effective(&st, d)).max()
     }
 
-    /// Blocks until some live device has room for one more bin (or none is left).
+    /// Blocks until some usable device has room for one more bin (or none is left).
     pub(crate) fn wait_for_room(&self) {
         let mut st = self.lock();
-        while st.slots.iter().any(|s| s.alive) && !st.slots.iter().any(|s| s.alive && s.queue.len() < ROOM) {
+        while st.slots.iter().any(|s| s.alive) && !(0..st.slots.len()).any(|d| Self::usable(&st, d) && st.slots[d].queue.len() < ROOM) {
             st = self.changed.wait(st).unwrap_or_else(PoisonError::into_inner);
         }
     }
@@ -327,9 +330,15 @@ impl Devices {
         running + slot.queue.iter().map(|j| j.cost).sum::<f64>() * rate
     }
 
-    /// Can device `d` take (part of) `job`: alive, not failed on it, and its widest slot fits.
+    /// Alive and not under suspicion, or suspect but no trusted device is left.
+    fn usable(st: &State, d: usize) -> bool {
+        let slot = &st.slots[d];
+        slot.alive && (!slot.suspect || !st.slots.iter().any(|s| s.alive && !s.suspect))
+    }
+
+    /// Can device `d` take (part of) `job`: usable, not failed on it, and its widest slot fits.
     fn can_take(st: &State, d: usize, job: &Job) -> bool {
-        st.slots[d].alive
+        Self::usable(st, d)
             && job.failed_on & bit(d) == 0
             && (job.work.bin.layout != Layout::Packed || job.widest_slot() <= st.slots[d].bin_tokens)
     }
@@ -407,6 +416,10 @@ impl Devices {
                 }
                 return;
             }
+        }
+        // Failed on every device that could take it: the bin is at fault, not those devices.
+        for f in (0..st.slots.len()).filter(|&f| job.failed_on & bit(f) != 0) {
+            st.slots[f].suspect = false;
         }
         let error = job.error.unwrap_or_else(|| BackendError::Inference("every device has failed".into()));
         tracing::warn!(%error, sequences = bin.num_sequences(), "bin failed");
@@ -559,6 +572,7 @@ impl Devices {
         }
         if let Some(error) = error {
             counters.failures.fetch_add(1, Ordering::Relaxed);
+            st.slots[d].suspect = true;
             tracing::warn!(device = %counters.device, %error, sequences = retry.len(), "bin failed on this device; trying another");
             let mut again = job.part(&retry, &self.cost);
             again.failed_on |= bit(d);
@@ -834,6 +848,8 @@ mod tests {
         let [good, bad] = [&stats.devices[0], &stats.devices[1]];
         assert!(good.alive && !bad.alive, "{stats:?}");
         assert!(bad.failures >= 1 && bad.bins == 3, "{stats:?}");
+        // Once it failed a bin it gets no new ones: only what it had queued fails too.
+        assert!(bad.failures as usize <= 1 + MAX_QUEUED, "{stats:?}");
     }
 
     #[test]
