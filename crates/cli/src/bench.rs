@@ -272,12 +272,12 @@ fn run_engine(
     ))
 }
 
+/// One answer per sequence, in order.
+pub(crate) type Answers = Vec<Result<Vec<f32>, EngineError>>;
+
 /// Runs `ids` through `engine` after a warm-up of 16 of them: (answers, seconds, counters of the
 /// timed part, peak RSS).
-pub(crate) fn timed_run(
-    engine: Engine,
-    ids: &[Vec<u32>],
-) -> Result<(Vec<Result<Vec<f32>, EngineError>>, f64, StatsSnapshot, Option<f64>)> {
+pub(crate) fn timed_run(engine: Engine, ids: &[Vec<u32>]) -> Result<(Answers, f64, StatsSnapshot, Option<f64>)> {
     // Warm-up: first touches of the weights and allocator, not part of the timing.
     let warm: Vec<Vec<u32>> = ids.iter().take(16).cloned().collect();
     for r in engine.embed(Lane::Bulk, warm) {

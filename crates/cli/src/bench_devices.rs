@@ -20,7 +20,7 @@ use warpfold_engine::corpus::{self, CorpusKind};
 use warpfold_engine::tokenize::TextEncoder;
 use warpfold_engine::{Batching, DeviceSnapshot, Engine, EngineError, SchedulerConfig};
 
-use crate::bench::{compare, pct, prepare, save_report, timed_run, BenchArgs, CorpusArg};
+use crate::bench::{compare, pct, prepare, save_report, timed_run, Answers, BenchArgs, CorpusArg};
 use crate::{devices, setup, GlobalOptions};
 
 #[derive(Serialize, Debug)]
@@ -160,8 +160,6 @@ pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<ExitCode> {
     }
     Ok(if all_ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
-
-type Answers = Vec<Result<Vec<f32>, EngineError>>;
 
 fn measure(engine: Engine, ids: &[Vec<u32>], name: &str) -> Result<(Answers, DevicesRun)> {
     let names: Vec<String> = engine.info().device.split(',').map(str::to_string).collect();
