@@ -70,12 +70,12 @@ struct CorpusScaling {
 
 #[derive(Serialize, Debug)]
 struct Report {
-    date: String,
-    machine: String,
-    command: String,
     model: String,
     devices: usize,
     fail_device: Option<String>,
+    date: String,
+    machine: String,
+    command: String,
     corpora: Vec<CorpusScaling>,
 }
 
@@ -146,12 +146,12 @@ pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<ExitCode> {
         });
     }
     let report = Report {
-        date: crate::bench::today(),
-        machine: crate::bench::machine(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
         model,
         devices: on.len(),
         fail_device: std::env::var("WARPFOLD_FAIL_DEVICE").ok(),
+        date: crate::bench::today(),
+        machine: crate::bench::machine(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
         corpora,
     };
     let json = save_report(&report, args.out.as_deref())?;

@@ -708,6 +708,11 @@ mod tests {
         FakeDevice { id, micros_per_token, capacity, panic_after: None, ran: 0, log: log.clone() }
     }
 
+    /// Two fake devices, each (microseconds per token, capacity).
+    fn two_devices(log: &Log, a: (u64, usize), b: (u64, usize)) -> Vec<(Box<dyn Backend>, u32)> {
+        vec![(Box::new(device(0, a.0, a.1, log)), a.1 as u32), (Box::new(device(1, b.0, b.1, log)), b.1 as u32)]
+    }
+
     fn expected(seq: &[u32]) -> Vec<f32> {
         vec![seq.iter().map(|&t| t as f32).sum(), seq.len() as f32]
     }
@@ -717,35 +722,40 @@ mod tests {
         (0..n).map(|_| (0..rng.range(1, longest)).map(|_| rng.range(1_000, 30_000) as u32).collect()).collect()
     }
 
-    /// Runs `seqs` on `devices`, failing the test instead of hanging if answers never come.
-    fn run(devices: Vec<(Box<dyn Backend>, u32)>, seqs: &[Vec<u32>]) -> (Vec<Result<Vec<f32>, EngineError>>, crate::StatsSnapshot) {
-        let engine = Engine::start_devices(devices, SchedulerConfig::default());
+    type Answers = Vec<Result<Vec<f32>, EngineError>>;
+
+    /// Submits `seqs` and waits, failing the test instead of hanging if answers never come.
+    fn answer(engine: &Engine, seqs: &[Vec<u32>]) -> Answers {
         let ticket = engine.submit(Lane::Bulk, seqs.to_vec());
         let (tx, rx) = crossbeam_channel::bounded(1);
         std::thread::spawn(move || tx.send(ticket.wait()));
-        let results = rx.recv_timeout(Duration::from_secs(120)).expect("every sequence is answered (no hang)");
+        rx.recv_timeout(Duration::from_secs(120)).expect("every sequence is answered (no hang)")
+    }
+
+    fn run(devices: Vec<(Box<dyn Backend>, u32)>, seqs: &[Vec<u32>]) -> (Answers, crate::StatsSnapshot) {
+        let engine = Engine::start_devices(devices, SchedulerConfig::default());
+        let results = answer(&engine, seqs);
         (results, engine.shutdown())
     }
 
-    /// Each sequence ran to the end exactly once, on some device.
-    fn assert_each_ran_once(log: &Log, n: usize) {
+    /// Runs `seqs` on `devices` and checks that every sequence got its own answer and ran to the end
+    /// exactly once, on some device.
+    fn run_checked(devices: Vec<(Box<dyn Backend>, u32)>, seqs: &[Vec<u32>], log: &Log) -> crate::StatsSnapshot {
+        let (results, stats) = run(devices, seqs);
+        for (seq, r) in seqs.iter().zip(&results) {
+            assert_eq!(r.as_ref().unwrap(), &expected(seq));
+        }
         let mut seen: Vec<u32> = log.lock().unwrap().iter().flat_map(|(_, _, tags)| tags.iter().map(|t| t.index)).collect();
         seen.sort_unstable();
-        assert_eq!(seen, (0..n as u32).collect::<Vec<_>>(), "every sequence run once, none twice");
+        assert_eq!(seen, (0..seqs.len() as u32).collect::<Vec<_>>(), "every sequence run once, none twice");
+        stats
     }
 
     #[test]
     fn a_faster_device_does_proportionally_more_of_the_work() {
         let log: Log = Default::default();
         // Device 1 is four times as fast: ideally it does 80% of the tokens.
-        let devices: Vec<(Box<dyn Backend>, u32)> =
-            vec![(Box::new(device(0, 8, 1024, &log)), 1024), (Box::new(device(1, 2, 1024, &log)), 1024)];
-        let seqs = sequences(600, 3, 300);
-        let (results, stats) = run(devices, &seqs);
-        for (seq, r) in seqs.iter().zip(&results) {
-            assert_eq!(r.as_ref().unwrap(), &expected(seq));
-        }
-        assert_each_ran_once(&log, seqs.len());
+        let stats = run_checked(two_devices(&log, (8, 1024), (2, 1024)), &sequences(600, 3, 300), &log);
         let [slow, fast] = [&stats.devices[0], &stats.devices[1]];
         assert_eq!(slow.sequences + fast.sequences, 600);
         let share = fast.computed_tokens as f64 / (fast.computed_tokens + slow.computed_tokens) as f64;
@@ -815,14 +825,7 @@ mod tests {
     fn each_device_gets_bins_within_its_own_capacity() {
         let log: Log = Default::default();
         // The fake runs out of memory above its capacity: no split may happen.
-        let devices: Vec<(Box<dyn Backend>, u32)> =
-            vec![(Box::new(device(0, 2, 1024, &log)), 1024), (Box::new(device(1, 2, 256, &log)), 256)];
-        let seqs = sequences(400, 5, 240);
-        let (results, stats) = run(devices, &seqs);
-        for (seq, r) in seqs.iter().zip(&results) {
-            assert_eq!(r.as_ref().unwrap(), &expected(seq));
-        }
-        assert_each_ran_once(&log, seqs.len());
+        let stats = run_checked(two_devices(&log, (2, 1024), (2, 256)), &sequences(400, 5, 240), &log);
         assert!(stats.devices.iter().all(|d| d.oom_splits == 0), "{stats:?}");
         let log = log.lock().unwrap();
         assert!(log.iter().all(|&(d, tokens, _)| tokens <= [1024, 256][d]));
@@ -834,14 +837,13 @@ mod tests {
     fn no_bin_lost_or_run_twice_when_a_device_fails(broken: impl FnOnce(FakeDevice) -> Box<dyn Backend>) {
         let seqs = sequences(500, 7, 300);
         let single_log: Log = Default::default();
-        let (single, _) = run(vec![(Box::new(device(0, 0, 1024, &single_log)), 1024)], &seqs);
+        // The one-device run and the run below both answer every sequence with its expected
+        // result, so their answers are equal.
+        run_checked(vec![(Box::new(device(0, 0, 1024, &single_log)), 1024)], &seqs, &single_log);
         let log: Log = Default::default();
         let devices: Vec<(Box<dyn Backend>, u32)> =
             vec![(Box::new(device(0, 2, 1024, &log)), 1024), (broken(device(1, 2, 1024, &log)), 1024)];
-        let (results, stats) = run(devices, &seqs);
-        assert_eq!(results, single, "the same answers as on one device");
-        assert!(results.iter().all(Result::is_ok));
-        assert_each_ran_once(&log, seqs.len());
+        let stats = run_checked(devices, &seqs, &log);
         assert_eq!(stats.sequences, 500);
         assert_eq!(stats.devices.iter().map(|d| d.sequences).sum::<u64>(), 500);
         assert_eq!(stats.failed_bins, 0, "{stats:?}");
@@ -873,14 +875,8 @@ mod tests {
             (Box::new(FailAfter::new(device(1, 1, 1024, &log), 1)), 1024),
         ];
         let engine = Engine::start_devices(devices, SchedulerConfig::default());
-        let answer = |seqs: Vec<Vec<u32>>| {
-            let ticket = engine.submit(Lane::Bulk, seqs);
-            let (tx, rx) = crossbeam_channel::bounded(1);
-            std::thread::spawn(move || tx.send(ticket.wait()));
-            rx.recv_timeout(Duration::from_secs(120)).expect("every sequence is answered (no hang)")
-        };
         let seqs = sequences(300, 11, 300);
-        let first = answer(seqs.clone());
+        let first = answer(&engine, &seqs);
         let failed = |r: &Result<Vec<f32>, EngineError>| {
             matches!(r, Err(EngineError::Backend(BackendError::Inference(m))) if m.contains("injected"))
         };
@@ -892,7 +888,7 @@ mod tests {
         let ran: usize = log.lock().unwrap().iter().map(|(_, _, tags)| tags.len()).sum();
         assert_eq!(ok, ran, "answered as embedded exactly the sequences that ran");
         // Once both are broken, everything gets the error, at once.
-        let again = answer(seqs);
+        let again = answer(&engine, &seqs);
         assert!(again.iter().all(failed), "{:?}", again.iter().find(|r| !failed(r)));
         assert!(engine.shutdown().failed_bins > 0);
     }
