@@ -18,6 +18,7 @@ mod index;
 mod score;
 mod serve;
 mod setup;
+mod summarize;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -101,6 +102,10 @@ pub enum Command {
     Index(index::IndexArgs),
     /// Search an index: semantic (embeddings) and keyword (BM25) hits merged.
     Search(index::SearchArgs),
+    /// Summarize documents (PDF, text, Markdown) with a local chat model; long ones by map-reduce.
+    Summarize(summarize::SummarizeArgs),
+    /// Summarization speed: packed and batched against one document at a time, on the samples.
+    BenchSummarize(summarize::BenchSummarizeArgs),
     /// Write the bundled sample documents into a folder.
     MakeSamples {
         /// Where to write them.
@@ -148,6 +153,8 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(&cli.global, args),
         Command::Index(args) => index::run_index(&cli.global, args),
         Command::Search(args) => index::run_search(&cli.global, args),
+        Command::Summarize(args) => summarize::run(&cli.global, args),
+        Command::BenchSummarize(args) => summarize::run_bench(&cli.global, args),
         Command::MakeSamples { dir } => index::run_make_samples(dir),
         Command::ExtractWorker { .. } => unreachable!("handled above"),
         Command::Models { action } => setup::models_command(&cli.global, action).map(|()| ExitCode::SUCCESS),

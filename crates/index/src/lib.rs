@@ -5,6 +5,7 @@
 //! - [`chunk`]: token-aware, overlapping chunks that cover every token, with page spans and
 //!   character offsets.
 //! - [`store`]: the SQLite index (documents, pages, chunks, embeddings by text hash, FTS5).
+//! - [`summaries`]: document summaries in the index, by content hash and model.
 //! - [`search`]: cosine + BM25 merged by reciprocal rank fusion.
 //! - [`pipeline`]: the parallel, bounded, resumable run that ties them together.
 //! - [`pdfgen`]: PDFs with known content, for the tests and the bundled samples.
@@ -18,5 +19,6 @@ pub mod pipeline;
 pub mod samples;
 pub mod search;
 pub mod store;
+pub mod summaries;
 
 pub use pipeline::{index_paths, IndexOptions, IndexReport, Progress};

@@ -90,13 +90,15 @@ pub struct Summarizer<'a> {
     pub chat: &'a ChatModel,
     pub options: SummarizeOptions,
     pub stats: GenerationStats,
+    /// Seconds spent in the model (tokenizing, generating, detokenizing).
     pub seconds: f64,
+    started: Instant,
 }
 
 impl<'a> Summarizer<'a> {
     pub fn new(chat: &'a ChatModel, options: SummarizeOptions) -> Result<Self, String> {
         options.check()?;
-        Ok(Self { chat, options, stats: GenerationStats::default(), seconds: 0.0 })
+        Ok(Self { chat, options, stats: GenerationStats::default(), seconds: 0.0, started: Instant::now() })
     }
 
     /// Summarizes documents (their plain text), long ones by map-reduce.
@@ -130,24 +132,28 @@ impl mapreduce::Summarize for Summarizer<'_> {
             .iter()
             .map(|t| self.chat.encode_chat(SYSTEM_PROMPT, &instruction(t)))
             .collect::<Result<Vec<_>, _>>()?;
+        let run_start = self.started;
+        let mut finished = vec![0f64; prompts.len()];
         let (generations, stats) = generate(
             &self.chat.model,
             &prompts,
             &self.chat.stop_ids,
             &self.options.sampling,
             self.options.batch,
-            |_, _| {},
+            |r, _| finished[r] = run_start.elapsed().as_secs_f64(),
         )
         .map_err(|e| ChatError::Inference(e.to_string()))?;
         add_stats(&mut self.stats, &stats);
         let out = prompts
             .iter()
             .zip(generations)
-            .map(|(p, g)| {
+            .zip(finished)
+            .map(|((p, g), finished_at)| {
                 Ok(mapreduce::Done {
                     summary: self.chat.decode(&g.tokens)?.trim().to_string(),
                     prompt_tokens: p.len(),
                     output_tokens: g.tokens.len(),
+                    finished_at,
                 })
             })
             .collect::<Result<Vec<_>, ChatError>>()?;

@@ -32,11 +32,13 @@ pub struct Task {
 }
 
 /// What the model made of a task.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Done {
     pub summary: String,
     pub prompt_tokens: usize,
     pub output_tokens: usize,
+    /// When it finished, in seconds since the run began (what a document's `seconds` reports).
+    pub finished_at: f64,
 }
 
 /// The model side of map-reduce.
@@ -49,7 +51,7 @@ pub trait Summarize {
 }
 
 /// A document's result.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct DocumentSummary {
     pub summary: String,
     /// Tokens of the document's own text.
@@ -62,6 +64,8 @@ pub struct DocumentSummary {
     pub chunks: usize,
     /// Model calls that included this document (1: it fitted one prompt).
     pub rounds: usize,
+    /// Seconds from the start of the run until this document's summary was ready.
+    pub seconds: f64,
 }
 
 /// Why map-reduce could not finish.
@@ -207,7 +211,11 @@ pub fn summarize_documents<S: Summarize>(
                 r.tokens_out += o.output_tokens;
             }
             match doc_tasks[0].kind {
-                TaskKind::Whole | TaskKind::Combine => r.summary = outs.into_iter().next().map(|o| o.summary).unwrap_or_default(),
+                TaskKind::Whole | TaskKind::Combine => {
+                    let o = outs.into_iter().next().expect("one task. This is a bug.");
+                    r.summary = o.summary;
+                    r.seconds = o.finished_at;
+                }
                 TaskKind::Part { .. } => {
                     if r.rounds > MAX_ROUNDS {
                         return Err(MapReduceError::NoProgress { document: d, rounds: r.rounds, chunk_tokens });
@@ -268,7 +276,12 @@ mod tests {
                 .enumerate()
                 .map(|(i, t)| {
                     let id = format!("S{}", n + i);
-                    Done { summary: vec![id; self.summary_words].join(" "), prompt_tokens: words(&t.text), output_tokens: self.summary_words }
+                    Done {
+                        summary: vec![id; self.summary_words].join(" "),
+                        prompt_tokens: words(&t.text),
+                        output_tokens: self.summary_words,
+                        finished_at: 0.0,
+                    }
                 })
                 .collect();
             self.calls.push(tasks.to_vec());

