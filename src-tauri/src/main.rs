@@ -138,6 +138,12 @@ fn main() {
     if args.len() == 3 && args[1] == "extract-worker" {
         std::process::exit(warpfold_index::extract::worker_main(std::path::Path::new(&args[2])));
     }
+    // WebKit turns a C/POSIX locale into the language tag "C", which Intl (and so the chart
+    // library) rejects: the page would not start. Such a locale says nothing about language.
+    let locale = ["LC_ALL", "LC_MESSAGES", "LANG"].iter().find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()));
+    if matches!(locale.as_deref(), None | Some("C") | Some("POSIX") | Some("C.UTF-8") | Some("C.utf8")) {
+        std::env::set_var("LC_ALL", "en_US.UTF-8");
+    }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("WARPFOLD_LOG").unwrap_or_else(|_| "warn".into()))
@@ -147,6 +153,17 @@ fn main() {
             let handle = tauri_app.handle().clone();
             let app = start_app(&handle).map_err(|e| format!("warpfold could not start: {e}"))?;
             forward_events(handle, &app);
+            #[cfg(target_os = "linux")]
+            if std::env::var_os("WARPFOLD_WEBVIEW_CONSOLE").is_some() {
+                if let Some(window) = tauri_app.get_webview_window("main") {
+                    let _ = window.with_webview(|webview| {
+                        use webkit2gtk::{SettingsExt, WebViewExt};
+                        if let Some(settings) = webview.inner().settings() {
+                            settings.set_enable_write_console_messages_to_stdout(true);
+                        }
+                    });
+                }
+            }
             tauri_app.manage(app);
             Ok(())
         })

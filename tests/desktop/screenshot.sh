@@ -13,6 +13,7 @@ app=target/release/warpfold-desktop
 work="$(mktemp -d)"
 cleanup() { kill "${app_pid:-}" "${xvfb_pid:-}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
+[ -n "${KEEP:-}" ] && trap "kill \${app_pid:-} \${xvfb_pid:-} 2>/dev/null; echo kept $work" EXIT
 
 ./target/release/warpfold make-samples "$work/samples" >/dev/null
 mkdir -p "$work/data"
@@ -24,7 +25,7 @@ xvfb_pid=$!
 for _ in $(seq 50); do xdpyinfo -display "$display" >/dev/null 2>&1 && break; sleep 0.1; done
 
 # Without compositing off, WebKitGTK under Xvfb paints a blank window.
-DISPLAY="$display" WEBKIT_DISABLE_COMPOSITING_MODE=1 WARPFOLD_DATA_DIR="$work/data" \
+DISPLAY="$display" WEBKIT_DISABLE_COMPOSITING_MODE=1 WARPFOLD_WEBVIEW_CONSOLE=1 WARPFOLD_DATA_DIR="$work/data" \
   WARPFOLD_MODELS_DIR="$PWD/models" WARPFOLD_DEVICE=cpu "$app" >"$work/app.log" 2>&1 &
 app_pid=$!
 
@@ -42,7 +43,9 @@ done
 echo "desktop screenshot: $n documents indexed"
 sleep 4
 mkdir -p "$(dirname "$out")"
-DISPLAY="$display" import -window root "$out"
+# The window alone (Xvfb has no window manager: it sits at the top left at its configured size).
+geometry=$(DISPLAY="$display" xwininfo -name warpfold 2>/dev/null | awk '/Width:/{w=$2} /Height:/{h=$2} END{if(w&&h) print w"x"h"+0+0"}')
+DISPLAY="$display" import -window root ${geometry:+-crop "$geometry"} "$out"
 
 # Blank check: a painted UI has many colours and real contrast.
 colours=$(convert "$out" -format '%k' info:)
