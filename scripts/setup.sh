@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The main job from a fresh Debian machine with Rust: install system packages, build warpfold, fetch
 # and verify the default model, generate the bundled sample documents (PDFs, Markdown, text),
-# index them into a local search database, run an example search, embed the sample texts and run a
-# short packed-against-padded benchmark.
+# index them into a local search database, run an example search, summarize them with the default
+# chat model (stored in the index), embed the sample texts and run a short packed-against-padded benchmark.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -15,6 +15,7 @@ rm -rf target/out/samples
 $wf make-samples target/out/samples
 $wf index target/out/samples --db target/out/samples.db
 $wf search "when should I pick tomatoes so they ripen indoors" --db target/out/samples.db -k 3
+$wf summarize target/out/samples --db target/out/samples.db
 $wf embed < tests/data/samples.jsonl > target/out/samples.embeddings.jsonl
 echo "embeddings of $(wc -l < tests/data/samples.jsonl) sample texts: target/out/samples.embeddings.jsonl"
 $wf bench --corpus stress --documents 16 --packer-sequences 1000000 --out target/out/bench-quick.json

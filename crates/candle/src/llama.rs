@@ -354,6 +354,9 @@ pub fn varlen_causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, slots: &Varle
     out.to_dtype(dtype)
 }
 
+/// Rows up to which a dense projection multiplies weights-first (see [`Proj`]'s forward).
+const SMALL_BATCH_ROWS: usize = 64;
+
 /// A linear layer whose weight is either a dense tensor (safetensors) or a quantized GGUF tensor
 /// (candle's `QMatMul`, which multiplies by the blocks as stored, without dequantizing them).
 #[derive(Debug, Clone)]
@@ -368,6 +371,16 @@ pub(crate) enum Proj {
 impl Module for Proj {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         match self {
+            // A few rows (a decode step): W·xᵀ instead of x·Wᵀ. The GEMM packs its right-hand
+            // matrix; packing the weights (every byte of the model, every step) cost more than the
+            // product itself: 114 ms against 47 ms for a 2-row step of SmolLM2-135M on 2 cores.
+            Proj::Dense(l) if x.rank() == 2 && x.dim(0)? <= SMALL_BATCH_ROWS && x.device().is_cpu() => {
+                let y = l.weight().matmul(&x.t()?)?.t()?;
+                match l.bias() {
+                    Some(b) => y.broadcast_add(b),
+                    None => Ok(y),
+                }
+            }
             Proj::Dense(l) => l.forward(x),
             Proj::Quant { weight, bias } => {
                 let y = weight.forward(x)?;
