@@ -1,9 +1,9 @@
 """Writes a decoder of a real architecture with random bf16 weights (config.json + model.safetensors),
 on the GPU machine, for speed benchmarks: the same file is loaded by warpfold and by transformers.
 
-  make_random_decoder.py qwen2.5-7b|smollm2-360m OUT_DIR
+  make_random_decoder.py qwen2.5-7b|smollm2-360m|smollm2-135m OUT_DIR
 
-The configurations are those of Qwen/Qwen2.5-7B and HuggingFaceTB/SmolLM2-360M (written out here: the
+The configurations are those of Qwen/Qwen2.5-7B, HuggingFaceTB/SmolLM2-360M and -135M (written out here: the
 machine has no network). Random weights are honest for speed; correctness is checked by comparing
 both systems' scores on the same weights.
 """
@@ -21,6 +21,10 @@ CONFIGS = {
         vocab_size=49152, hidden_size=960, intermediate_size=2560, num_hidden_layers=32,
         num_attention_heads=15, num_key_value_heads=5, max_position_embeddings=8192, rope_theta=100000.0,
         rms_norm_eps=1e-5, tie_word_embeddings=True, hidden_act="silu")),
+    "smollm2-135m": (LlamaConfig, LlamaForCausalLM, dict(
+        vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+        num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=8192, rope_theta=100000.0,
+        rms_norm_eps=1e-5, tie_word_embeddings=True, hidden_act="silu", bos_token_id=1, eos_token_id=2)),
 }
 
 

@@ -7,7 +7,20 @@ PY=/opt/torch/.venv/bin/python
 if [ -f .gpu/minilm-f16.tar.xz ]; then
   mkdir -p /tmp/wf-models && xz -dc .gpu/minilm-f16.tar.xz | tar -C /tmp/wf-models -xf - && echo "unpacked MiniLM (f16)"
 fi
+if [ -f .gpu/meta.tar.xz ]; then
+  mkdir -p /tmp/meta && xz -dc .gpu/meta.tar.xz | tar -C /tmp/meta -xf - && echo "unpacked model metadata"
+fi
 for m in ${MODELS:-smollm2-360m qwen2.5-7b}; do
+  t=$(date +%s)
+  case $m in
+    minilm-random)  # MiniLM's architecture, random f16 weights, its real tokenizer
+      [ -f /tmp/wf-models/minilm-random/model.safetensors ] || $PY bench/gpu/make_random_encoder.py /tmp/meta/minilm-meta /tmp/wf-models/minilm-random
+      echo "$m ready in $(( $(date +%s) - t )) s"; continue;;
+    smollm2-135m)  # the default chat model's architecture, random bf16 weights, its real tokenizer and template
+      [ -f /tmp/models/$m/config.json ] || $PY bench/gpu/make_random_decoder.py $m /tmp/models/$m
+      cp /tmp/meta/smollm2-135m-tokenizer/* /tmp/models/$m/
+      echo "$m ready in $(( $(date +%s) - t )) s"; continue;;
+  esac
   t=$(date +%s)
   [ -f /tmp/models/$m/config.json ] || $PY bench/gpu/make_random_decoder.py $m /tmp/models/$m
   echo "$m ready in $(( $(date +%s) - t )) s"

@@ -31,12 +31,15 @@ DECODER_BIN=${DECODER_BIN:-32768}
 
 bash .gpu/run-on-gpu-machine.sh .gpu/warpfold.xz --version
 W=/tmp/warpfold
-MODELS=smollm2-360m bash bench/gpu/prepare-device.sh
+MODELS=${PREP_MODELS:-smollm2-360m} bash bench/gpu/prepare-device.sh
+# MINILM_MODEL: a model folder for the encoder runs (e.g. /tmp/wf-models/minilm-random, MiniLM's
+# architecture with random weights, when the real ones are not carried); default: the default model.
+minilm=(); [ -n "${MINILM_MODEL:-}" ] && minilm=(--model "$MINILM_MODEL")
 export WARPFOLD_MODELS_DIR=/tmp/wf-models WARPFOLD_LOG=warn
 
 echo "=== JIT warm-up (first CUDA ops on a fresh machine compile candle's PTX), each GPU"
 for d in ${DEVICES//,/ }; do
-  t=$(date +%s); echo '{"text": "warm up"}' | $W --device "$d" --bin-tokens 1024 embed > /dev/null; echo "$d: $(( $(date +%s) - t )) s"
+  t=$(date +%s); echo '{"text": "warm up"}' | $W "${minilm[@]}" --device "$d" --bin-tokens 1024 embed > /dev/null; echo "$d: $(( $(date +%s) - t )) s"
 done
 
 nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used --format=csv,noheader,nounits -lms 200 > "$OUT/smi-multi.csv" &
@@ -48,10 +51,10 @@ compare() { # name, timeout, then warpfold arguments
   timeout "$limit" $W --device "$DEVICES" "$@" --out "$OUT/multi-$name.json" > /dev/null
   echo "$name: exit $? in $(( $(date +%s) - t )) s"
 }
-compare minilm 150 bench --devices-compare --documents "$MINILM_DOCS"
+compare minilm 150 "${minilm[@]}" bench --devices-compare --documents "$MINILM_DOCS"
 compare smollm2 200 --bin-tokens "$DECODER_BIN" bench --devices-compare --decoder /tmp/models/smollm2-360m --documents "$DECODER_DOCS"
 export WARPFOLD_FAIL_DEVICE=1:after_bins=$FAIL_AFTER
-compare minilm-fail 100 bench --devices-compare --corpus stress --documents "$MINILM_DOCS"
+compare minilm-fail 100 "${minilm[@]}" bench --devices-compare --corpus stress --documents "$MINILM_DOCS"
 compare smollm2-fail 120 --bin-tokens "$DECODER_BIN" bench --devices-compare --corpus stress --decoder /tmp/models/smollm2-360m --documents "$DECODER_DOCS"
 unset WARPFOLD_FAIL_DEVICE
 kill $smi

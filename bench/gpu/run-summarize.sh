@@ -18,7 +18,18 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 bash .gpu/run-on-gpu-machine.sh .gpu/warpfold.xz --version
 W=/tmp/warpfold
 export WARPFOLD_MODELS_DIR=$PWD/models WARPFOLD_LOG=warn
-[ -f models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf ] || { echo "carry models/SmolLM2-135M-Instruct"; exit 1; }
+# DECODER: a chat model folder to use instead of the pinned GGUF (which, at 98 MB, cannot be carried
+# next to the binary): DECODER=random generates SmolLM2-135M's architecture with random bf16
+# weights here, with the GGUF's own tokenizer and chat template (scripts/gpu/pack-small.sh).
+decoder=()
+if [ "${DECODER:-}" = random ]; then
+  MODELS=smollm2-135m bash bench/gpu/prepare-device.sh
+  decoder=(--decoder /tmp/models/smollm2-135m)
+elif [ -n "${DECODER:-}" ]; then
+  decoder=(--decoder "$DECODER")
+else
+  [ -f models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf ] || { echo "carry models/SmolLM2-135M-Instruct or set DECODER"; exit 1; }
+fi
 
 if [ -x .gpu/smollm2-test ]; then
   echo "=== gated GPU test"
@@ -26,11 +37,11 @@ if [ -x .gpu/smollm2-test ]; then
 fi
 
 echo "=== bench-summarize on the samples"
-$W --device cuda bench-summarize --out "$OUT/summarize-gpu-samples.json" > /dev/null
+$W --device cuda bench-summarize "${decoder[@]}" --out "$OUT/summarize-gpu-samples.json" > /dev/null
 
 COPIES=${COPIES:-16}
 echo "=== bench-summarize on the samples x $COPIES"
 rm -rf /tmp/sum-docs && mkdir -p /tmp/sum-docs/src && $W make-samples /tmp/sum-docs/src > /dev/null
 for i in $(seq 1 "$COPIES"); do mkdir -p /tmp/sum-docs/c$i && cp -r /tmp/sum-docs/src/. /tmp/sum-docs/c$i/; done
 rm -rf /tmp/sum-docs/src
-$W --device cuda bench-summarize /tmp/sum-docs --max-batch 64 --out "$OUT/summarize-gpu-x$COPIES.json" > /dev/null
+$W --device cuda bench-summarize "${decoder[@]}" /tmp/sum-docs --max-batch 64 --out "$OUT/summarize-gpu-x$COPIES.json" > /dev/null

@@ -24,6 +24,6 @@ export CUDA_COMPUTE_CAP=${CUDA_COMPUTE_CAP:-90}
 CARGO_TARGET_DIR=target/cuda cargo build --profile release-gpu --locked --features flash-attn --bin warpfold
 echo "flash-attn objects: $(awk '{print $2}' "$WARPFOLD_CUDA_PREFIX/nvcc-wrap.log" | sort | uniq -c | tr '\n' ' ')"
 mkdir -p .gpu
-xz -T2 -6 -c target/cuda/release-gpu/warpfold > .gpu/warpfold.xz
+xz -T2 -9 -c target/cuda/release-gpu/warpfold > .gpu/warpfold.xz
 cp "$KIT/run-on-gpu-machine.sh" .gpu/
 ls -la .gpu/
