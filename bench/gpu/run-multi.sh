@@ -52,10 +52,10 @@ compare() { # name, timeout, then warpfold arguments
   echo "$name: exit $? in $(( $(date +%s) - t )) s"
 }
 compare minilm 150 "${minilm[@]}" bench --devices-compare --documents "$MINILM_DOCS"
-compare smollm2 200 --bin-tokens "$DECODER_BIN" bench --devices-compare --decoder /tmp/models/smollm2-360m --documents "$DECODER_DOCS"
+compare smollm2 200 "${minilm[@]}" --bin-tokens "$DECODER_BIN" bench --devices-compare --decoder /tmp/models/smollm2-360m --documents "$DECODER_DOCS"
 export WARPFOLD_FAIL_DEVICE=1:after_bins=$FAIL_AFTER
 compare minilm-fail 100 "${minilm[@]}" bench --devices-compare --corpus stress --documents "$MINILM_DOCS"
-compare smollm2-fail 120 --bin-tokens "$DECODER_BIN" bench --devices-compare --corpus stress --decoder /tmp/models/smollm2-360m --documents "$DECODER_DOCS"
+compare smollm2-fail 120 "${minilm[@]}" --bin-tokens "$DECODER_BIN" bench --devices-compare --corpus stress --decoder /tmp/models/smollm2-360m --documents "$DECODER_DOCS"
 unset WARPFOLD_FAIL_DEVICE
 kill $smi
 
