@@ -355,14 +355,18 @@ impl App {
     pub fn document(&self, path: &str) -> Result<DocumentView, AppError> {
         let checked = self.checked_path(path)?;
         let queued = self.inner.board.get(path);
-        let detail = match Store::open_existing(&self.inner.config.db) {
-            Ok(store) => store.document_detail(&checked.display().to_string())?,
-            Err(_) => None,
+        let (detail, summary) = match Store::open_existing(&self.inner.config.db) {
+            Ok(store) => {
+                let path = checked.display().to_string();
+                // Written by `warpfold summarize --db` (the app does not summarize by itself yet).
+                (store.document_detail(&path)?, store.summary_for_path(&path)?.map(|s| s.summary))
+            }
+            Err(_) => (None, None),
         };
         if queued.is_none() && detail.is_none() {
             return Err(AppError::NotFound(format!("{path} is not in the index")));
         }
-        Ok(DocumentView { path: path.to_string(), state: queued, detail, summary: None })
+        Ok(DocumentView { path: path.to_string(), state: queued, detail, summary })
     }
 
     /// The bytes of a file warpfold indexed (for a browser to open it).
