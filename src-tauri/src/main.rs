@@ -14,15 +14,12 @@
 #![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use tauri::ipc::Channel;
 use tauri::{DragDropEvent, Emitter, Manager, State, WindowEvent};
 use warpfold_app::runtime::load_default_model;
 use warpfold_app::{App, AppConfig, AppError, AppEvent, AppStateView, DocumentView, Origin, RecvError, Sample};
 use warpfold_candle::DeviceChoice;
-use warpfold_index::extract::Isolation;
-use warpfold_index::pipeline::IndexOptions;
 
 #[tauri::command]
 fn state(app: State<'_, App>) -> AppStateView {
@@ -98,22 +95,8 @@ fn start_app(handle: &tauri::AppHandle) -> Result<App, AppError> {
     let loaded = load_default_model(&models, device)?;
     let data_dir = data_dir(handle);
     let exe = std::env::current_exe().map_err(|e| AppError::Io(format!("finding this program for extraction workers: {e}")))?;
-    let config = AppConfig {
-        db: data_dir.join("index.db"),
-        data_dir,
-        model: loaded.model,
-        index_options: IndexOptions {
-            isolation: Isolation::new(exe, vec!["extract-worker".into()]),
-            jobs: 2,
-            overlap: 32,
-            prune: false,
-            retry_failed: false,
-        },
-        settle: Duration::from_secs(2),
-        sample_every: Duration::from_millis(500),
-        device: loaded.device,
-        memory: loaded.memory,
-    };
+    let mut config = AppConfig::new(data_dir.join("index.db"), data_dir, loaded.model, exe, loaded.device);
+    config.memory = loaded.memory;
     App::start(config, loaded.embedder)
 }
 

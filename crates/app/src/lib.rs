@@ -62,6 +62,30 @@ pub struct AppConfig {
     pub memory: Option<Box<dyn Fn() -> Option<(u64, u64)> + Send + Sync>>,
 }
 
+impl AppConfig {
+    /// The settings both shells use: the index in `db`, PDF workers started as `worker extract-worker
+    /// FILE` (the shell's own binary), two extraction jobs, 32-token chunk overlap, files read once
+    /// quiet for 2 s, throughput sampled every 500 ms.
+    pub fn new(db: PathBuf, data_dir: PathBuf, model: String, worker: PathBuf, device: DeviceView) -> AppConfig {
+        AppConfig {
+            db,
+            data_dir,
+            model,
+            index_options: IndexOptions {
+                isolation: warpfold_index::extract::Isolation::new(worker, vec!["extract-worker".into()]),
+                jobs: 2,
+                overlap: 32,
+                prune: false,
+                retry_failed: false,
+            },
+            settle: Duration::from_secs(2),
+            sample_every: Duration::from_millis(500),
+            device,
+            memory: None,
+        }
+    }
+}
+
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 struct Settings {
     folders: Vec<String>,

@@ -29,8 +29,6 @@ use clap::Args;
 use serde::Deserialize;
 use warpfold_app::{App, AppConfig, AppError, DeviceView, Origin};
 use warpfold_engine::Lane;
-use warpfold_index::extract::Isolation;
-use warpfold_index::pipeline::IndexOptions;
 
 use crate::{setup, GlobalOptions};
 
@@ -386,22 +384,8 @@ pub fn run(global: &GlobalOptions, args: &ServeArgs) -> Result<ExitCode> {
         memory_total_bytes: None,
         memory_used_bytes: None,
     };
-    let config = AppConfig {
-        db: db.clone(),
-        data_dir,
-        model: dir.name.clone(),
-        index_options: IndexOptions {
-            isolation: Isolation::new(exe, vec!["extract-worker".into()]),
-            jobs: 2,
-            overlap: 32,
-            prune: false,
-            retry_failed: false,
-        },
-        settle: std::time::Duration::from_secs(2),
-        sample_every: std::time::Duration::from_millis(500),
-        device,
-        memory: setup::memory_reader(global)?,
-    };
+    let mut config = AppConfig::new(db.clone(), data_dir, dir.name.clone(), exe, device);
+    config.memory = setup::memory_reader(global)?;
     let app = App::start(config, Arc::new(embedder)).with_context(|| format!("starting on the index {}", db.display()))?;
     let token = args.token.clone().unwrap_or_else(random_token);
     let state = Arc::new(AppState { token: token.clone(), app });

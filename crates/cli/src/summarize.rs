@@ -368,15 +368,7 @@ pub fn run_bench(global: &GlobalOptions, args: &BenchSummarizeArgs) -> Result<Ex
         let r = s.summarize_documents(std::slice::from_ref(t))?.remove(0);
         alone_out += r.tokens_out;
         summaries.push(r.summary);
-        let g = &s.stats;
-        stats.prompts += g.prompts;
-        stats.prompt_tokens += g.prompt_tokens;
-        stats.prefills += g.prefills;
-        stats.prefill_seconds += g.prefill_seconds;
-        stats.decode_tokens += g.decode_tokens;
-        stats.decode_steps += g.decode_steps;
-        stats.decode_seconds += g.decode_seconds;
-        stats.max_batch_seen = stats.max_batch_seen.max(g.max_batch_seen);
+        warpfold_summarize::add_stats(&mut stats, &s.stats);
     }
     let alone_seconds = started.elapsed().as_secs_f64();
     let alone_report = mode_report("one-at-a-time", alone_seconds, stats, summaries, alone_out);

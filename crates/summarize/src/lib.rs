@@ -108,7 +108,8 @@ impl<'a> Summarizer<'a> {
     }
 }
 
-fn add_stats(total: &mut GenerationStats, s: &GenerationStats) {
+/// Adds one run's generation counters to a total.
+pub fn add_stats(total: &mut GenerationStats, s: &GenerationStats) {
     total.prompts += s.prompts;
     total.prompt_tokens += s.prompt_tokens;
     total.prefills += s.prefills;
