@@ -195,6 +195,11 @@ fn the_app_api_takes_uploads_and_folders_streams_events_and_guards_paths() {
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("motorway verges"), "{body}");
 
+    // Summaries are off unless the server was started with --summarize.
+    let (status, body) = request(addr, "POST", "/api/summarize", Some("s3cret"), Some(&format!(r#"{{"paths": ["{path}"]}}"#)));
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("--summarize"), "{body}");
+
     // Watched folders: a missing one is a 404 with its reason; a real one is saved and listed.
     let (status, body) = request(addr, "POST", "/api/folders", Some("s3cret"), Some(r#"{"path": "/no/such/folder"}"#));
     assert_eq!(status, 404, "{body}");
@@ -203,4 +208,40 @@ fn the_app_api_takes_uploads_and_folders_streams_events_and_guards_paths() {
     let (status, body) = request(addr, "POST", "/api/folders", Some("s3cret"), Some(&format!(r#"{{"path": "{}"}}"#, folder.display())));
     assert_eq!(status, 200, "{body}");
     assert!(std::fs::read_to_string(data.join("settings.json")).unwrap().contains("watched"));
+}
+
+#[test]
+fn with_summarize_the_server_summarizes_what_is_dropped_on_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = start(&["--db", dir.path().join("i.db").to_str().unwrap(), "--data-dir", data.to_str().unwrap(), "--summarize"]);
+    let addr = server.addr.as_str();
+    let mut events = TcpStream::connect(addr).unwrap();
+    events
+        .write_all(format!("GET /api/events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer s3cret\r\n\r\n").as_bytes())
+        .unwrap();
+    events.set_read_timeout(Some(std::time::Duration::from_secs(300))).unwrap();
+    let text = "Tomatoes need six to eight hours of sun a day. Plant them deep, water at the base two or three \
+                times a week, and pick them when they start to colour; they ripen indoors on a windowsill.";
+    let (status, body) = request_bytes(addr, "POST", "/api/upload?name=tomatoes.txt", "s3cret", text.as_bytes());
+    assert_eq!(status, 200, "{body}");
+    let path = serde_json::from_str::<Value>(&body).unwrap()["path"].as_str().unwrap().to_string();
+
+    // Indexed, then summarized on its own (auto), announced by a `summary` event.
+    let mut reader = BufReader::new(events);
+    let mut seen = String::new();
+    while !seen.contains("event: summary") {
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "the event stream ended: {seen}");
+        seen.push_str(&line);
+    }
+    let (status, body) = request(addr, "GET", &format!("/api/document?path={path}"), Some("s3cret"), None);
+    assert_eq!(status, 200, "{body}");
+    let doc: Value = serde_json::from_str(&body).unwrap();
+    let summary = doc["summary"].as_str().unwrap_or_else(|| panic!("no summary: {doc:#}"));
+    assert!(summary.split_whitespace().count() >= 5, "{summary}");
+    assert!(summary.to_lowercase().contains("tomato"), "a summary of this text names its subject: {summary}");
+    // Asking again answers from the index (the same text is never summarized twice).
+    let (status, body) = request(addr, "POST", "/api/summarize", Some("s3cret"), Some(&format!(r#"{{"paths": ["{path}"]}}"#)));
+    assert_eq!((status, serde_json::from_str::<Value>(&body).unwrap()["queued"].as_u64()), (200, Some(1)), "{body}");
 }

@@ -3,7 +3,7 @@
 //! Why so thin: everything the app does is in `warpfold_app::App`, which `warpfold serve` runs
 //! too; a command here only forwards its arguments and returns the app's answer or its typed
 //! `AppError` (serialised as `{kind, message}` for the rejected promise). Live state goes out as
-//! Tauri events (`queue`, `bin`, `folders`, `removed`) and, for the high-rate throughput samples,
+//! Tauri events (`queue`, `bin`, `folders`, `removed`, `summary`) and, for the high-rate throughput samples,
 //! through the ipc Channel the UI hands to `subscribe_samples`. Files dropped on the window are
 //! taken by the Rust side straight from the window event (so the webview never invents a path);
 //! the webview may only name paths the user chose (dropped, or inside a watched folder).
@@ -62,6 +62,11 @@ fn open_file(app: State<'_, App>, path: String) -> Result<(), AppError> {
 }
 
 #[tauri::command]
+fn summarize(app: State<'_, App>, paths: Vec<String>) -> Result<serde_json::Value, AppError> {
+    Ok(serde_json::json!({ "queued": app.summarize(&paths)? }))
+}
+
+#[tauri::command]
 fn subscribe_samples(app: State<'_, App>, channel: Channel<Sample>) {
     let mut events = app.subscribe();
     std::thread::spawn(move || loop {
@@ -97,6 +102,15 @@ fn start_app(handle: &tauri::AppHandle) -> Result<App, AppError> {
     let exe = std::env::current_exe().map_err(|e| AppError::Io(format!("finding this program for extraction workers: {e}")))?;
     let mut config = AppConfig::new(data_dir.join("index.db"), data_dir, loaded.model, exe, loaded.device);
     config.memory = loaded.memory;
+    // Every document dropped or watched is summarized too (WARPFOLD_SUMMARIZE=0: not).
+    if std::env::var("WARPFOLD_SUMMARIZE").as_deref() != Ok("0") {
+        let device = warpfold_candle::select_device(device).map_err(|e| AppError::Engine(e.to_string()))?;
+        config.summaries = Some(warpfold_app::summaries::SummaryConfig {
+            model: warpfold_app::runtime::default_chat_model(&models)?,
+            device,
+            auto: true,
+        });
+    }
     App::start(config, loaded.embedder)
 }
 
@@ -110,6 +124,7 @@ fn forward_events(handle: tauri::AppHandle, app: &App) {
             Ok(AppEvent::Bin(bin)) => drop(handle.emit("bin", bin)),
             Ok(AppEvent::Folders(folders)) => drop(handle.emit("folders", folders)),
             Ok(AppEvent::Removed(path)) => drop(handle.emit("removed", path)),
+            Ok(AppEvent::Summary(summary)) => drop(handle.emit("summary", summary)),
             Err(RecvError::Lagged(_)) => drop(handle.emit("resync", ())),
             Err(_) => return,
         }
@@ -160,7 +175,7 @@ fn main() {
                 }
             }
         })
-        .invoke_handler(tauri::generate_handler![state, add_folder, remove_folder, add_paths, search, document, open_file, subscribe_samples])
+        .invoke_handler(tauri::generate_handler![state, add_folder, remove_folder, add_paths, search, document, open_file, summarize, subscribe_samples])
         .run(tauri::generate_context!())
         .expect("the warpfold window");
 }

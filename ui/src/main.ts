@@ -78,6 +78,7 @@ async function start(): Promise<void> {
     sample: (s) => store.sample(s),
     folders: (f) => store.setFolders(f),
     removed: (path) => store.removeFile(path),
+    summary: (e) => store.summaryReady(e.path),
     resync: reload,
     connection: (c: Connection) => {
       showConnection(c);

@@ -7,7 +7,7 @@ import { FILE_STATES, type AppState, type BinView, type Counts, type Device, typ
 export const MAX_BINS = 64;
 export const MAX_SAMPLES = 600;
 
-type Topic = "device" | "folders" | "queue" | "bins" | "samples";
+type Topic = "device" | "folders" | "queue" | "bins" | "samples" | "summary";
 
 function zeroCounts(): Counts {
   return { waiting: 0, extracting: 0, embedding: 0, done: 0, failed: 0, no_text: 0 };
@@ -69,6 +69,14 @@ class Store {
     this.files.delete(path);
     this.lastQueueChange = Date.now();
     this.emit("queue");
+  }
+
+  /** The last document whose summary arrived (the detail panel reloads if it shows it). */
+  lastSummary: string | null = null;
+
+  summaryReady(path: string): void {
+    this.lastSummary = path;
+    this.emit("summary");
   }
 
   bin(b: BinView): void {

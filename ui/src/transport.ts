@@ -17,6 +17,8 @@ export interface LiveHandlers {
   resync(): void;
   /** A file left the queue and the index (deleted, or renamed: its new name arrives as a queue event). */
   removed(path: string): void;
+  /** A document's summary is ready, or could not be made. */
+  summary(event: { path: string; summary: string | null; error: string | null }): void;
   /** The live stream's health; after "live" following a gap the caller should reload the state. */
   connection(state: Connection): void;
 }
@@ -106,10 +108,11 @@ class TauriTransport implements Transport {
       listen<string[]>("folders", (e) => h.folders(e.payload)),
       listen<string>("removed", (e) => h.removed(e.payload)),
       listen<unknown>("resync", () => h.resync()),
+      listen<{ path: string; summary: string | null; error: string | null }>("summary", (e) => h.summary(e.payload)),
       call<void>("subscribe_samples", { channel }),
     ])
-      .then(([a, b, c, d, e]) => {
-        unlisten.push(a, b, c, d, e);
+      .then(([a, b, c, d, e, f]) => {
+        unlisten.push(a, b, c, d, e, f);
         if (closed) unlisten.forEach((u) => u());
         else h.connection("live");
       })
@@ -274,6 +277,9 @@ class HttpTransport implements Transport {
           break;
         case "removed":
           h.removed(payload as string);
+          break;
+        case "summary":
+          h.summary(payload as { path: string; summary: string | null; error: string | null });
           break;
         case "resync":
           h.resync();

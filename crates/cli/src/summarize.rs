@@ -139,8 +139,9 @@ fn read_documents(paths: &[PathBuf], timeout: u64) -> Result<Vec<Document>> {
 }
 
 /// The chat model `--decoder` names, or the default one (fetched if missing).
-fn load_model(global: &GlobalOptions, args: &ModelArgs) -> Result<(ChatModel, String)> {
-    let path = match &args.decoder {
+/// The chat model's file or folder: `--decoder`, or the default model, fetched if missing.
+pub fn chat_model_path(global: &GlobalOptions, decoder: Option<&PathBuf>) -> Result<PathBuf> {
+    Ok(match decoder {
         Some(p) => p.clone(),
         None => {
             let manifest = Manifest::embedded();
@@ -158,7 +159,11 @@ fn load_model(global: &GlobalOptions, args: &ModelArgs) -> Result<(ChatModel, St
             }
             root.join(&entry.name)
         }
-    };
+    })
+}
+
+fn load_model(global: &GlobalOptions, args: &ModelArgs) -> Result<(ChatModel, String)> {
+    let path = chat_model_path(global, args.decoder.as_ref())?;
     let device = setup::backend_device(global)?;
     let chat = ChatModel::load(&path, &device)?;
     let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string());

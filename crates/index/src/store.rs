@@ -363,6 +363,20 @@ impl Store {
         Ok(rows)
     }
 
+    /// An indexed document's content hash and whole text (its pages joined by blank lines).
+    pub fn document_text(&self, path: &str) -> Result<Option<(String, String)>, StoreError> {
+        let Some(state) = self.document_state(path)? else { return Ok(None) };
+        if state.status != "indexed" {
+            return Ok(None);
+        }
+        let pages: Vec<String> = self
+            .conn
+            .prepare_cached("SELECT text FROM pages WHERE document_id = (SELECT id FROM documents WHERE path = ?1) ORDER BY page")?
+            .query_map(params![path], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        Ok(Some((state.content_hash, pages.join("\n\n"))))
+    }
+
     /// One document with all its chunks, for a detail view.
     pub fn document_detail(&self, path: &str) -> Result<Option<DocumentDetail>, StoreError> {
         let summary = self

@@ -28,6 +28,10 @@ export function mountDetail(t: Transport): (path: string, query?: string) => voi
     }
   });
   let currentQuery: string | undefined;
+  // its summary arrived while it is shown
+  store.on("summary", () => {
+    if (current && !panel.hidden && store.lastSummary === current) void open(current, currentQuery, true);
+  });
 
   function close() {
     panel.hidden = true;
