@@ -235,11 +235,24 @@ pub struct BatchOptions {
     pub max_batch: usize,
     /// Most prompt tokens prefilled in one packed forward (a single longer prompt still runs alone).
     pub prefill_tokens: usize,
+    /// Most key/value-cache tokens the running sequences may reach together: each sequence reserves
+    /// its prompt plus its whole generation budget when it joins, so the caches' growth during
+    /// decoding can never pass what the device holds (a single sequence still runs alone).
+    pub kv_tokens: usize,
 }
 
 impl Default for BatchOptions {
     fn default() -> Self {
-        Self { max_batch: 16, prefill_tokens: 4096 }
+        Self { max_batch: 16, prefill_tokens: 4096, kv_tokens: usize::MAX }
+    }
+}
+
+impl BatchOptions {
+    /// The cache tokens that fit in `free_bytes` less a `margin` (0.1: keep 10%) for a model with
+    /// `layers` layers of `kv_heads` × `head_dim` keys and values of `dtype_bytes` each.
+    pub fn kv_tokens_for(free_bytes: u64, margin: f64, layers: usize, kv_heads: usize, head_dim: usize, dtype_bytes: usize) -> usize {
+        let per_token = (2 * layers * kv_heads * head_dim * dtype_bytes).max(1) as f64;
+        ((free_bytes as f64 * (1.0 - margin)) / per_token) as usize
     }
 }
 
@@ -266,6 +279,8 @@ pub struct GenerationStats {
     pub decode_seconds: f64,
     /// The largest batch a decode step ran.
     pub max_batch_seen: usize,
+    /// The most cache tokens the running sequences had reserved at once.
+    pub max_kv_reserved: usize,
 }
 
 /// xorshift64*: a request's own reproducible stream.
@@ -335,6 +350,8 @@ struct Active {
     next: u32,
     cache: SeqCache,
     budget: usize,
+    /// The generation budget it reserved cache room for when it joined.
+    reserve: usize,
 }
 
 /// Generates a continuation of every prompt: packed prefill of the prompts that join, batched
@@ -374,15 +391,23 @@ pub fn generate(
         // 1. Join: prompts fill the free places, as many as one packed prefill takes.
         let mut joining = Vec::new();
         let mut tokens = 0;
+        let mut reserved: usize = active.iter().map(|a| prompts[a.request].len() + a.reserve).sum();
         while let Some(r) = waiting_next {
             let len = prompts[r].len();
-            if active.len() + joining.len() >= max_batch || (!joining.is_empty() && tokens + len > opts.prefill_tokens) {
+            let need = len + params.max_new_tokens.min(max_pos - len);
+            let alone = active.is_empty() && joining.is_empty();
+            if active.len() + joining.len() >= max_batch
+                || (!joining.is_empty() && tokens + len > opts.prefill_tokens)
+                || (!alone && reserved + need > opts.kv_tokens)
+            {
                 break;
             }
             joining.push(r);
             tokens += len;
+            reserved += need;
             waiting_next = waiting.next();
         }
+        stats.max_kv_reserved = stats.max_kv_reserved.max(reserved);
         if !joining.is_empty() {
             let started = Instant::now();
             let refs: Vec<&[u32]> = joining.iter().map(|&r| prompts[r].as_slice()).collect();
@@ -406,7 +431,7 @@ pub fn generate(
                     finish(r, false, &mut outputs, &mut results, &mut on_done);
                 } else {
                     outputs[r].push(t);
-                    active.push(Active { request: r, next: t, cache, budget });
+                    active.push(Active { request: r, next: t, cache, budget, reserve: budget });
                 }
             }
             // Fill every free place before decoding, unless the prefill budget stopped it.
@@ -547,6 +572,30 @@ mod model_tests {
     }
 
     #[test]
+    fn the_cache_budget_bounds_what_runs_together_and_changes_no_output() {
+        let (_, cfg) = variants().remove(1);
+        let model = random_model(&cfg, 9);
+        let mut rng = TestRng(31);
+        let prompts: Vec<Vec<u32>> = [5, 17, 9, 30, 8, 12, 3, 21].iter().map(|&l| rng.ids(l, cfg.vocab_size)).collect();
+        let params = SamplingParams { max_new_tokens: 10, ..Default::default() };
+        let free = BatchOptions { max_batch: 8, prefill_tokens: 4096, kv_tokens: usize::MAX };
+        let (unbounded, wide) = generate(&model, &prompts, &[], &params, free, |_, _| {}).unwrap();
+        assert_eq!(wide.max_batch_seen, 8);
+        // Room for about two sequences' prompts and generations at a time.
+        let tight = BatchOptions { kv_tokens: 60, ..free };
+        let (bounded, stats) = generate(&model, &prompts, &[], &params, tight, |_, _| {}).unwrap();
+        assert!(stats.max_kv_reserved <= 60, "{stats:?}");
+        assert!(stats.max_batch_seen >= 2 && stats.max_batch_seen < 8, "{stats:?}");
+        assert_eq!(bounded, unbounded, "a budget changes what runs together, never what is generated");
+        // A single sequence larger than the budget still runs, alone.
+        let (one, stats) = generate(&model, &prompts[3..4], &[], &params, BatchOptions { kv_tokens: 5, ..free }, |_, _| {}).unwrap();
+        assert_eq!((one.len(), stats.max_batch_seen), (1, 1));
+        // Sized from memory: 2 (k, v) × layers × kv heads × head dim × bytes per value.
+        assert_eq!(BatchOptions::kv_tokens_for(1 << 30, 0.0, 30, 3, 64, 2), (1usize << 30) / (2 * 30 * 3 * 64 * 2));
+        assert_eq!(BatchOptions::kv_tokens_for(1000, 0.5, 1, 1, 1, 1), 250);
+    }
+
+    #[test]
     fn generation_is_the_same_packed_and_batched_as_alone() {
         let (_, cfg) = variants().remove(1);
         let model = random_model(&cfg, 5);
@@ -557,7 +606,7 @@ mod model_tests {
             SamplingParams { max_new_tokens: 12, temperature: 0.8, top_p: 0.9, seed: 42 },
         ] {
             // Three at a time and at most 40 prompt tokens per prefill: sequences join as others end.
-            let batched = BatchOptions { max_batch: 3, prefill_tokens: 40 };
+            let batched = BatchOptions { max_batch: 3, prefill_tokens: 40, kv_tokens: usize::MAX };
             let stop = [7u32];
             let mut order = Vec::new();
             let (together, stats) = generate(&model, &prompts, &stop, &params, batched, |r, _| order.push(r)).unwrap();
@@ -567,7 +616,7 @@ mod model_tests {
             sorted.sort();
             assert_eq!(sorted, (0..prompts.len()).collect::<Vec<_>>(), "every request reported once");
             for (i, p) in prompts.iter().enumerate() {
-                let alone = BatchOptions { max_batch: 1, prefill_tokens: 4096 };
+                let alone = BatchOptions { max_batch: 1, prefill_tokens: 4096, kv_tokens: usize::MAX };
                 let (one, _) = generate(&model, std::slice::from_ref(p), &stop, &params, alone, |_, _| {}).unwrap();
                 // The alone run is request 0 of its own call: compare with the same seed stream.
                 if params.temperature == 0.0 {
@@ -579,7 +628,7 @@ mod model_tests {
             }
             // Sampled: the same call in one-at-a-time mode draws exactly the same tokens.
             let (sequential, _) =
-                generate(&model, &prompts, &stop, &params, BatchOptions { max_batch: 1, prefill_tokens: 4096 }, |_, _| {}).unwrap();
+                generate(&model, &prompts, &stop, &params, BatchOptions { max_batch: 1, prefill_tokens: 4096, kv_tokens: usize::MAX }, |_, _| {}).unwrap();
             assert_eq!(together, sequential);
         }
     }

@@ -66,7 +66,7 @@ impl ModelArgs {
                 top_p: self.top_p,
                 seed: self.seed,
             },
-            batch: BatchOptions { max_batch: self.max_batch.max(1), prefill_tokens: self.prefill_tokens.max(1) },
+            batch: BatchOptions { max_batch: self.max_batch.max(1), prefill_tokens: self.prefill_tokens.max(1), kv_tokens: usize::MAX },
             chunk_tokens: self.chunk_tokens,
         }
     }

@@ -96,8 +96,16 @@ pub struct Summarizer<'a> {
 }
 
 impl<'a> Summarizer<'a> {
-    pub fn new(chat: &'a ChatModel, options: SummarizeOptions) -> Result<Self, String> {
+    /// On a GPU the batch's cache budget is also capped by the memory free after the model loaded
+    /// (less 10%), so a batch's key/value caches can grow to their full length without running out.
+    pub fn new(chat: &'a ChatModel, mut options: SummarizeOptions) -> Result<Self, String> {
         options.check()?;
+        if let Ok((free, _)) = warpfold_candle::device_memory(chat.model.device()) {
+            let c = &chat.model.config;
+            // The caches are bf16 on a GPU.
+            let budget = BatchOptions::kv_tokens_for(free, 0.1, c.num_hidden_layers, c.kv_heads(), c.head_dim(), 2);
+            options.batch.kv_tokens = options.batch.kv_tokens.min(budget);
+        }
         Ok(Self { chat, options, stats: GenerationStats::default(), seconds: 0.0, started: Instant::now() })
     }
 
