@@ -28,11 +28,10 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use tokio::sync::broadcast;
 use warpfold_engine::embed::Embedder;
 use warpfold_engine::Lane;
-use warpfold_index::pipeline::{collect_files, index_paths, IndexOptions, Progress};
+use warpfold_index::pipeline::{collect_files, content_hash, index_paths, IndexOptions, Progress};
 use warpfold_index::search::{Hit, Searcher};
 use warpfold_index::store::{DocumentDetail, Store};
 
@@ -581,7 +580,7 @@ impl App {
         for file in collect_files(&[folder.to_path_buf()])? {
             if !known.contains(file.display().to_string().as_str()) {
                 if let Ok(bytes) = std::fs::read(&file) {
-                    by_hash.insert(hex(&Sha256::digest(&bytes)), file);
+                    by_hash.insert(content_hash(&bytes), file);
                 }
             }
         }
@@ -660,10 +659,6 @@ fn settled(path: &Path, settle: Duration) -> bool {
         Ok(mtime) => mtime.elapsed().map(|age| age >= settle).unwrap_or(false),
         Err(_) => true, // gone: the indexer skips it
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -18,7 +18,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use warpfold_candle::generate::{BatchOptions, GenerationStats, SamplingParams};
 use warpfold_engine::models::{self, Manifest};
 use warpfold_index::extract::{extract_file, Isolation};
@@ -109,10 +108,6 @@ struct Document {
     text: Result<String, String>,
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn read_documents(paths: &[PathBuf], timeout: u64) -> Result<Vec<Document>> {
     let files = warpfold_index::pipeline::collect_files(paths)?;
     let exe = std::env::current_exe().context("finding the warpfold binary to run extraction workers")?;
@@ -121,7 +116,7 @@ fn read_documents(paths: &[PathBuf], timeout: u64) -> Result<Vec<Document>> {
     let mut docs = Vec::with_capacity(files.len());
     for file in files {
         let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
-        let content_hash = hex(&Sha256::digest(&bytes));
+        let content_hash = warpfold_index::pipeline::content_hash(&bytes);
         let text = match extract_file(&file, &isolation) {
             Ok(extracted) => {
                 let (text, _) = warpfold_index::chunk::join_pages(&extracted.pages);

@@ -170,8 +170,10 @@ enum Outcome {
     Ready(DocumentRecord),
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// A file's identity in the index: the SHA-256 of its bytes, in hex. Summaries and rename
+/// detection key on the same value, so it is computed in one place.
+pub fn content_hash(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn failed_record(path: String, hash: String, size: u64, mtime: i64, error: &ExtractError) -> DocumentRecord {
@@ -205,7 +207,7 @@ fn prepare(path: &Path, store: &Store, embedder: &Embedder, options: &IndexOptio
             return Outcome::Ready(failed_record(path_text, String::new(), 0, 0, &error));
         }
     };
-    let hash = hex(&Sha256::digest(&bytes));
+    let hash = content_hash(&bytes);
     drop(bytes);
     if let Ok(Some(state)) = store.document_state(&path_text) {
         if state.content_hash == hash && (state.status == "indexed" || !options.retry_failed) {
