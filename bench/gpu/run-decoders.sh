@@ -15,26 +15,39 @@ W=/tmp/warpfold
 ATTNS="sdpa"
 $PY -c "import flash_attn" 2>/dev/null && ATTNS="sdpa flash_attention_2"
 echo "attention implementations for transformers: $ATTNS"
-$W corpus --kind stress --documents 256 > /tmp/stress.jsonl
-$W corpus --kind production --documents 256 > /tmp/production.jsonl
+# The corpus's ids come from MiniLM's tokenizer (carried in .gpu/meta.tar.xz, no weights needed).
+if [ ! -f /tmp/corpus-model/tokenizer.json ]; then
+  mkdir -p /tmp/meta /tmp/corpus-model && xz -dc .gpu/meta.tar.xz | tar -C /tmp/meta -xf -
+  cp -r /tmp/meta/minilm-meta/. /tmp/corpus-model/ && : > /tmp/corpus-model/model.safetensors
+fi
+C="$W --model /tmp/corpus-model"
+$C corpus --kind stress --documents 256 > /tmp/stress.jsonl
+$C corpus --kind production --documents 256 > /tmp/production.jsonl
 
-score() { # model corpus
-  local m=$1 c=$2
-  nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader,nounits -lms 100 > "/tmp/smi-$m-$c.csv" &
-  local smi=$!
-  timeout ${WF_TIMEOUT:-300} $W --device cuda ${WF_ARGS:-} score --decoder /tmp/models/$m --json < /tmp/$c.jsonl > "$OUT/wf-$m-$c.jsonl" 2> "/tmp/wf-$m-$c.err"
-  kill $smi
-  tail -1 "/tmp/wf-$m-$c.err" > "$OUT/wf-$m-$c.report.json"; grep -v '^{' "/tmp/wf-$m-$c.err" | tail -3
-  echo "warpfold $m $c: $(cat "$OUT/wf-$m-$c.report.json")"
-  echo "  nvidia-smi peak memory used (MiB): $(sort -t, -k1 -n "/tmp/smi-$m-$c.csv" | tail -1 | cut -d, -f1)"
+# Peak GPU memory of a command as nvidia-smi sees it (whole process: weights, activations, allocator
+# pools, CUDA context), sampled every 100 ms, the same measure for every system.
+smi_start() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > "/tmp/smi-$1.csv" & SMI=$!; }
+smi_peak() { kill $SMI; wait $SMI 2>/dev/null; echo "  nvidia-smi peak memory used (MiB): $(sort -n "/tmp/smi-$1.csv" | tail -1)"; }
+score() { # model corpus [name suffix] [extra warpfold args]
+  local m=$1 c=$2 tag=${3:-} extra=${4:-${WF_ARGS:-}}
+  smi_start "wf-$m-$c$tag"
+  timeout ${WF_TIMEOUT:-300} $W --device cuda $extra score --decoder /tmp/models/$m --json < /tmp/$c.jsonl > "$OUT/wf-$m-$c$tag.jsonl" 2> "/tmp/wf-$m-$c$tag.err"
+  smi_peak "wf-$m-$c$tag"
+  tail -1 "/tmp/wf-$m-$c$tag.err" > "$OUT/wf-$m-$c$tag.report.json"; grep -v '^{' "/tmp/wf-$m-$c$tag.err" | tail -3
+  echo "warpfold $m $c$tag ($extra): $(cat "$OUT/wf-$m-$c$tag.report.json")"
 }
 # MODELS and WF_ARGS (e.g. "--bin-tokens 32768") may be set by the caller.
 for m in ${MODELS:-smollm2-360m qwen2.5-7b}; do
   [ -f /tmp/models/$m/config.json ] || $PY bench/gpu/make_random_decoder.py $m /tmp/models/$m
   for c in stress production; do
     score $m $c
+    # Bins of 16,384 tokens: past that a 7B runs no faster (16k/32k/64k measured equal) and holds
+    # more activation memory.
+    [ $m = qwen2.5-7b ] && score $m $c -16k "--bin-tokens 16384"
     for a in $ATTNS; do
+      smi_start "hf-$m-$c-$a"
       $PY bench/gpu/hf_score.py --model /tmp/models/$m --ids /tmp/$c.jsonl --attn $a --out-dir /tmp > "$OUT/hf-$m-$c-$a.json" || echo "hf $m $c $a failed"
+      smi_peak "hf-$m-$c-$a"
       echo "hf $m $c $a: $(cat "$OUT/hf-$m-$c-$a.json")"
       $PY - "$OUT/wf-$m-$c.jsonl" "/tmp/hf-scores-$a.jsonl" <<'PYEOF' | tee -a "$OUT/checks.jsonl"
 import json, sys
@@ -50,7 +63,7 @@ done
 
 [ -n "${SKIP_CAP:-}" ] && exit 0
 echo "=== memory cap: 8 GiB, stress corpus + one 1,000,000-token document, SmolLM2-360M architecture"
-$W corpus --kind stress --documents 64 --long-document-tokens 1000000 > /tmp/capped.jsonl
+$C corpus --kind stress --documents 64 --long-document-tokens 1000000 > /tmp/capped.jsonl
 $W --device cuda --vram-budget 8GiB score --decoder /tmp/models/smollm2-360m --json < /tmp/capped.jsonl > "$OUT/wf-capped.jsonl" 2> /tmp/wf-capped.err
 echo "warpfold exit $?: $(tail -1 /tmp/wf-capped.err)"; grep -i "probe\|error" /tmp/wf-capped.err | head -5
 frac=$($PY -c "import torch; print(8 * 2**30 / torch.cuda.get_device_properties(0).total_memory)")

@@ -120,6 +120,39 @@ pub trait Backend: Send {
     fn max_bin_tokens(&self) -> usize {
         usize::MAX
     }
+    /// The device's own measure of its busy and idle time between bins, where it keeps one (CUDA).
+    fn timeline(&self) -> Option<std::sync::Arc<DeviceTimeline>> {
+        None
+    }
+}
+
+/// How long a device worked on bins and how long it sat idle between them, measured on the
+/// device's own clock (CUDA events around each bin), not the host's: the host sees a call return,
+/// not when the GPU finished or started. The engine reports it; the benchmarks quote it.
+#[derive(Debug, Default)]
+pub struct DeviceTimeline {
+    busy_ns: std::sync::atomic::AtomicU64,
+    idle_ns: std::sync::atomic::AtomicU64,
+    bins: std::sync::atomic::AtomicU64,
+}
+
+impl DeviceTimeline {
+    /// One bin: how long it ran, and how long the device was idle since the previous bin's end
+    /// (`None` for the first).
+    pub fn record(&self, busy: std::time::Duration, idle_before: Option<std::time::Duration>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.busy_ns.fetch_add(busy.as_nanos() as u64, Relaxed);
+        if let Some(idle) = idle_before {
+            self.idle_ns.fetch_add(idle.as_nanos() as u64, Relaxed);
+        }
+        self.bins.fetch_add(1, Relaxed);
+    }
+
+    /// (busy seconds, idle seconds between bins, bins timed).
+    pub fn totals(&self) -> (f64, f64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.busy_ns.load(Relaxed) as f64 * 1e-9, self.idle_ns.load(Relaxed) as f64 * 1e-9, self.bins.load(Relaxed))
+    }
 }
 
 impl<B: Backend + ?Sized> Backend for Box<B> {
@@ -131,6 +164,9 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
     }
     fn activation_bytes_per_token(&self) -> u64 {
         (**self).activation_bytes_per_token()
+    }
+    fn timeline(&self) -> Option<std::sync::Arc<DeviceTimeline>> {
+        (**self).timeline()
     }
     fn max_bin_tokens(&self) -> usize {
         (**self).max_bin_tokens()

@@ -312,6 +312,8 @@ pub struct BertModel {
     device: Device,
     dtype: DType,
     pub config: Config,
+    /// Pinned double-buffered inputs and results on CUDA (see [`crate::staging`]).
+    staging: crate::staging::Staging,
 }
 
 impl BertModel {
@@ -327,7 +329,15 @@ impl BertModel {
         let layers = (0..cfg.num_hidden_layers)
             .map(|i| Layer::new(cfg, vb.pp(format!("encoder.layer.{i}"))))
             .collect::<Result<Vec<_>>>()?;
-        Ok(Self { embeddings, layers, pooling, device: vb.device().clone(), dtype: vb.dtype(), config: cfg.clone() })
+        Ok(Self {
+            embeddings,
+            layers,
+            pooling,
+            device: vb.device().clone(),
+            dtype: vb.dtype(),
+            config: cfg.clone(),
+            staging: Default::default(),
+        })
     }
 
     pub fn device(&self) -> &Device {
@@ -348,23 +358,25 @@ impl BertModel {
     /// The token states of a bin: (T, H). On the flash path the tape is first compacted to the
     /// real tokens (the bin that comes back from [`Self::compact`] says where each sequence is).
     pub fn hidden_states(&self, bin: &Bin) -> Result<Tensor> {
-        let t = bin.computed_tokens();
-        let ids = Tensor::from_slice(&bin.input_ids, t, &self.device)?;
-        let positions = Tensor::from_slice(&bin.position_ids, t, &self.device)?;
+        let staged = self.staging.upload(&self.device, &[&bin.input_ids, &bin.position_ids, &bin.cu_seqlens])?;
+        self.hidden_states_staged(bin, &staged[0], &staged[1], &staged[2])
+    }
+
+    /// [`Self::hidden_states`] of a bin whose ids, positions and slot boundaries are on the device.
+    fn hidden_states_staged(&self, bin: &Bin, ids: &Tensor, positions: &Tensor, cu_seqlens: &Tensor) -> Result<Tensor> {
         #[cfg(feature = "flash-attn")]
         let slots = if self.uses_flash_attention() {
-            let cu: Vec<u32> = bin.cu_seqlens.clone();
             let max_seqlen = bin.seq_lens.iter().copied().max().unwrap_or(0) as usize;
-            SlotGroups {
-                groups: Vec::new(),
-                flash: Some(FlashSlots { cu_seqlens: Tensor::from_vec(cu, bin.cu_seqlens.len(), &self.device)?, max_seqlen }),
-            }
+            SlotGroups { groups: Vec::new(), flash: Some(FlashSlots { cu_seqlens: cu_seqlens.clone(), max_seqlen }) }
         } else {
             SlotGroups::new(bin, &self.device)?
         };
         #[cfg(not(feature = "flash-attn"))]
-        let slots = SlotGroups::new(bin, &self.device)?;
-        let mut x = self.embeddings.forward(&ids, &positions)?;
+        let slots = {
+            let _ = cu_seqlens;
+            SlotGroups::new(bin, &self.device)?
+        };
+        let mut x = self.embeddings.forward(ids, positions)?;
         for layer in &self.layers {
             x = layer.forward(&x, &slots)?;
         }
@@ -394,7 +406,8 @@ impl BertModel {
         out
     }
 
-    /// One L2-normalised vector per slot: (sequences, H), in f32.
+    /// One L2-normalised vector per slot: (sequences, H), in f32, on the device ([`Self::fetch`]
+    /// brings it back).
     pub fn embed(&self, bin: &Bin) -> Result<Tensor> {
         let compacted;
         let bin = if self.uses_flash_attention() {
@@ -403,43 +416,54 @@ impl BertModel {
         } else {
             bin
         };
-        let x = self.hidden_states(bin)?;
-        let pooled = self.pool(&x, bin)?.to_dtype(DType::F32)?;
+        // Everything the bin needs on the device, in one upload: the tape, the slot boundaries,
+        // and for mean pooling each real row and the sequence it belongs to.
+        let n = bin.num_sequences();
+        let mut rows = Vec::new();
+        let mut segment = Vec::new();
+        if self.pooling == Pooling::Mean && bin.real_tokens() != bin.computed_tokens() {
+            rows.reserve(bin.real_tokens());
+            for i in 0..n {
+                let (start, _, real) = bin.slot(i);
+                rows.extend(start as u32..(start + real) as u32);
+            }
+        }
+        if self.pooling == Pooling::Mean {
+            segment.reserve(bin.real_tokens());
+            for (i, &len) in bin.seq_lens.iter().enumerate() {
+                segment.extend(std::iter::repeat_n(i as u32, len as usize));
+            }
+        }
+        let staged = self.staging.upload(
+            &self.device,
+            &[&bin.input_ids, &bin.position_ids, &bin.cu_seqlens, &bin.seq_lens, &rows, &segment],
+        )?;
+        let [ids, positions, cu, lens, rows, segment] = staged.as_slice() else { unreachable!("six parts were uploaded") };
+        let x = self.hidden_states_staged(bin, ids, positions, cu)?;
+        let pooled = match self.pooling {
+            Pooling::Cls => x.index_select(&cu.narrow(0, 0, n)?, 0)?,
+            Pooling::Mean => {
+                // Sum each sequence's real rows into its own output row (a scatter-add on the
+                // device), then divide by the lengths: O(T) however many sequences share the bin.
+                let real_rows = if rows.dim(0)? == 0 { x.clone() } else { x.index_select(rows, 0)? };
+                let real_rows = real_rows.to_dtype(DType::F32)?;
+                let sums = Tensor::zeros((n, real_rows.dim(1)?), DType::F32, &self.device)?.index_add(segment, &real_rows, 0)?;
+                sums.broadcast_div(&lens.to_dtype(DType::F32)?.reshape((n, 1))?)?
+            }
+        }
+        .to_dtype(DType::F32)?;
         let norm = pooled.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
         pooled.broadcast_div(&norm)
     }
 
-    /// (T, H) -> (sequences, H), pad tokens ignored.
-    fn pool(&self, x: &Tensor, bin: &Bin) -> Result<Tensor> {
-        let t = bin.computed_tokens();
-        let n = bin.num_sequences();
-        match self.pooling {
-            Pooling::Cls => {
-                let idx: Vec<u32> = bin.cu_seqlens[..n].to_vec();
-                x.index_select(&Tensor::from_vec(idx, n, &self.device)?, 0)
-            }
-            Pooling::Mean => {
-                // Sum each sequence's real rows into its own output row (a scatter-add on the
-                // device), then divide by the lengths: O(T) however many sequences share the bin.
-                let mut rows = Vec::with_capacity(bin.real_tokens());
-                let mut segment = Vec::with_capacity(bin.real_tokens());
-                for i in 0..n {
-                    let (start, _, real) = bin.slot(i);
-                    rows.extend(start as u32..(start + real) as u32);
-                    segment.extend(std::iter::repeat_n(i as u32, real));
-                }
-                let real_rows = if rows.len() == t {
-                    x.clone()
-                } else {
-                    x.index_select(&Tensor::from_vec(rows, bin.real_tokens(), &self.device)?, 0)?
-                };
-                let real_rows = real_rows.to_dtype(DType::F32)?;
-                let segment = Tensor::from_vec(segment, bin.real_tokens(), &self.device)?;
-                let sums = Tensor::zeros((n, real_rows.dim(1)?), DType::F32, &self.device)?.index_add(&segment, &real_rows, 0)?;
-                let lens: Vec<f32> = bin.seq_lens.iter().map(|&l| l as f32).collect();
-                sums.broadcast_div(&Tensor::from_vec(lens, (n, 1), &self.device)?)
-            }
-        }
+    /// A result tensor back on the host (through pinned memory on CUDA), flattened.
+    pub fn fetch(&self, t: &Tensor) -> Result<Vec<f32>> {
+        self.staging.fetch(t)
+    }
+
+    /// The device's busy and idle time between bins (CUDA events; zero on the CPU).
+    pub fn timeline(&self) -> std::sync::Arc<warpfold_backend::DeviceTimeline> {
+        self.staging.timeline()
     }
 }
 

@@ -279,6 +279,7 @@ impl GgufFile {
             inv_freq,
             device: device.clone(),
             config: cfg,
+            staging: Default::default(),
         })
     }
 }

@@ -5,10 +5,14 @@
 //! cargo features forwarded from the binary, so a CPU build never compiles or links GPU code.
 
 pub mod bert;
+pub mod fused;
 pub mod generate;
 pub mod gguf;
 pub mod llama;
+pub mod staging;
 mod cpu_ops;
+#[cfg(all(test, feature = "flash-attn"))]
+mod gpu_tests;
 
 use std::path::Path;
 
@@ -163,7 +167,13 @@ impl Backend for BertBackend {
                 self.model.config.max_position_embeddings
             )));
         }
-        self.model.embed(bin).and_then(|t| t.to_vec2::<f32>()).map_err(|e| backend_error(e, bin))
+        let dim = self.info.output_dim;
+        let flat = self.model.embed(bin).and_then(|t| self.model.fetch(&t)).map_err(|e| backend_error(e, bin))?;
+        Ok(flat.chunks(dim).map(<[f32]>::to_vec).collect())
+    }
+
+    fn timeline(&self) -> Option<std::sync::Arc<warpfold_backend::DeviceTimeline>> {
+        self.model.device().is_cuda().then(|| self.model.timeline())
     }
 }
 
@@ -247,6 +257,10 @@ impl Backend for DecoderBackend {
         let c = &self.model.config;
         let qkv = (c.num_attention_heads + 2 * c.kv_heads()) * c.head_dim();
         max_bin_tokens_for(self.model.device(), (2 * c.intermediate_size).max(qkv).max(c.hidden_size))
+    }
+
+    fn timeline(&self) -> Option<std::sync::Arc<warpfold_backend::DeviceTimeline>> {
+        self.model.device().is_cuda().then(|| self.model.timeline())
     }
 
     fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {

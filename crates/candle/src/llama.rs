@@ -27,6 +27,8 @@ use candle_nn::{embedding, rms_norm, Embedding, Linear, RmsNorm, VarBuilder};
 use serde::Deserialize;
 use warpfold_backend::{validate_bin, Bin};
 
+use crate::staging::Staging;
+
 /// Rows of logits computed at once when scoring: 512 rows of a 152k vocabulary are 300 MB in f32.
 pub const LOGIT_ROWS: usize = 512;
 
@@ -251,8 +253,8 @@ pub struct VarlenSlots {
     /// Query rows per attention block (non-flash path).
     query_rows: usize,
     /// (query_rows, query_rows): 0 on and below the diagonal, -inf above; the mask of the diagonal
-    /// block of every query block. Keys before the block are all visible.
-    causal_block: Tensor,
+    /// block of every query block (non-flash path only). Keys before the block are all visible.
+    causal_block: Option<Tensor>,
     /// `cu_seqlens` on the device, as the varlen kernel wants it.
     #[cfg(feature = "flash-attn")]
     cu_seqlens_dev: Tensor,
@@ -262,24 +264,45 @@ pub struct VarlenSlots {
 
 impl VarlenSlots {
     pub fn from_bin(bin: &Bin, device: &Device) -> Result<Self> {
-        Self::with_query_rows(bin, device, ATTN_QUERY_ROWS)
+        let cu = Tensor::from_slice(&bin.cu_seqlens, bin.cu_seqlens.len(), device)?;
+        Self::with_query_rows(bin, cu, device, ATTN_QUERY_ROWS)
     }
 
-    fn with_query_rows(bin: &Bin, device: &Device, query_rows: usize) -> Result<Self> {
+    /// `cu_seqlens`: the bin's slot boundaries already on `device` (u32).
+    fn with_query_rows(bin: &Bin, cu_seqlens: Tensor, device: &Device, query_rows: usize) -> Result<Self> {
         let longest = bin.seq_lens.iter().copied().max().unwrap_or(1) as usize;
         let b = query_rows.min(longest).max(1);
-        let mask: Vec<f32> =
-            (0..b * b).map(|i| if i % b > i / b { f32::NEG_INFINITY } else { 0.0 }).collect();
+        // The flash path needs no mask: do not build (and copy to the device) one it never reads.
+        let flash = cfg!(feature = "flash-attn") && device.is_cuda();
+        let causal_block = if flash {
+            None
+        } else {
+            let mask: Vec<f32> = (0..b * b).map(|i| if i % b > i / b { f32::NEG_INFINITY } else { 0.0 }).collect();
+            Some(Tensor::from_vec(mask, (b, b), device)?)
+        };
+        #[cfg(not(feature = "flash-attn"))]
+        let _ = cu_seqlens;
         Ok(Self {
             cu_seqlens: bin.cu_seqlens.clone(),
             seq_lens: bin.seq_lens.clone(),
             query_rows: b,
-            causal_block: Tensor::from_vec(mask, (b, b), device)?,
+            causal_block,
             #[cfg(feature = "flash-attn")]
-            cu_seqlens_dev: Tensor::from_slice(&bin.cu_seqlens, bin.cu_seqlens.len(), device)?,
+            cu_seqlens_dev: cu_seqlens,
             #[cfg(feature = "flash-attn")]
             max_seqlen: bin.max_seqlen as usize,
         })
+    }
+
+    fn causal_block(&self, device: &Device) -> Result<Tensor> {
+        match &self.causal_block {
+            Some(m) => Ok(m.clone()),
+            None => {
+                let b = self.query_rows;
+                let mask: Vec<f32> = (0..b * b).map(|i| if i % b > i / b { f32::NEG_INFINITY } else { 0.0 }).collect();
+                Tensor::from_vec(mask, (b, b), device)
+            }
+        }
     }
 }
 
@@ -310,6 +333,7 @@ pub fn varlen_causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, slots: &Varle
     let kv = k.dim(1)?;
     let rep = heads / kv;
     let (q, k, v) = (q.to_dtype(DType::F32)?, k.to_dtype(DType::F32)?, v.to_dtype(DType::F32)?);
+    let causal_block = slots.causal_block(q.device())?;
     let mut parts = Vec::new();
     for (i, &real) in slots.seq_lens.iter().enumerate() {
         let start = slots.cu_seqlens[i] as usize;
@@ -333,7 +357,7 @@ pub fn varlen_causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, slots: &Varle
             let vb = vs.narrow(1, 0, keys)?.contiguous()?;
             // (kv, rep*b, hd) x (kv, hd, keys) -> (kv, rep, b, keys)
             let scores = (qb.matmul(&kb.t()?)? * softmax_scale as f64)?.reshape((kv, rep, b, keys))?;
-            let diag = slots.causal_block.narrow(0, 0, b)?.narrow(1, 0, b)?;
+            let diag = causal_block.narrow(0, 0, b)?.narrow(1, 0, b)?;
             let mask = if q0 == 0 {
                 diag
             } else {
@@ -489,23 +513,29 @@ impl DecoderLayer {
     pub(crate) fn qkv(&self, x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
         let t = x.dim(0)?;
         let (heads, kv, hd) = (self.heads, self.kv_heads, self.head_dim);
-        let qkv = self.qkv.forward(&self.input_norm.forward(x)?)?;
-        // (T, heads*hd) -> (T, heads, hd); (T, kv*hd) -> (T, kv, hd)
-        let q = qkv.narrow(1, 0, heads * hd)?.reshape((t, heads, hd))?;
-        let k = qkv.narrow(1, heads * hd, kv * hd)?.reshape((t, kv, hd))?;
-        let v = qkv.narrow(1, (heads + kv) * hd, kv * hd)?.reshape((t, kv, hd))?;
-        Ok((apply_rope(&q, cos, sin, self.rope)?, apply_rope(&k, cos, sin, self.rope)?, v))
+        let normed = stage("rms_norm", || self.input_norm.forward(x))?;
+        let qkv = stage("matmul qkv", || self.qkv.forward(&normed))?;
+        stage("rope and q/k/v copies", || {
+            // (T, heads*hd) -> (T, heads, hd); (T, kv*hd) -> (T, kv, hd)
+            let q = qkv.narrow(1, 0, heads * hd)?.reshape((t, heads, hd))?;
+            let k = qkv.narrow(1, heads * hd, kv * hd)?.reshape((t, kv, hd))?;
+            let v = qkv.narrow(1, (heads + kv) * hd, kv * hd)?.reshape((t, kv, hd))?;
+            Ok((apply_rope(&q, cos, sin, self.rope)?, apply_rope(&k, cos, sin, self.rope)?, v))
+        })
     }
 
     /// Output projection of the attention context (T, heads, hd), residual, SwiGLU feed-forward
     /// on the post-attention norm, residual: -> (T, H).
     pub(crate) fn finish(&self, ctx: &Tensor, x: &Tensor) -> Result<Tensor> {
         let t = x.dim(0)?;
-        let x = (self.o_proj.forward(&ctx.reshape((t, self.heads * self.head_dim))?)? + x)?;
-        let gu = self.gate_up.forward(&self.post_attention_norm.forward(&x)?)?;
+        let attn = stage("matmul o_proj", || self.o_proj.forward(&ctx.reshape((t, self.heads * self.head_dim))?))?;
+        let x = stage("residual add", || attn + x)?;
+        let normed = stage("rms_norm", || self.post_attention_norm.forward(&x))?;
+        let gu = stage("matmul gate_up", || self.gate_up.forward(&normed))?;
         let i = self.intermediate;
-        let y = (gu.narrow(1, 0, i)?.silu()? * gu.narrow(1, i, i)?)?;
-        self.down_proj.forward(&y)? + x
+        let y = stage("silu * up", || crate::fused::silu_mul(&gu, i))?;
+        let down = stage("matmul down", || self.down_proj.forward(&y))?;
+        stage("residual add", || down + x)
     }
 
     /// (T, H) -> (T, H). `cos`, `sin`: (T, hd/2), the rotary angles of each token's position.
@@ -522,7 +552,7 @@ impl DecoderLayer {
         // 1. q, k, v, rotated.
         let (q, k, v) = self.qkv(x, cos, sin)?;
         // 2. Causal attention inside each slot, then the rest of the block.
-        let ctx = varlen_causal_attention(&q, &k, &v, slots, 1.0 / (self.head_dim as f32).sqrt())?;
+        let ctx = stage("attention", || varlen_causal_attention(&q, &k, &v, slots, 1.0 / (self.head_dim as f32).sqrt()))?;
         if let Some(out) = kv_out {
             out.push((k, v));
         }
@@ -540,6 +570,8 @@ pub struct LlamaModel {
     pub(crate) inv_freq: Tensor,
     pub(crate) device: Device,
     pub config: Config,
+    /// Pinned double-buffered inputs and results on CUDA (see [`crate::staging`]).
+    pub(crate) staging: Staging,
 }
 
 impl LlamaModel {
@@ -560,7 +592,16 @@ impl LlamaModel {
             candle_nn::linear_no_bias(cfg.hidden_size, cfg.vocab_size, vb.pp("lm_head"))?
         });
         let inv_freq = inv_freq_tensor(cfg, vb.device())?;
-        Ok(Self { embed_tokens, layers, norm, lm_head, inv_freq, device: vb.device().clone(), config: cfg.clone() })
+        Ok(Self {
+            embed_tokens,
+            layers,
+            norm,
+            lm_head,
+            inv_freq,
+            device: vb.device().clone(),
+            config: cfg.clone(),
+            staging: Staging::default(),
+        })
     }
 
     pub fn device(&self) -> &Device {
@@ -581,15 +622,31 @@ impl LlamaModel {
     /// Rotary angles of the given positions: (n, 1) x (1, hd/2) -> cos and sin (n, hd/2), computed
     /// in f32 and cast to the model's dtype.
     pub(crate) fn rope_angles(&self, positions: &[u32]) -> Result<(Tensor, Tensor)> {
+        self.rope_angles_of(&Tensor::from_slice(positions, positions.len(), &self.device)?)
+    }
+
+    /// [`Self::rope_angles`] of positions already on the device (u32, (n,)).
+    fn rope_angles_of(&self, positions: &Tensor) -> Result<(Tensor, Tensor)> {
         let dtype = self.dtype();
-        let p: Vec<f32> = positions.iter().map(|&p| p as f32).collect();
-        let angles = Tensor::from_vec(p, (positions.len(), 1), &self.device)?.broadcast_mul(&self.inv_freq)?;
+        let n = positions.dim(0)?;
+        let angles = positions.to_dtype(DType::F32)?.reshape((n, 1))?.broadcast_mul(&self.inv_freq)?;
         Ok((angles.cos()?.to_dtype(dtype)?, angles.sin()?.to_dtype(dtype)?))
+    }
+
+    /// The device's busy and idle time between bins (CUDA events; zero on the CPU).
+    pub fn timeline(&self) -> std::sync::Arc<warpfold_backend::DeviceTimeline> {
+        self.staging.timeline()
     }
 
     /// [`Self::forward_hidden`], optionally keeping every layer's rotated keys and values of the
     /// whole tape (T, kv_heads, hd) in `kv_out`, layer by layer.
-    pub(crate) fn forward_hidden_kv(&self, bin: &Bin, mut kv_out: Option<&mut Vec<(Tensor, Tensor)>>) -> Result<Tensor> {
+    pub(crate) fn forward_hidden_kv(&self, bin: &Bin, kv_out: Option<&mut Vec<(Tensor, Tensor)>>) -> Result<Tensor> {
+        self.check_bin(bin)?;
+        let staged = self.staging.upload(&self.device, &[&bin.input_ids, &bin.position_ids, &bin.cu_seqlens])?;
+        self.forward_staged(bin, &staged[0], &staged[1], &staged[2], kv_out)
+    }
+
+    fn check_bin(&self, bin: &Bin) -> Result<()> {
         validate_bin(bin).map_err(|e| candle_core::Error::Msg(e.to_string()))?;
         let longest = bin.seq_lens.iter().copied().max().unwrap_or(0) as usize;
         if longest > self.config.max_position_embeddings {
@@ -601,75 +658,180 @@ impl LlamaModel {
         if let Some(&id) = bin.input_ids.iter().find(|&&id| id as usize >= self.config.vocab_size) {
             candle_core::bail!("token id {id} is outside the vocabulary of {}", self.config.vocab_size);
         }
-        let t = bin.computed_tokens();
+        Ok(())
+    }
+
+    /// The forward over a bin whose ids, positions and slot boundaries are already on the device.
+    fn forward_staged(
+        &self,
+        bin: &Bin,
+        ids: &Tensor,
+        positions: &Tensor,
+        cu_seqlens: &Tensor,
+        mut kv_out: Option<&mut Vec<(Tensor, Tensor)>>,
+    ) -> Result<Tensor> {
         // 1. Rotary angles of every token's own position: (T, hd/2).
-        let (cos, sin) = self.rope_angles(&bin.position_ids)?;
+        let (cos, sin) = self.rope_angles_of(positions)?;
         // 2. Embeddings, the decoder layers over the whole tape, the final norm.
-        let slots = VarlenSlots::from_bin(bin, &self.device)?;
-        let ids = Tensor::from_slice(&bin.input_ids, t, &self.device)?;
-        let mut x = self.embed_tokens.forward(&ids)?;
+        let slots = VarlenSlots::with_query_rows(bin, cu_seqlens.clone(), &self.device, ATTN_QUERY_ROWS)?;
+        stage_profile::begin(&self.device);
+        let mut x = stage("embedding", || self.embed_tokens.forward(ids))?;
         for layer in &self.layers {
             x = layer.forward(&x, &cos, &sin, &slots, kv_out.as_deref_mut())?;
         }
-        self.norm.forward(&x)
+        stage("rms_norm", || self.norm.forward(&x))
     }
 
     /// Mean next-token log-likelihood and last hidden state of every sequence of the bin, in slot order.
     pub fn score(&self, bin: &Bin) -> Result<Vec<SequenceScore>> {
-        self.score_in_blocks(bin, LOGIT_ROWS)
+        // On a GPU, larger blocks keep the lm_head matmul efficient and launch fewer kernels: as
+        // many rows as keep one f32 block of logits near 1 GiB (1,765 rows of a 152k vocabulary).
+        let rows = if self.device.is_cuda() {
+            ((1usize << 28) / self.config.vocab_size.max(1)).clamp(LOGIT_ROWS, 8192)
+        } else {
+            LOGIT_ROWS
+        };
+        self.score_in_blocks(bin, rows)
     }
 
     fn score_in_blocks(&self, bin: &Bin, logit_rows: usize) -> Result<Vec<SequenceScore>> {
-        let hidden = self.forward_hidden(bin)?;
+        self.check_bin(bin)?;
         let n = bin.num_sequences();
-        // 1. The rows that predict a real token (t-1 predicts t), and the tokens they predict.
+        // 1. The rows that predict a real token (t-1 predicts t), the tokens they predict, each
+        //    row's sequence, each sequence's last row: with the bin itself, one upload.
         let mut rows = Vec::with_capacity(bin.real_tokens());
         let mut targets = Vec::with_capacity(bin.real_tokens());
+        let mut segment = Vec::with_capacity(bin.real_tokens());
         let mut last = Vec::with_capacity(n);
         for i in 0..n {
             let (start, _, real) = bin.slot(i);
             rows.extend((start..start + real - 1).map(|r| r as u32));
             targets.extend_from_slice(&bin.input_ids[start + 1..start + real]);
+            segment.extend(std::iter::repeat_n(i as u32, real - 1));
             last.push((start + real - 1) as u32);
         }
-        let last_hidden = hidden
-            .index_select(&Tensor::from_vec(last, n, &self.device)?, 0)?
-            .to_dtype(DType::F32)?
-            .to_vec2::<f32>()?;
+        let staged = self.staging.upload(
+            &self.device,
+            &[&bin.input_ids, &bin.position_ids, &bin.cu_seqlens, &rows, &targets, &segment, &last, &bin.seq_lens],
+        )?;
+        let [ids, positions, cu, rows_t, targets_t, segment_t, last_t, lens_t] = staged.as_slice() else {
+            unreachable!("eight parts were uploaded")
+        };
+        let hidden = self.forward_staged(bin, ids, positions, cu, None)?;
+        let hidden_size = hidden.dim(1)?;
+        let last_hidden = hidden.index_select(last_t, 0)?.to_dtype(DType::F32)?;
         // 2. log p(target | prefix) per row, logits a block of rows at a time: (b, H) -> (b, V) -> (b,)
-        let mut log_probs = Vec::with_capacity(rows.len().div_ceil(logit_rows.max(1)));
-        for (r, tg) in rows.chunks(logit_rows.max(1)).zip(targets.chunks(logit_rows.max(1))) {
-            let h = hidden.index_select(&Tensor::from_slice(r, r.len(), &self.device)?, 0)?;
-            let logits = self.lm_head.forward(&h)?.to_dtype(DType::F32)?;
-            let tg = Tensor::from_slice(tg, (tg.len(), 1), &self.device)?;
-            log_probs.push(candle_nn::ops::log_softmax(&logits, D::Minus1)?.gather(&tg, 1)?.squeeze(1)?);
+        let block = logit_rows.max(1);
+        let mut log_probs = Vec::with_capacity(rows.len().div_ceil(block));
+        let mut at = 0;
+        while at < rows.len() {
+            let b = block.min(rows.len() - at);
+            let h = hidden.index_select(&rows_t.narrow(0, at, b)?, 0)?;
+            let logits = stage("matmul lm_head", || self.lm_head.forward(&h))?;
+            let tg = targets_t.narrow(0, at, b)?;
+            log_probs.push(stage("log-softmax and gather", || crate::fused::target_log_probs(&logits, &tg))?);
+            at += b;
         }
         // 3. Per-sequence means on the device: a scatter-add of each row's log-probability into
         //    its sequence's slot, divided by the counts (O(rows), whatever the number of sequences).
+        let counts = (lens_t.to_dtype(DType::F32)? - 1.0)?.clamp(1.0, f64::MAX)?;
         let means = if rows.is_empty() {
-            vec![0f32; n]
+            Tensor::zeros(n, DType::F32, &self.device)?
         } else {
             let log_probs = Tensor::cat(&log_probs, 0)?;
-            let segment: Vec<u32> =
-                bin.seq_lens.iter().enumerate().flat_map(|(i, &len)| std::iter::repeat_n(i as u32, len as usize - 1)).collect();
-            let segment = Tensor::from_vec(segment, rows.len(), &self.device)?;
-            let sums = Tensor::zeros(n, DType::F32, &self.device)?.index_add(&segment, &log_probs, 0)?;
-            let counts: Vec<f32> = bin.seq_lens.iter().map(|&len| (len as f32 - 1.0).max(1.0)).collect();
-            (sums / Tensor::from_vec(counts, n, &self.device)?)?.to_vec1::<f32>()?
+            let sums = Tensor::zeros(n, DType::F32, &self.device)?.index_add(segment_t, &log_probs, 0)?;
+            (sums / counts)?
         };
+        // 4. One copy back: the means, then the last hidden states.
+        let out = self.staging.fetch(&Tensor::cat(&[means.reshape((n, 1))?, last_hidden], 1)?)?;
+        stage_profile::report(bin, &self.device);
         Ok(bin
             .seq_lens
             .iter()
-            .zip(means)
-            .zip(last_hidden)
-            .map(|((&len, mean), last_hidden)| SequenceScore {
-                mean_log_likelihood: mean,
+            .zip(out.chunks(hidden_size + 1))
+            .map(|(&len, row)| SequenceScore {
+                mean_log_likelihood: row[0],
                 scored_tokens: len as usize - 1,
-                last_hidden,
+                last_hidden: row[1..].to_vec(),
             })
             .collect())
     }
 }
+
+/// Where a bin's time goes, stage by stage (`WARPFOLD_PROFILE=1`, for finding what to speed up):
+/// the device is synchronized before and after every stage, so stages do not overlap and the run
+/// is slower than without it; each scored bin prints one line per stage to stderr.
+pub mod stage_profile {
+    use std::cell::RefCell;
+    use std::sync::OnceLock;
+    use std::time::{Duration, Instant};
+
+    use candle_core::{Device, Result};
+    use warpfold_backend::Bin;
+
+    thread_local! {
+        static TIMES: RefCell<(Option<Device>, Vec<(&'static str, Duration, u32)>)> = const { RefCell::new((None, Vec::new())) };
+    }
+
+    pub fn enabled() -> bool {
+        static ON: OnceLock<bool> = OnceLock::new();
+        *ON.get_or_init(|| std::env::var("WARPFOLD_PROFILE").is_ok_and(|v| v == "1"))
+    }
+
+    /// Makes `device` the one synchronized around stages on this thread.
+    pub fn begin(device: &Device) {
+        if enabled() {
+            TIMES.with(|t| t.borrow_mut().0 = Some(device.clone()));
+        }
+    }
+
+    fn sync() {
+        TIMES.with(|t| {
+            if let Some(d) = &t.borrow().0 {
+                let _ = d.synchronize();
+            }
+        });
+    }
+
+    /// Runs `f`, adding its time (the device's, when synchronized) to the stage `name`.
+    pub fn time<T>(name: &'static str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        if !enabled() {
+            return f();
+        }
+        sync();
+        let start = Instant::now();
+        let out = f();
+        sync();
+        let took = start.elapsed();
+        TIMES.with(|t| {
+            let mut t = t.borrow_mut();
+            match t.1.iter_mut().find(|(n, _, _)| *n == name) {
+                Some(entry) => {
+                    entry.1 += took;
+                    entry.2 += 1;
+                }
+                None => t.1.push((name, took, 1)),
+            }
+        });
+        out
+    }
+
+    /// Prints and clears the stage times of the bin just run.
+    pub fn report(bin: &Bin, device: &Device) {
+        if !enabled() {
+            return;
+        }
+        let _ = device.synchronize();
+        let stages = TIMES.with(|t| std::mem::take(&mut t.borrow_mut().1));
+        let total: f64 = stages.iter().map(|s| s.1.as_secs_f64()).sum();
+        eprintln!("profile: bin of {} tokens ({} sequences), {:.1} ms in timed stages", bin.computed_tokens(), bin.num_sequences(), total * 1e3);
+        for (name, took, calls) in stages {
+            eprintln!("profile:   {name:<24} {:>9.1} ms {:>5.1}% ({calls} calls)", took.as_secs_f64() * 1e3, 100.0 * took.as_secs_f64() / total.max(1e-12));
+        }
+    }
+}
+
+use stage_profile::time as stage;
 
 /// The rotary inverse frequencies as a (1, hd/2) f32 tensor.
 pub(crate) fn inv_freq_tensor(cfg: &Config, device: &Device) -> Result<Tensor> {
@@ -950,7 +1112,8 @@ pub(crate) mod tests {
         let expected = reference_attention(&q, &k, &v, &bin, 0.35);
         // Query blocks of 7 rows: several blocks per slot, the last one short.
         for rows in [7, ATTN_QUERY_ROWS] {
-            let slots = VarlenSlots::with_query_rows(&bin, &Device::Cpu, rows).unwrap();
+            let cu = Tensor::new(bin.cu_seqlens.as_slice(), &Device::Cpu).unwrap();
+            let slots = VarlenSlots::with_query_rows(&bin, cu, &Device::Cpu, rows).unwrap();
             let got = varlen_causal_attention(&q, &k, &v, &slots, 0.35).unwrap().to_vec3::<f32>().unwrap();
             for i in 0..bin.num_sequences() {
                 let (start, slot, real) = bin.slot(i);

@@ -100,6 +100,9 @@ pub fn run(global: &GlobalOptions, args: &ScoreArgs) -> Result<ExitCode> {
                 "seconds": seconds, "tokens_per_second": stats.real_tokens as f64 / seconds,
                 "backend_busy_seconds": stats.backend_busy_seconds, "oom_splits": stats.oom_splits,
                 "capacity_limit": stats.capacity_limit, "failed": failed,
+                "device_busy_seconds": stats.device_time().map(|t| t.0),
+                "device_idle_seconds": stats.device_time().map(|t| t.1),
+                "device_idle_percent": stats.device_time().map(|t| t.2),
             })
         );
     }

@@ -86,6 +86,8 @@ pub struct DeviceCounters {
     pub cost_done: AtomicU64,
     /// Its measured rate, seconds per unit of cost, as f64 bits (0: not measured yet).
     pub seconds_per_cost: AtomicU64,
+    /// The device's own busy/idle clock, when its backend keeps one (CUDA).
+    pub timeline: Option<Arc<warpfold_backend::DeviceTimeline>>,
 }
 
 /// A plain copy of [`DeviceCounters`].
@@ -106,11 +108,21 @@ pub struct DeviceSnapshot {
     pub cost_done: u64,
     /// Measured speed in token-equivalents per second, once it has run a bin.
     pub cost_per_second: Option<f64>,
+    /// On the device's own clock (CUDA events): time spent on bins, from a bin's first input
+    /// copy to its results...
+    pub device_busy_seconds: Option<f64>,
+    /// ...and time idle between one bin's results and the next bin's first copy.
+    pub device_idle_seconds: Option<f64>,
 }
 
 impl DeviceCounters {
     pub fn new(device: String, bin_tokens: u32) -> Self {
         DeviceCounters { device, bin_tokens, alive: AtomicBool::new(true), ..Default::default() }
+    }
+
+    pub fn with_timeline(mut self, timeline: Option<Arc<warpfold_backend::DeviceTimeline>>) -> Self {
+        self.timeline = timeline;
+        self
     }
 
     pub fn snapshot(&self) -> DeviceSnapshot {
@@ -131,6 +143,8 @@ impl DeviceCounters {
             oom_splits: load(&self.oom_splits),
             cost_done: load(&self.cost_done),
             cost_per_second: (rate > 0.0).then(|| 1.0 / rate),
+            device_busy_seconds: self.timeline.as_ref().map(|t| t.totals().0),
+            device_idle_seconds: self.timeline.as_ref().map(|t| t.totals().1),
         }
     }
 
@@ -146,6 +160,8 @@ impl DeviceCounters {
             stolen: now.stolen - before.stolen,
             oom_splits: now.oom_splits - before.oom_splits,
             cost_done: now.cost_done - before.cost_done,
+            device_busy_seconds: now.device_busy_seconds.zip(before.device_busy_seconds).map(|(a, b)| a - b),
+            device_idle_seconds: now.device_idle_seconds.zip(before.device_idle_seconds).map(|(a, b)| a - b),
             ..now.clone()
         }
     }

@@ -183,6 +183,19 @@ pub struct StatsSnapshot {
     pub devices: Vec<DeviceSnapshot>,
 }
 
+impl StatsSnapshot {
+    /// The devices' own clocks, summed over devices that keep one (CUDA): (seconds busy on bins,
+    /// seconds idle between bins, idle as a percentage of both).
+    pub fn device_time(&self) -> Option<(f64, f64, f64)> {
+        let timed: Vec<_> = self.devices.iter().filter_map(|d| d.device_busy_seconds.zip(d.device_idle_seconds)).collect();
+        if timed.is_empty() {
+            return None;
+        }
+        let (busy, idle) = timed.iter().fold((0.0, 0.0), |(b, i), (db, di)| (b + db, i + di));
+        Some((busy, idle, 100.0 * idle / (busy + idle).max(1e-12)))
+    }
+}
+
 impl EngineStats {
     pub fn snapshot(&self) -> StatsSnapshot {
         StatsSnapshot {
@@ -267,7 +280,8 @@ impl Engine {
     pub fn start_devices<B: Backend + 'static>(devices: Vec<(B, u32)>, mut config: SchedulerConfig) -> Engine {
         assert!(!devices.is_empty(), "an engine needs a device. This is a bug.");
         let mut info = devices[0].0.info();
-        let counters: Vec<DeviceCounters> = devices.iter().map(|(b, cap)| DeviceCounters::new(b.info().device, *cap)).collect();
+        let counters: Vec<DeviceCounters> =
+            devices.iter().map(|(b, cap)| DeviceCounters::new(b.info().device, *cap).with_timeline(b.timeline())).collect();
         info.device = counters.iter().map(|c| c.device.as_str()).collect::<Vec<_>>().join(",");
         let capacities: Vec<u32> = devices.iter().map(|d| d.1).collect();
         config.bin_tokens = capacities.iter().copied().max().expect("checked non-empty");

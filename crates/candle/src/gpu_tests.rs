@@ -1,0 +1,284 @@
+//! Tests that need a CUDA GPU (flash-attn builds only, all `#[ignore]`d): CI has no GPU, so they run on
+//! the GPU machine from the test binary that `scripts/gpu/build-cuda-tests.sh` packs, with
+//! `--ignored gpu_` (`bench/gpu/run-gpu-tests.sh` does it). What they guard: the FA-2 varlen kernel as
+//! this crate calls it, against a plain f32 attention written out below; an out-of-memory bin on a
+//! real device split and retried by the engine with nothing lost; the decoder's logits, prefill and
+//! batched decode, against Hugging Face transformers on the same weights.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use candle_core::{DType, Device, Tensor};
+use warpfold_backend::{Backend, BackendError, BackendInfo, Bin};
+
+use crate::llama::tests::{bin_of, Rng};
+use crate::llama::{varlen_causal_attention, LlamaModel, VarlenSlots};
+
+fn cuda() -> Device {
+    Device::new_cuda(0).expect("a CUDA device")
+}
+
+/// Softmax attention of one head over one sequence, in f32, the obvious way: `q`, `k`, `v` are
+/// (len, hd) row-major; with `causal`, query `i` sees keys `0..=i`.
+fn reference_head(q: &[f32], k: &[f32], v: &[f32], len: usize, hd: usize, causal: bool) -> Vec<f32> {
+    let scale = 1.0 / (hd as f32).sqrt();
+    let mut out = vec![0f32; len * hd];
+    for i in 0..len {
+        let keys = if causal { i + 1 } else { len };
+        let scores: Vec<f32> =
+            (0..keys).map(|j| (0..hd).map(|d| q[i * hd + d] * k[j * hd + d]).sum::<f32>() * scale).collect();
+        let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let weights: Vec<f32> = scores.iter().map(|s| (s - max).exp()).collect();
+        let total: f32 = weights.iter().sum();
+        for (j, w) in weights.iter().enumerate() {
+            for d in 0..hd {
+                out[i * hd + d] += w / total * v[j * hd + d];
+            }
+        }
+    }
+    out
+}
+
+/// `x` (T, heads, hd) as f32 on the host, rows `start..start + len` of head `h`: (len, hd).
+fn head_rows(x: &[Vec<Vec<f32>>], start: usize, len: usize, h: usize) -> Vec<f32> {
+    (start..start + len).flat_map(|t| x[t][h].iter().copied()).collect()
+}
+
+/// Relative L2 error of `got` against `want`.
+fn rel_l2(got: &[f32], want: &[f32]) -> f32 {
+    let diff: f32 = got.iter().zip(want).map(|(a, b)| (a - b) * (a - b)).sum();
+    let norm: f32 = want.iter().map(|b| b * b).sum();
+    (diff / norm.max(1e-30)).sqrt()
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: run this test binary on the GPU machine with --ignored"]
+fn gpu_flash_varlen_attention_matches_a_plain_f32_attention_causal_and_not() {
+    let cuda = cuda();
+    let lens = [1usize, 7, 33, 129, 300];
+    // (heads, kv heads, head size): MiniLM's 12 x 32 (no GQA), SmolLM2's 64 with GQA, Llama's 128.
+    for (heads, kv, hd) in [(12usize, 12usize, 32usize), (9, 3, 64), (8, 2, 128)] {
+        let seqs: Vec<Vec<u32>> = lens.iter().map(|&l| vec![1; l]).collect();
+        // Slots aligned to 16 as the engine lays them out: pad tokens after each sequence.
+        let bin = bin_of(&seqs, 16);
+        let t = bin.computed_tokens();
+        let mut rng = Rng(hd as u64 * 31 + heads as u64);
+        // Rounded to bf16 first, so the reference sees exactly what the kernel sees.
+        let make = |rng: &mut Rng, h: usize| rng.tensor(&[t, h, hd], 1.5, 0.0).to_dtype(DType::BF16).unwrap();
+        let (q, k, v) = (make(&mut rng, heads), make(&mut rng, kv), make(&mut rng, kv));
+        let host = |x: &Tensor| x.to_dtype(DType::F32).unwrap().to_vec3::<f32>().unwrap();
+        let (qh, kh, vh) = (host(&q), host(&k), host(&v));
+        let (qd, kd, vd) = (q.to_device(&cuda).unwrap(), k.to_device(&cuda).unwrap(), v.to_device(&cuda).unwrap());
+        let scale = 1.0 / (hd as f32).sqrt();
+
+        // Causal, through the decoder's own entry point (whole slots, pad tokens included).
+        let slots = VarlenSlots::from_bin(&bin, &cuda).unwrap();
+        let causal = host(&varlen_causal_attention(&qd, &kd, &vd, &slots, scale).unwrap());
+        // Not causal, as the encoder calls it: a compacted tape of real tokens only.
+        let real: Vec<u32> = (0..bin.num_sequences()).flat_map(|i| bin.cu_seqlens[i]..bin.cu_seqlens[i] + bin.seq_lens[i]).collect();
+        let pick = |x: &Tensor| x.index_select(&Tensor::new(real.as_slice(), &cuda).unwrap(), 0).unwrap();
+        let mut cu = vec![0u32];
+        for &l in &lens {
+            cu.push(cu[cu.len() - 1] + l as u32);
+        }
+        let cu_dev = Tensor::new(cu.as_slice(), &cuda).unwrap();
+        let longest = *lens.iter().max().unwrap();
+        let full = host(
+            &candle_flash_attn::flash_attn_varlen(&pick(&qd), &pick(&kd), &pick(&vd), &cu_dev, &cu_dev, longest, longest, scale, false)
+                .unwrap(),
+        );
+
+        let mut worst = (0f32, 0f32);
+        for (i, &len) in lens.iter().enumerate() {
+            let (start, compact) = (bin.cu_seqlens[i] as usize, cu[i] as usize);
+            for h in 0..heads {
+                let g = h / (heads / kv); // the kv head query head h shares
+                let (qs, ks, vs) = (head_rows(&qh, start, len, h), head_rows(&kh, start, len, g), head_rows(&vh, start, len, g));
+                let e_causal = rel_l2(&head_rows(&causal, start, len, h), &reference_head(&qs, &ks, &vs, len, hd, true));
+                let e_full = rel_l2(&head_rows(&full, compact, len, h), &reference_head(&qs, &ks, &vs, len, hd, false));
+                worst = (worst.0.max(e_causal), worst.1.max(e_full));
+            }
+        }
+        eprintln!("heads {heads}, kv {kv}, hd {hd}: worst relative L2 error causal {:.2e}, non-causal {:.2e}", worst.0, worst.1);
+        // bf16 output rounding alone is ~2e-3 relative.
+        assert!(worst.0 <= 1e-2 && worst.1 <= 1e-2, "heads {heads}, kv {kv}, hd {hd}: {worst:?}");
+    }
+}
+
+/// The decoder on the GPU as an engine backend that runs out of memory for real on bins above
+/// `limit` tokens: it first asks the device for more memory than it has, and reports what the
+/// driver answered the way every backend of this crate does.
+struct TightDecoder {
+    model: LlamaModel,
+    limit: usize,
+    refused: Arc<AtomicUsize>,
+}
+
+impl Backend for TightDecoder {
+    fn info(&self) -> BackendInfo {
+        BackendInfo {
+            model: "tiny llama".into(),
+            device: "cuda:0".into(),
+            max_sequence_tokens: self.model.config.max_position_embeddings,
+            output_dim: 2,
+            pad_token_id: 0,
+        }
+    }
+
+    fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
+        if bin.computed_tokens() > self.limit {
+            let (_, total) = crate::device_memory(self.model.device()).map_err(BackendError::Inference)?;
+            let err = Tensor::zeros(2 * total as usize, DType::U8, self.model.device()).err().expect("more than the device has");
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            return Err(crate::backend_error(err, bin));
+        }
+        let scores = self.model.score(bin).map_err(|e| crate::backend_error(e, bin))?;
+        Ok(scores.into_iter().map(|s| vec![s.mean_log_likelihood, s.scored_tokens as f32]).collect())
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: run this test binary on the GPU machine with --ignored"]
+fn gpu_out_of_memory_splits_the_bin_and_retries_with_no_sequence_lost() {
+    use warpfold_engine::{Engine, Lane, SchedulerConfig};
+    let cuda = cuda();
+    let cfg = crate::llama::tests::tiny_config(r#""model_type":"llama""#);
+    let weights = crate::llama::tests::random_weights(&cfg, 5);
+    let model = LlamaModel::new(&cfg, candle_nn::VarBuilder::from_tensors(weights, DType::BF16, &cuda)).unwrap();
+    let mut rng = Rng(3);
+    let seqs: Vec<Vec<u32>> = (0..40).map(|i| rng.ids(8 + (i * 37) % 200, cfg.vocab_size)).collect();
+    // What each sequence scores alone, on the same device.
+    let alone: Vec<f32> = seqs.iter().map(|s| model.score(&bin_of(std::slice::from_ref(s), 16)).unwrap()[0].mean_log_likelihood).collect();
+
+    let refused = Arc::new(AtomicUsize::new(0));
+    let backend = TightDecoder { model, limit: 400, refused: refused.clone() };
+    let config = SchedulerConfig { bin_tokens: 2048, min_sequences: 64, max_wait: std::time::Duration::from_millis(50), ..Default::default() };
+    let engine = Engine::start(backend, config);
+    let results = engine.embed(Lane::Bulk, seqs.clone());
+    let stats = engine.shutdown();
+    assert!(refused.load(Ordering::Relaxed) > 0, "no bin was over the limit: the test did not test");
+    assert!(stats.oom_splits > 0, "{stats:?}");
+    assert_eq!(results.len(), seqs.len());
+    for (i, r) in results.iter().enumerate() {
+        let v = r.as_ref().unwrap_or_else(|e| panic!("sequence {i} lost: {e}"));
+        assert_eq!(v[1] as usize, seqs[i].len() - 1, "sequence {i} answered with another's result");
+        assert!((v[0] - alone[i]).abs() <= 0.02, "sequence {i}: {} after the splits vs {} alone", v[0], alone[i]);
+    }
+    assert!(stats.capacity_limit.is_some_and(|c| c <= 2048), "the capacity adapts: {stats:?}");
+    eprintln!("{} bins refused for memory, {} splits, capacity learnt {:?}", refused.load(Ordering::Relaxed), stats.oom_splits, stats.capacity_limit);
+}
+
+/// The decoders `bench/gpu/hf_logits.py` wrote references for: `WARPFOLD_HF_REFERENCE`, one or more
+/// Hugging Face decoder folders (config.json, model.safetensors) separated by `:`; the reference of
+/// `DIR` is `DIR-reference.safetensors`.
+fn hf_reference_dirs() -> Vec<PathBuf> {
+    let dirs = std::env::var("WARPFOLD_HF_REFERENCE")
+        .expect("set WARPFOLD_HF_REFERENCE to the folders bench/gpu/hf_logits.py wrote (bench/gpu/run-gpu-tests.sh does)");
+    dirs.split(':').filter(|d| !d.is_empty()).map(PathBuf::from).collect()
+}
+
+/// Largest absolute difference and the largest absolute reference value.
+fn compare(got: &[f32], want: &[f32]) -> (f32, f32) {
+    assert_eq!(got.len(), want.len());
+    let worst = got.iter().zip(want).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    (worst, want.iter().fold(0f32, |m, b| m.max(b.abs())))
+}
+
+fn argmax(x: &[f32]) -> usize {
+    x.iter().enumerate().fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &v)| if v > bv { (i, v) } else { (bi, bv) }).0
+}
+
+/// Issue 6's GPU check: the logits of the decoder as summarization runs it (a packed prefill of
+/// several prompts, then batched decode steps through each sequence's cache) against transformers
+/// on the same weights and tokens. transformers' f32 logits are the reference; its own bf16 run
+/// says how far bf16 arithmetic alone moves them, and ours (bf16, FA-2) must stay within twice that.
+#[test]
+#[ignore = "needs a CUDA GPU and references from bench/gpu/hf_logits.py: see bench/gpu/run-gpu-tests.sh"]
+fn gpu_decoder_logits_match_transformers_on_the_same_weights() {
+    let cuda = cuda();
+    for dir in hf_reference_dirs() {
+        let model = crate::DecoderBackend::load(&dir, &cuda).expect("the decoder loads").into_model();
+        let file = PathBuf::from(format!("{}-reference.safetensors", dir.display()));
+        let reference = candle_core::safetensors::load(&file, &Device::Cpu).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let get = |name: String| reference.get(&name).unwrap_or_else(|| panic!("{}: no {name}", dir.display())).clone();
+        let n = (0..).take_while(|i| reference.contains_key(&format!("prompt.{i}"))).count();
+        assert!(n > 1, "{}: fewer than 2 prompts", dir.display());
+        let ids = |name: String| get(name).to_dtype(DType::I64).unwrap().to_vec1::<i64>().unwrap().into_iter().map(|x| x as u32).collect::<Vec<u32>>();
+        let prompts: Vec<Vec<u32>> = (0..n).map(|i| ids(format!("prompt.{i}"))).collect();
+        let continuations: Vec<Vec<u32>> = (0..n).map(|i| ids(format!("continuation.{i}"))).collect();
+        let steps = continuations[0].len();
+        assert!(continuations.iter().all(|c| c.len() == steps));
+        let f32_ref: Vec<Vec<Vec<f32>>> = (0..n).map(|i| get(format!("logits_f32.{i}")).to_vec2::<f32>().unwrap()).collect();
+        let bf16_ref: Vec<Vec<Vec<f32>>> = (0..n).map(|i| get(format!("logits_bf16.{i}")).to_vec2::<f32>().unwrap()).collect();
+
+        // Ours: one packed prefill of every prompt, then `steps` batched decode steps fed the same
+        // next tokens as the reference (teacher forcing), so every row compares like with like.
+        let refs: Vec<&[u32]> = prompts.iter().map(|p| p.as_slice()).collect();
+        let (first, mut caches) = model.prefill(&crate::generate::prompt_bin(&refs), &vec![steps + 1; n]).unwrap();
+        let mut ours: Vec<Vec<Vec<f32>>> = first.to_vec2::<f32>().unwrap().into_iter().map(|row| vec![row]).collect();
+        for s in 0..steps {
+            let tokens: Vec<u32> = continuations.iter().map(|c| c[s]).collect();
+            let logits = model.decode_step(&tokens, &mut caches).unwrap().to_vec2::<f32>().unwrap();
+            for (i, row) in logits.into_iter().enumerate() {
+                ours[i].push(row);
+            }
+        }
+        let (mut worst_ours, mut worst_hf_bf16, mut scale, mut top1_same, mut top1_rows) = (0f32, 0f32, 0f32, 0, 0);
+        for i in 0..n {
+            for s in 0..=steps {
+                let (want, theirs) = (&f32_ref[i][s], &bf16_ref[i][s]);
+                let (d_ours, sc) = compare(&ours[i][s], want);
+                let (d_theirs, _) = compare(theirs, want);
+                worst_ours = worst_ours.max(d_ours);
+                worst_hf_bf16 = worst_hf_bf16.max(d_theirs);
+                scale = scale.max(sc);
+                // Top-1 must agree wherever the reference's margin is wider than our error.
+                let best = argmax(want);
+                let second = want.iter().enumerate().filter(|&(j, _)| j != best).map(|(_, &v)| v).fold(f32::NEG_INFINITY, f32::max);
+                if want[best] - second > 2.0 * d_ours {
+                    top1_rows += 1;
+                    top1_same += usize::from(argmax(&ours[i][s]) == best);
+                }
+            }
+        }
+        eprintln!(
+            "{}: {n} prompts ({} tokens) + {steps} decode steps: max |ours - transformers f32| {worst_ours:.4}, max |transformers bf16 - f32| {worst_hf_bf16:.4}, largest logit {scale:.2}; top-1 equal on {top1_same} of {top1_rows} clear rows",
+            dir.display(),
+            prompts.iter().map(Vec::len).sum::<usize>()
+        );
+        assert!(worst_ours <= 2.0 * worst_hf_bf16 + 1e-3, "{}: {worst_ours} against bf16's own {worst_hf_bf16}", dir.display());
+        assert_eq!(top1_same, top1_rows, "{}", dir.display());
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: run this test binary on the GPU machine with --ignored"]
+fn gpu_fused_kernels_match_candles_own_ops() {
+    let cuda = cuda();
+    let mut rng = Rng(17);
+    // SwiGLU over a fused gate-up output, rows x (2 x inter), in bf16 and f32.
+    let (rows, inter) = (37, 1000);
+    let gu = rng.tensor(&[rows, 2 * inter], 4.0, 0.0);
+    for dtype in [DType::BF16, DType::F32] {
+        let host = gu.to_dtype(dtype).unwrap().to_dtype(DType::F32).unwrap();
+        let want = crate::fused::silu_mul(&host, inter).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let got = crate::fused::silu_mul(&gu.to_dtype(dtype).unwrap().to_device(&cuda).unwrap(), inter).unwrap();
+        let got = got.to_dtype(DType::F32).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let e = rel_l2(&got, &want);
+        eprintln!("silu_mul {dtype:?}: relative L2 error {e:.2e}");
+        assert!(e <= if dtype == DType::F32 { 1e-5 } else { 5e-3 }, "{dtype:?}: {e}");
+    }
+    // log p(target) over a Qwen-sized vocabulary and a tiny one.
+    for vocab in [152_064usize, 97] {
+        let rows = 6;
+        let logits = rng.tensor(&[rows, vocab], 12.0, 0.0).to_dtype(DType::BF16).unwrap();
+        let targets: Vec<u32> = rng.ids(rows, vocab);
+        let tg = Tensor::new(targets.as_slice(), &Device::Cpu).unwrap();
+        let want = crate::fused::target_log_probs(&logits.to_dtype(DType::F32).unwrap(), &tg).unwrap().to_vec1::<f32>().unwrap();
+        let got = crate::fused::target_log_probs(&logits.to_device(&cuda).unwrap(), &tg.to_device(&cuda).unwrap()).unwrap().to_vec1::<f32>().unwrap();
+        let worst = got.iter().zip(&want).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        eprintln!("target_log_probs, vocab {vocab}: max |diff| {worst:.2e} (values near {:.1})", want[0]);
+        assert!(worst <= 1e-3, "vocab {vocab}: {worst}");
+    }
+}
