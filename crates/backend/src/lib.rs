@@ -124,6 +124,32 @@ pub trait Backend: Send {
     fn timeline(&self) -> Option<std::sync::Arc<DeviceTimeline>> {
         None
     }
+    /// Whether [`Self::start`] returns while the device still works on the bin. A pipelined
+    /// backend gets its next bin started before the current one is finished, so the device finds
+    /// work queued the moment it completes a bin instead of waiting for the host.
+    fn pipelined(&self) -> bool {
+        false
+    }
+    /// Starts a bin: on a pipelined backend, its inputs are copied and its work queued on the
+    /// device, and [`Self::finish`] waits for the results. Others run it here.
+    fn start(&mut self, bin: &Bin) -> Result<Started, BackendError> {
+        self.embed(bin).map(Started::Done)
+    }
+    /// The results of a started bin, one vector per slot. Bins are finished in the order started.
+    fn finish(&mut self, started: Started) -> Result<Vec<Vec<f32>>, BackendError> {
+        match started {
+            Started::Done(v) => Ok(v),
+            Started::Pending(_) => Err(BackendError::Inference("this backend does not start bins ahead. This is a bug.".into())),
+        }
+    }
+}
+
+/// A bin a backend has started (see [`Backend::start`]).
+pub enum Started {
+    /// Already run: its results.
+    Done(Vec<Vec<f32>>),
+    /// Queued on the device: what the backend needs to finish it.
+    Pending(Box<dyn std::any::Any + Send>),
 }
 
 /// How long a device worked on bins and how long it sat idle between them, measured on the
@@ -167,6 +193,15 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
     }
     fn timeline(&self) -> Option<std::sync::Arc<DeviceTimeline>> {
         (**self).timeline()
+    }
+    fn pipelined(&self) -> bool {
+        (**self).pipelined()
+    }
+    fn start(&mut self, bin: &Bin) -> Result<Started, BackendError> {
+        (**self).start(bin)
+    }
+    fn finish(&mut self, started: Started) -> Result<Vec<Vec<f32>>, BackendError> {
+        (**self).finish(started)
     }
     fn max_bin_tokens(&self) -> usize {
         (**self).max_bin_tokens()

@@ -461,6 +461,15 @@ impl BertModel {
         self.staging.fetch(t)
     }
 
+    /// [`Self::fetch`] queued: the copy runs on the device's stream; [`Self::fetch_wait`] waits.
+    pub fn fetch_start(&self, t: &Tensor) -> Result<crate::staging::Fetch> {
+        self.staging.fetch_start(t)
+    }
+
+    pub fn fetch_wait(&self, fetch: crate::staging::Fetch) -> Result<Vec<f32>> {
+        self.staging.fetch_wait(fetch)
+    }
+
     /// The device's busy and idle time between bins (CUDA events; zero on the CPU).
     pub fn timeline(&self) -> std::sync::Arc<warpfold_backend::DeviceTimeline> {
         self.staging.timeline()

@@ -17,7 +17,7 @@ mod gpu_tests;
 use std::path::Path;
 
 use candle_core::Device;
-use warpfold_backend::{validate_bin, Backend, BackendError, BackendInfo, Bin};
+use warpfold_backend::{validate_bin, Backend, BackendError, BackendInfo, Bin, Started};
 
 pub use warpfold_backend::model_dir::{ModelDir, Pooling};
 
@@ -159,6 +159,15 @@ impl Backend for BertBackend {
     }
 
     fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
+        let started = self.start(bin)?;
+        self.finish(started)
+    }
+
+    fn pipelined(&self) -> bool {
+        self.model.device().is_cuda()
+    }
+
+    fn start(&mut self, bin: &Bin) -> Result<Started, BackendError> {
         validate_bin(bin)?;
         let longest = bin.seq_lens.iter().copied().max().unwrap_or(0) as usize;
         if longest > self.model.config.max_position_embeddings {
@@ -167,9 +176,14 @@ impl Backend for BertBackend {
                 self.model.config.max_position_embeddings
             )));
         }
-        let dim = self.info.output_dim;
-        let flat = self.model.embed(bin).and_then(|t| self.model.fetch(&t)).map_err(|e| backend_error(e, bin))?;
-        Ok(flat.chunks(dim).map(<[f32]>::to_vec).collect())
+        let fetch = self.model.embed(bin).and_then(|t| self.model.fetch_start(&t)).map_err(|e| backend_error(e, bin))?;
+        Ok(Started::Pending(Box::new((fetch, bin.computed_tokens()))))
+    }
+
+    fn finish(&mut self, started: Started) -> Result<Vec<Vec<f32>>, BackendError> {
+        let (fetch, tokens) = pending_of::<(staging::Fetch, usize)>(started)?;
+        let flat = self.model.fetch_wait(fetch).map_err(|e| backend_error_tokens(e, tokens))?;
+        Ok(flat.chunks(self.info.output_dim).map(<[f32]>::to_vec).collect())
     }
 
     fn timeline(&self) -> Option<std::sync::Arc<warpfold_backend::DeviceTimeline>> {
@@ -229,11 +243,26 @@ impl DecoderBackend {
 }
 
 fn backend_error(e: candle_core::Error, bin: &Bin) -> BackendError {
+    backend_error_tokens(e, bin.computed_tokens())
+}
+
+fn backend_error_tokens(e: candle_core::Error, tokens: usize) -> BackendError {
     let msg = e.to_string();
     if msg.contains("out of memory") || msg.contains("OUT_OF_MEMORY") {
-        BackendError::OutOfMemory { tokens: bin.computed_tokens() }
+        BackendError::OutOfMemory { tokens }
     } else {
         BackendError::Inference(msg)
+    }
+}
+
+/// What this backend's own `start` put in a [`Started`].
+fn pending_of<T: 'static>(started: Started) -> Result<T, BackendError> {
+    match started {
+        Started::Pending(p) => p
+            .downcast::<T>()
+            .map(|b| *b)
+            .map_err(|_| BackendError::Inference("a bin started by another backend. This is a bug.".into())),
+        Started::Done(_) => Err(BackendError::Inference("a bin finished twice. This is a bug.".into())),
     }
 }
 
@@ -264,8 +293,23 @@ impl Backend for DecoderBackend {
     }
 
     fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
+        let started = self.start(bin)?;
+        self.finish(started)
+    }
+
+    fn pipelined(&self) -> bool {
+        self.model.device().is_cuda()
+    }
+
+    fn start(&mut self, bin: &Bin) -> Result<Started, BackendError> {
         validate_bin(bin)?;
-        let scores = self.model.score(bin).map_err(|e| backend_error(e, bin))?;
+        let pending = self.model.score_start(bin).map_err(|e| backend_error(e, bin))?;
+        Ok(Started::Pending(Box::new((pending, bin.computed_tokens()))))
+    }
+
+    fn finish(&mut self, started: Started) -> Result<Vec<Vec<f32>>, BackendError> {
+        let (pending, tokens) = pending_of::<(llama::PendingScores, usize)>(started)?;
+        let scores = self.model.score_finish(pending).map_err(|e| backend_error_tokens(e, tokens))?;
         Ok(scores.into_iter().map(|s| vec![s.mean_log_likelihood, s.scored_tokens as f32]).collect())
     }
 }

@@ -246,6 +246,13 @@ pub struct SequenceScore {
     pub last_hidden: Vec<f32>,
 }
 
+/// A bin's scores on their way back from the device (see [`LlamaModel::score_start`]).
+pub struct PendingScores {
+    fetch: crate::staging::Fetch,
+    seq_lens: Vec<u32>,
+    hidden_size: usize,
+}
+
 /// The slot layout of a bin as attention needs it, built once per forward and shared by every layer.
 pub struct VarlenSlots {
     cu_seqlens: Vec<u32>,
@@ -684,17 +691,34 @@ impl LlamaModel {
 
     /// Mean next-token log-likelihood and last hidden state of every sequence of the bin, in slot order.
     pub fn score(&self, bin: &Bin) -> Result<Vec<SequenceScore>> {
-        // On a GPU, larger blocks keep the lm_head matmul efficient and launch fewer kernels: as
-        // many rows as keep one f32 block of logits near 1 GiB (1,765 rows of a 152k vocabulary).
-        let rows = if self.device.is_cuda() {
+        self.score_in_blocks(bin, self.logit_rows())
+    }
+
+    /// Rows of logits per block. On a GPU, larger blocks keep the lm_head matmul efficient and
+    /// launch fewer kernels: as many rows as keep one block of logits near 2^28 values (1,765 rows
+    /// of a 152k vocabulary).
+    fn logit_rows(&self) -> usize {
+        if self.device.is_cuda() {
             ((1usize << 28) / self.config.vocab_size.max(1)).clamp(LOGIT_ROWS, 8192)
         } else {
             LOGIT_ROWS
-        };
-        self.score_in_blocks(bin, rows)
+        }
     }
 
     fn score_in_blocks(&self, bin: &Bin, logit_rows: usize) -> Result<Vec<SequenceScore>> {
+        let pending = self.score_start_in_blocks(bin, logit_rows)?;
+        let scores = self.score_finish(pending)?;
+        stage_profile::report(bin, &self.device);
+        Ok(scores)
+    }
+
+    /// Queues a bin's scoring on the device and returns without waiting for it (on CUDA; on the
+    /// CPU the work is done here): the next bin can be queued behind it.
+    pub fn score_start(&self, bin: &Bin) -> Result<PendingScores> {
+        self.score_start_in_blocks(bin, self.logit_rows())
+    }
+
+    fn score_start_in_blocks(&self, bin: &Bin, logit_rows: usize) -> Result<PendingScores> {
         self.check_bin(bin)?;
         let n = bin.num_sequences();
         // 1. The rows that predict a real token (t-1 predicts t), the tokens they predict, each
@@ -742,13 +766,22 @@ impl LlamaModel {
             let sums = Tensor::zeros(n, DType::F32, &self.device)?.index_add(segment_t, &log_probs, 0)?;
             (sums / counts)?
         };
-        // 4. One copy back: the means, then the last hidden states.
-        let out = self.staging.fetch(&Tensor::cat(&[means.reshape((n, 1))?, last_hidden], 1)?)?;
-        stage_profile::report(bin, &self.device);
-        Ok(bin
+        // 4. One copy back, queued: the means, then the last hidden states.
+        let fetch = self.staging.fetch_start(&Tensor::cat(&[means.reshape((n, 1))?, last_hidden], 1)?)?;
+        Ok(PendingScores { fetch, seq_lens: bin.seq_lens.clone(), hidden_size })
+    }
+
+    /// The scores of a bin [`Self::score_start`] queued, waiting for the device if it is not done.
+    pub fn score_finish(&self, pending: PendingScores) -> Result<Vec<SequenceScore>> {
+        let out = self.staging.fetch_wait(pending.fetch)?;
+        let width = pending.hidden_size + 1;
+        if out.len() != pending.seq_lens.len() * width {
+            candle_core::bail!("score: {} values back for {} sequences", out.len(), pending.seq_lens.len());
+        }
+        Ok(pending
             .seq_lens
             .iter()
-            .zip(out.chunks(hidden_size + 1))
+            .zip(out.chunks(width))
             .map(|(&len, row)| SequenceScore {
                 mean_log_likelihood: row[0],
                 scored_tokens: len as usize - 1,

@@ -45,9 +45,12 @@ impl Staging {
             Device::Cuda(dev) => {
                 let mut guard = self.cuda.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 let staging = match guard.as_mut() {
-                    Some(s) if s.fits(total) => s,
-                    _ => guard.insert(cuda::PinnedStaging::new(dev, total)?),
+                    Some(s) => s,
+                    None => guard.insert(cuda::PinnedStaging::new(dev, total)?),
                 };
+                if !staging.fits(total) {
+                    staging.grow_inputs(total)?;
+                }
                 staging.upload(dev, parts, total)?
             }
             _ => {
@@ -70,19 +73,46 @@ impl Staging {
     /// `t` (any shape, any float dtype) as f32 values on the host, row-major; on CUDA through the
     /// pinned result buffer, ending the bin [`Self::upload`] started on the timeline.
     pub fn fetch(&self, t: &Tensor) -> Result<Vec<f32>> {
+        let pending = self.fetch_start(t)?;
+        self.fetch_wait(pending)
+    }
+
+    /// Queues the copy of `t` back to the host and returns at once (on CUDA; elsewhere the values
+    /// are read now): the device can be given the next bin before this one's results are waited for.
+    pub fn fetch_start(&self, t: &Tensor) -> Result<Fetch> {
         let t = t.to_dtype(DType::F32)?.flatten_all()?.contiguous()?;
         match t.device() {
             #[cfg(feature = "cuda")]
-            Device::Cuda(dev) => {
+            Device::Cuda(_) => {
                 let mut guard = self.cuda.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 match guard.as_mut() {
-                    Some(staging) => staging.fetch(dev, &t, &self.timeline),
-                    None => t.to_vec1::<f32>(),
+                    Some(staging) => staging.fetch_start(&t).map(Fetch::Queued),
+                    None => t.to_vec1::<f32>().map(Fetch::Ready),
                 }
             }
-            _ => t.to_vec1::<f32>(),
+            _ => t.to_vec1::<f32>().map(Fetch::Ready),
         }
     }
+
+    /// The values of a [`Self::fetch_start`], waiting for the copy if it is still queued.
+    pub fn fetch_wait(&self, fetch: Fetch) -> Result<Vec<f32>> {
+        match fetch {
+            Fetch::Ready(v) => Ok(v),
+            #[cfg(feature = "cuda")]
+            Fetch::Queued(q) => {
+                let mut guard = self.cuda.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let staging = guard.as_mut().ok_or_else(|| candle_core::Error::Msg("pinned staging: no buffers".into()))?;
+                staging.fetch_wait(q, &self.timeline)
+            }
+        }
+    }
+}
+
+/// Results on their way back to the host (see [`Staging::fetch_start`]).
+pub enum Fetch {
+    Ready(Vec<f32>),
+    #[cfg(feature = "cuda")]
+    Queued(cuda::QueuedFetch),
 }
 
 #[cfg(feature = "cuda")]
@@ -112,10 +142,20 @@ mod cuda {
         inputs: [InputBuffer; 2],
         /// The buffer the next bin fills.
         turn: usize,
-        results: PinnedHostSlice<f32>,
+        /// Result buffers, and whether a queued copy still owns each (two bins in flight use two).
+        results: Vec<(PinnedHostSlice<f32>, bool)>,
         /// Timing events: the current bin's start, the previous bin's end.
         started: Option<CudaEvent>,
         previous_end: Option<CudaEvent>,
+    }
+
+    /// A copy of results queued on the stream: which result buffer, how many values, and the
+    /// bin's start and end events.
+    pub struct QueuedFetch {
+        buffer: usize,
+        len: usize,
+        start: Option<CudaEvent>,
+        end: CudaEvent,
     }
 
     impl PinnedStaging {
@@ -125,23 +165,28 @@ mod cuda {
             let stream = dev.cuda_stream();
             let ctx = stream.context().clone();
             let len = need.next_power_of_two().max(1 << 16);
-            let buffer = || -> Result<InputBuffer> {
-                // Write-combined: the host only writes these, and the device reads them faster.
-                let host = unsafe { ctx.alloc_pinned::<u32>(len) }.map_err(err)?;
-                // Recorded once so that the first wait on it returns at once.
-                let copied = stream.record_event(None).map_err(err)?;
-                Ok(InputBuffer { host, copied })
-            };
-            let inputs = [buffer()?, buffer()?];
+            let inputs = [input_buffer(&stream, len)?, input_buffer(&stream, len)?];
             keep_freed_memory(&stream)?;
             // Cached (not write-combined): the host reads results.
-            let results = unsafe { ctx.alloc_pinned_with_flags::<f32>(len, 0) }.map_err(err)?;
+            let results = vec![(unsafe { ctx.alloc_pinned_with_flags::<f32>(len, 0) }.map_err(err)?, false)];
             tracing::debug!(values = len, "pinned staging buffers allocated");
             Ok(Self { stream, inputs, turn: 0, results, started: None, previous_end: None })
         }
 
         pub(super) fn fits(&self, need: usize) -> bool {
             need <= self.inputs[0].host.len()
+        }
+
+        /// Larger input buffers for a larger bin, once the copies out of the old ones are done
+        /// (a copy may still be reading one while a bin is in flight).
+        pub(super) fn grow_inputs(&mut self, need: usize) -> Result<()> {
+            let len = need.next_power_of_two();
+            for buf in &mut self.inputs {
+                buf.copied.synchronize().map_err(err)?;
+                *buf = input_buffer(&self.stream, len)?;
+            }
+            tracing::debug!(values = len, "pinned input buffers grown");
+            Ok(())
         }
 
         pub(super) fn upload(&mut self, dev: &CudaDevice, parts: &[&[u32]], total: usize) -> Result<Tensor> {
@@ -170,38 +215,69 @@ mod cuda {
             Ok(Tensor::from_storage(Storage::Cuda(storage), total.max(1), BackpropOp::none(), false).narrow(0, 0, total)?)
         }
 
-        pub(super) fn fetch(&mut self, dev: &CudaDevice, t: &Tensor, timeline: &DeviceTimeline) -> Result<Vec<f32>> {
+        pub(super) fn fetch_start(&mut self, t: &Tensor) -> Result<QueuedFetch> {
             let n = t.elem_count();
-            if n > self.results.len() {
-                self.results = unsafe { self.stream.context().alloc_pinned_with_flags::<f32>(n.next_power_of_two(), 0) }.map_err(err)?;
-            }
+            // A free result buffer large enough, or a new one.
+            let buffer = match self.results.iter().position(|(b, busy)| !busy && b.len() >= n) {
+                Some(i) => i,
+                None => {
+                    let b = unsafe { self.stream.context().alloc_pinned_with_flags::<f32>(n.next_power_of_two().max(1 << 16), 0) }.map_err(err)?;
+                    match self.results.iter().position(|(_, busy)| !busy) {
+                        Some(i) => {
+                            self.results[i].0 = b;
+                            i
+                        }
+                        None => {
+                            self.results.push((b, false));
+                            self.results.len() - 1
+                        }
+                    }
+                }
+            };
             let (storage, layout) = t.storage_and_layout();
             let Storage::Cuda(cuda) = &*storage else { return Err(err("the tensor is not on CUDA")) };
-            let _ = dev; // the tensor's own device and stream
             let (o1, o2) = layout.contiguous_offsets().ok_or_else(|| err("result not contiguous"))?;
             let src = cuda.as_cuda_slice::<f32>()?.slice(o1..o2);
-            let host = self.results.as_mut_slice().map_err(err)?;
+            let host = self.results[buffer].0.as_mut_slice().map_err(err)?;
             {
                 let (src_ptr, _sync) = src.device_ptr(&self.stream);
                 unsafe { result::memcpy_dtoh_async(&mut host[..n], src_ptr, self.stream.cu_stream()) }.map_err(err)?;
             }
+            drop(storage);
+            self.results[buffer].1 = true;
             let end = self.stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(err)?;
-            end.synchronize().map_err(err)?;
-            let out = host[..n].to_vec();
+            Ok(QueuedFetch { buffer, len: n, start: self.started.take(), end })
+        }
+
+        pub(super) fn fetch_wait(&mut self, q: QueuedFetch, timeline: &DeviceTimeline) -> Result<Vec<f32>> {
+            q.end.synchronize().map_err(err)?;
+            let out = {
+                let host = self.results[q.buffer].0.as_mut_slice().map_err(err)?;
+                host[..q.len].to_vec()
+            };
+            self.results[q.buffer].1 = false;
             // The GPU's own clock: the bin ran from its first copy to its results; it was idle
-            // from the previous bin's results to this bin's first copy.
-            if let Some(start) = self.started.take() {
-                let busy = start.elapsed_ms(&end).map_err(err)?;
+            // from the previous bin's results to this bin's first copy (the stream runs in order,
+            // so a bin queued ahead starts the moment the one before it ends: no idle).
+            if let Some(start) = q.start {
+                let busy = start.elapsed_ms(&q.end).map_err(err)?;
                 let idle = match &self.previous_end {
                     Some(prev) => Some(prev.elapsed_ms(&start).map_err(err)?),
                     None => None,
                 };
                 timeline.record(ms(busy), idle.map(ms));
             }
-            self.previous_end = Some(end);
-            drop(storage);
+            self.previous_end = Some(q.end);
             Ok(out)
         }
+    }
+
+    /// A write-combined pinned buffer (the host only writes it; the device reads it faster) and its
+    /// copy event, recorded once so that the first wait on it returns at once.
+    fn input_buffer(stream: &Arc<CudaStream>, len: usize) -> Result<InputBuffer> {
+        let host = unsafe { stream.context().alloc_pinned::<u32>(len) }.map_err(err)?;
+        let copied = stream.record_event(None).map_err(err)?;
+        Ok(InputBuffer { host, copied })
     }
 
     /// Lets the device's memory pool keep what a bin freed for the next bin, as PyTorch's caching

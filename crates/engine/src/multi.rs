@@ -25,7 +25,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use warpfold_backend::{Backend, BackendError, BackendInfo, Bin, Layout};
+use warpfold_backend::{Backend, BackendError, BackendInfo, Bin, Layout, Started};
 
 use crate::scheduler::{EngineError, EngineStats, Work};
 use crate::tape::{select_slots, split_bin};
@@ -480,6 +480,16 @@ impl Devices {
 
     /// The next bin for device `d`, or `None` when it should stop.
     fn next_job(&self, d: usize) -> Option<Job> {
+        self.take_job(d, true)
+    }
+
+    /// The next bin for device `d` if one is ready now (a pipelined device asks before it waits for
+    /// the bin it is running).
+    fn ready_job(&self, d: usize) -> Option<Job> {
+        self.take_job(d, false)
+    }
+
+    fn take_job(&self, d: usize, wait: bool) -> Option<Job> {
         let mut st = self.lock();
         loop {
             if !st.slots[d].alive {
@@ -497,26 +507,87 @@ impl Devices {
                 return Some(job);
             }
             let idle = st.slots.iter().all(|s| s.queue.is_empty() && s.running.is_none());
-            if st.closed && idle {
+            if !wait || (st.closed && idle) {
                 return None;
             }
             st = self.changed.wait(st).unwrap_or_else(PoisonError::into_inner);
         }
     }
 
-    fn run_worker<B: Backend>(self: Arc<Self>, d: usize, mut backend: B) {
-        let mut guard = WorkerGuard { devices: &self, device: d, job: None };
-        while let Some(job) = self.next_job(d) {
-            let job = guard.job.insert(job);
-            let started = Instant::now();
-            let counters = &self.stats.devices[d];
-            let results = execute(&mut backend, &job.work.bin, &|half| {
-                for (splits, limit) in [(&self.stats.oom_splits, &self.stats.capacity_limit), (&counters.oom_splits, &counters.capacity_limit)] {
-                    splits.fetch_add(1, Ordering::Relaxed);
-                    let _ = limit.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| Some(if c == 0 { half } else { c.min(half) }));
-                }
+    fn run_worker<B: Backend>(self: Arc<Self>, d: usize, backend: B) {
+        if backend.pipelined() {
+            return self.run_pipelined_worker(d, backend);
+        }
+        self.run_serial_worker(d, backend)
+    }
+
+    /// The oom callback of device `d`: counts the split and lowers the learnt capacity.
+    fn on_oom(&self, d: usize, half: u32) {
+        let counters = &self.stats.devices[d];
+        for (splits, limit) in [(&self.stats.oom_splits, &self.stats.capacity_limit), (&counters.oom_splits, &counters.capacity_limit)] {
+            splits.fetch_add(1, Ordering::Relaxed);
+            let _ = limit.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| Some(if c == 0 { half } else { c.min(half) }));
+        }
+    }
+
+    /// A pipelined device: bin k+1 is started (its inputs copied, its work queued on the device)
+    /// before bin k's results are waited for, so the device goes from one bin to the next without
+    /// waiting for the host. Bins finish in the order they started.
+    fn run_pipelined_worker<B: Backend>(self: Arc<Self>, d: usize, mut backend: B) {
+        // Holds the started jobs (at most two: the one finishing, the one just started), to be
+        // placed elsewhere if this thread dies.
+        let mut guard = WorkerGuard { devices: &self, device: d, jobs: Vec::new() };
+        // The oldest started bin's start result and start time; its job is guard.jobs[0].
+        let mut in_flight: Option<(Result<Started, BackendError>, Instant)> = None;
+        // When the device last finished a bin: a bin's busy time starts at the later of its start
+        // and this (the two overlap on the host's clock).
+        let mut last_finish = Instant::now();
+        loop {
+            let next = if in_flight.is_some() { self.ready_job(d) } else { self.next_job(d) };
+            let started = next.map(|job| {
+                guard.jobs.push(job);
+                let t0 = Instant::now();
+                let bin = &guard.jobs.last().expect("pushed above").work.bin;
+                (call_start(&mut backend, bin), t0)
             });
-            let job = guard.job.take().expect("held above");
+            match in_flight.take() {
+                Some((result, t0)) => {
+                    let job = guard.jobs.remove(0);
+                    let bin = &job.work.bin;
+                    let results = match result.and_then(|s| call_finish(&mut backend, bin, s)) {
+                        Ok(vectors) => vectors.into_iter().map(Ok).collect(),
+                        // Out of memory when started: split and retry, as the serial path does.
+                        Err(BackendError::OutOfMemory { tokens }) if bin.num_sequences() > 1 => {
+                            tracing::debug!(tokens, "out of memory starting a bin");
+                            execute(&mut backend, bin, &|half| self.on_oom(d, half))
+                        }
+                        Err(e) => vec![Err(e); bin.num_sequences()],
+                    };
+                    let now = Instant::now();
+                    let busy = now.duration_since(t0.max(last_finish));
+                    last_finish = now;
+                    self.finish(d, job, results, busy);
+                    if let Some(job) = guard.jobs.first() {
+                        // The next bin is still running here: keep the device marked busy.
+                        self.lock().slots[d].running = Some(Running { cost: job.cost, started: Instant::now() });
+                    }
+                }
+                None if started.is_none() => break,
+                None => {}
+            }
+            in_flight = started;
+        }
+        // Leaving: the others may be waiting for this device to go idle.
+        self.changed.notify_all();
+    }
+
+    fn run_serial_worker<B: Backend>(self: Arc<Self>, d: usize, mut backend: B) {
+        let mut guard = WorkerGuard { devices: &self, device: d, jobs: Vec::new() };
+        while let Some(job) = self.next_job(d) {
+            guard.jobs.push(job);
+            let started = Instant::now();
+            let results = execute(&mut backend, &guard.jobs[0].work.bin, &|half| self.on_oom(d, half));
+            let job = guard.jobs.pop().expect("held above");
             self.finish(d, job, results, started.elapsed());
         }
         // Leaving: the others may be waiting for this device to go idle.
@@ -600,11 +671,11 @@ impl Devices {
     }
 }
 
-/// Takes the device out if its worker thread dies, placing the bin it held elsewhere.
+/// Takes the device out if its worker thread dies, placing the bins it held elsewhere.
 struct WorkerGuard<'a> {
     devices: &'a Devices,
     device: usize,
-    job: Option<Job>,
+    jobs: Vec<Job>,
 }
 
 impl Drop for WorkerGuard<'_> {
@@ -616,7 +687,7 @@ impl Drop for WorkerGuard<'_> {
         let mut st = self.devices.lock();
         st.slots[d].running = None;
         self.devices.retire(&mut st, d, "its worker thread panicked");
-        if let Some(mut job) = self.job.take() {
+        for mut job in self.jobs.drain(..) {
             job.failed_on |= bit(d);
             job.error.get_or_insert(BackendError::Inference("the device's worker thread panicked".into()));
             self.devices.place(&mut st, job);
@@ -626,17 +697,36 @@ impl Drop for WorkerGuard<'_> {
     }
 }
 
-/// Runs one bin, a panic in the model becoming that bin's error.
-fn call_backend<B: Backend>(backend: &mut B, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
-    // A panicking model costs its own bin, not the engine: the thread lives on for the next one.
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| backend.embed(bin))).unwrap_or_else(|panic| {
+/// Runs `f`, a panic in the model becoming an error: a panicking model costs its own bin, not the
+/// engine, and the thread lives on for the next one.
+fn catching<T>(f: impl FnOnce() -> Result<T, BackendError>) -> Result<T, BackendError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
         let why = panic
             .downcast_ref::<&str>()
             .map(|s| s.to_string())
             .or_else(|| panic.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic".into());
         Err(BackendError::Inference(format!("the backend panicked: {why}")))
-    });
+    })
+}
+
+/// Starts one bin on a pipelined backend.
+fn call_start<B: Backend>(backend: &mut B, bin: &Bin) -> Result<Started, BackendError> {
+    catching(|| backend.start(bin))
+}
+
+/// Finishes a started bin: one vector per sequence.
+fn call_finish<B: Backend>(backend: &mut B, bin: &Bin, started: Started) -> Result<Vec<Vec<f32>>, BackendError> {
+    checked(bin, catching(|| backend.finish(started)))
+}
+
+/// Runs one bin, a panic in the model becoming that bin's error.
+fn call_backend<B: Backend>(backend: &mut B, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
+    checked(bin, catching(|| backend.embed(bin)))
+}
+
+/// A backend's answer, refused if it is not one vector per sequence.
+fn checked(bin: &Bin, result: Result<Vec<Vec<f32>>, BackendError>) -> Result<Vec<Vec<f32>>, BackendError> {
     match result {
         Ok(v) if v.len() != bin.num_sequences() => Err(BackendError::Inference(format!(
             "backend returned {} vectors for {} sequences",
@@ -765,6 +855,64 @@ mod tests {
         seen.sort_unstable();
         assert_eq!(seen, (0..seqs.len() as u32).collect::<Vec<_>>(), "every sequence run once, none twice");
         stats
+    }
+
+    /// A pipelined device: `start` runs the fake device's bin (or fails as it would) and holds the
+    /// answer back; `finish` hands it over. Every call is logged, in order.
+    struct PipelinedDevice {
+        inner: FakeDevice,
+        calls: Arc<Mutex<Vec<&'static str>>>,
+    }
+
+    impl Backend for PipelinedDevice {
+        fn info(&self) -> BackendInfo {
+            self.inner.info()
+        }
+        fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
+            self.calls.lock().unwrap().push("embed");
+            self.inner.embed(bin)
+        }
+        fn pipelined(&self) -> bool {
+            true
+        }
+        fn start(&mut self, bin: &Bin) -> Result<Started, BackendError> {
+            self.calls.lock().unwrap().push("start");
+            Ok(Started::Pending(Box::new(self.inner.embed(bin)?)))
+        }
+        fn finish(&mut self, started: Started) -> Result<Vec<Vec<f32>>, BackendError> {
+            self.calls.lock().unwrap().push("finish");
+            match started {
+                Started::Pending(answer) => Ok(*answer.downcast::<Vec<Vec<f32>>>().expect("what start returned")),
+                Started::Done(v) => Ok(v),
+            }
+        }
+    }
+
+    #[test]
+    fn a_pipelined_device_starts_the_next_bin_before_finishing_the_current_one_and_loses_nothing() {
+        let log = Log::default();
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        // Out of memory above 600 tokens while bins are packed to 1,024: some starts fail and are
+        // split and retried; the rest run two at a time.
+        let dev = PipelinedDevice { inner: device(0, 2, 600, &log), calls: calls.clone() };
+        let config = SchedulerConfig { bin_tokens: 1024, ..SchedulerConfig::default() };
+        let engine = Engine::start_devices(vec![(Box::new(dev) as Box<dyn Backend>, 1024)], config);
+        let seqs = sequences(400, 9, 120);
+        let results = answer(&engine, &seqs);
+        let stats = engine.shutdown();
+        for (i, (seq, r)) in seqs.iter().zip(&results).enumerate() {
+            assert_eq!(r.as_ref().unwrap(), &expected(seq), "sequence {i}");
+        }
+        let mut seen: Vec<u32> = log.lock().unwrap().iter().flat_map(|(_, _, tags)| tags.iter().map(|t| t.index)).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..seqs.len() as u32).collect::<Vec<_>>(), "every sequence run once, none twice");
+        let calls = calls.lock().unwrap();
+        let ahead = calls.windows(2).filter(|w| w == &["start", "start"]).count();
+        assert!(ahead > 0, "a bin was started while the one before it was still unfinished: {calls:?}");
+        let (starts, finishes) = (calls.iter().filter(|c| **c == "start").count(), calls.iter().filter(|c| **c == "finish").count());
+        assert!(finishes <= starts && finishes + stats.oom_splits as usize >= starts, "every bin that started was finished, except those that ran out of memory: {starts} started, {finishes} finished");
+        assert!(stats.oom_splits > 0 && calls.contains(&"embed"), "the out-of-memory path ran: {stats:?}");
+        assert!(stats.capacity_limit.is_some_and(|c| c <= 600), "{stats:?}");
     }
 
     #[test]
