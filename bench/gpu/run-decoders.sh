@@ -65,7 +65,7 @@ done
 echo "=== memory cap: 8 GiB, stress corpus + one 1,000,000-token document, SmolLM2-360M architecture"
 $C corpus --kind stress --documents 64 --long-document-tokens 1000000 > /tmp/capped.jsonl
 $W --device cuda --vram-budget 8GiB score --decoder /tmp/models/smollm2-360m --json < /tmp/capped.jsonl > "$OUT/wf-capped.jsonl" 2> /tmp/wf-capped.err
-echo "warpfold exit $?: $(tail -1 /tmp/wf-capped.err)"; grep -i "probe\|error" /tmp/wf-capped.err | head -5
+echo "warpfold exit $?: $(tail -1 /tmp/wf-capped.err)"; tail -1 /tmp/wf-capped.err > "$OUT/wf-capped.report.json"; grep -i "probe\|error" /tmp/wf-capped.err | head -5
 frac=$($PY -c "import torch; print(8 * 2**30 / torch.cuda.get_device_properties(0).total_memory)")
 $PY bench/gpu/hf_score.py --model /tmp/models/smollm2-360m --ids /tmp/capped.jsonl --attn sdpa --out-dir /tmp --memory-fraction "$frac" > "$OUT/hf-capped.json"
 echo "hf capped exit $?: $(cat "$OUT/hf-capped.json")"
