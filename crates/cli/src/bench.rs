@@ -250,23 +250,7 @@ fn run_engine(
     let vecs = results.into_iter().collect::<Result<Vec<_>, _>>()?;
     let pad = s.computed_tokens - s.real_tokens;
     eprintln!("  {name}: {:.2} s, {:.0} tokens/s, {:.1}% padding", seconds, s.real_tokens as f64 / seconds, pct(pad, s.computed_tokens));
-    Ok((
-        SystemRun {
-            system: name.into(),
-            sequences: s.sequences as usize,
-            real_tokens: s.real_tokens,
-            pad_tokens: pad,
-            padding_percent: pct(pad, s.computed_tokens),
-            bins: s.bins,
-            seconds,
-            tokens_per_second: s.real_tokens as f64 / seconds,
-            peak_rss_mib: peak,
-            max_abs_diff_vs_packed: None,
-            min_cosine_vs_packed: None,
-            device_idle_percent: s.device_time().map(|t| t.2),
-        },
-        vecs,
-    ))
+    Ok((SystemRun::of_engine(name.into(), &s, seconds, peak), vecs))
 }
 
 /// Texts to vectors as a user of `warpfold embed` gets them, timed the way the peer is timed (its
@@ -305,22 +289,30 @@ fn run_end_to_end(
     let seconds = started.elapsed().as_secs_f64();
     let s = delta(&engine.shutdown(), &before);
     let (d, c) = compare(packed_vecs, &vecs);
-    let pad = s.computed_tokens - s.real_tokens;
     eprintln!("  end to end: {:.2} s, {:.0} tokens/s", seconds, s.real_tokens as f64 / seconds);
-    Ok(SystemRun {
-        system: format!("warpfold packed, end to end (texts in, tokenized in slices of {SLICE} while the device runs)"),
-        sequences: vecs.len(),
-        real_tokens: s.real_tokens,
-        pad_tokens: pad,
-        padding_percent: pct(pad, s.computed_tokens),
-        bins: s.bins,
-        seconds,
-        tokens_per_second: s.real_tokens as f64 / seconds,
-        peak_rss_mib: None,
-        max_abs_diff_vs_packed: Some(d),
-        min_cosine_vs_packed: Some(c),
-        device_idle_percent: s.device_time().map(|t| t.2),
-    })
+    let system = format!("warpfold packed, end to end (texts in, tokenized in slices of {SLICE} while the device runs)");
+    Ok(SystemRun { max_abs_diff_vs_packed: Some(d), min_cosine_vs_packed: Some(c), ..SystemRun::of_engine(system, &s, seconds, None) })
+}
+
+impl SystemRun {
+    /// A warpfold run from the engine's counters over `seconds`.
+    fn of_engine(system: String, s: &StatsSnapshot, seconds: f64, peak_rss_mib: Option<f64>) -> Self {
+        let pad = s.computed_tokens - s.real_tokens;
+        SystemRun {
+            system,
+            sequences: s.sequences as usize,
+            real_tokens: s.real_tokens,
+            pad_tokens: pad,
+            padding_percent: pct(pad, s.computed_tokens),
+            bins: s.bins,
+            seconds,
+            tokens_per_second: s.real_tokens as f64 / seconds,
+            peak_rss_mib,
+            max_abs_diff_vs_packed: None,
+            min_cosine_vs_packed: None,
+            device_idle_percent: s.device_time().map(|t| t.2),
+        }
+    }
 }
 
 /// One answer per sequence, in order.
