@@ -802,8 +802,11 @@ pub mod stage_profile {
     use candle_core::{Device, Result};
     use warpfold_backend::Bin;
 
+    /// The device synchronized around stages, and each stage's (name, total time, calls).
+    type Stages = (Option<Device>, Vec<(&'static str, Duration, u32)>);
+
     thread_local! {
-        static TIMES: RefCell<(Option<Device>, Vec<(&'static str, Duration, u32)>)> = const { RefCell::new((None, Vec::new())) };
+        static TIMES: RefCell<Stages> = const { RefCell::new((None, Vec::new())) };
     }
 
     pub fn enabled() -> bool {
