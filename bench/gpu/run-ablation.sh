@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The padded ablation of the decoder benchmark: the same warpfold, same kernels and same ids as
+# run-decoders.sh, but batched as transformers batches (`--batching padded --batch-size 8`: arrival
+# order, padded to the longest), so that the gap between packed and padded is the packing alone.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+PY=/opt/torch/.venv/bin/python
+export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib WARPFOLD_LOG=warn
+W=/tmp/warpfold
+[ -x $W ] || bash .gpu/run-on-gpu-machine.sh .gpu/warpfold.xz --version > /dev/null
+if [ ! -f /tmp/corpus-model/tokenizer.json ]; then
+  mkdir -p /tmp/meta /tmp/corpus-model && xz -dc .gpu/meta.tar.xz | tar -C /tmp/meta -xf -
+  cp -r /tmp/meta/minilm-meta/. /tmp/corpus-model/ && : > /tmp/corpus-model/model.safetensors
+fi
+for c in stress production; do $W --model /tmp/corpus-model corpus --kind $c --documents 256 > /tmp/$c.jsonl; done
+for m in ${MODELS:-smollm2-360m qwen2.5-7b}; do
+  [ -f /tmp/models/$m/config.json ] || $PY bench/gpu/make_random_decoder.py $m /tmp/models/$m 2>&1 | grep -v "Writing model shards"
+  # Warm-up: the first CUDA process on a fresh machine spends ~17 s compiling candle's PTX.
+  head -1 /tmp/stress.jsonl | timeout 200 $W --device cuda --batching padded score --decoder /tmp/models/$m > /dev/null 2>&1
+  for c in stress production; do
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > /tmp/smi.csv & smi=$!
+    timeout 200 $W --device cuda --batching padded --batch-size 8 score --decoder /tmp/models/$m --json < /tmp/$c.jsonl > /dev/null 2> /tmp/err
+    kill $smi
+    echo "{\"run\": \"warpfold padded (batch 8) $m $c\", \"report\": $(tail -1 /tmp/err), \"nvidia_smi_peak_mib\": $(sort -n /tmp/smi.csv | tail -1)}" | tee -a "$OUT/ablation.jsonl"
+  done
+done
