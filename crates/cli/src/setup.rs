@@ -4,10 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use candle_core::Device;
-use warpfold_backend::{Backend, BackendError, SequenceTag};
+use warpfold_backend::Backend;
 use warpfold_candle::{device_memory, BertBackend};
-use warpfold_engine::probe::{probe, ProbeConfig, ProbeDevice};
-use warpfold_engine::tape::{packed_bin, TokenSequence};
 use warpfold_engine::embed::Embedder;
 use warpfold_engine::models::{self, Manifest, ModelDir};
 use warpfold_engine::tokenize::TextEncoder;
@@ -86,47 +84,6 @@ pub fn backend_device(global: &GlobalOptions) -> Result<Device> {
     Ok(devices::candle_devices(&global.device)?.swap_remove(0))
 }
 
-/// Runs forwards of synthetic bins for the VRAM probe.
-struct ModelProbe<'a, B: Backend> {
-    backend: &'a mut B,
-    device: Device,
-    budget: Option<u64>,
-    sequence_tokens: usize,
-    pad: u32,
-}
-
-impl<B: Backend> ProbeDevice for ModelProbe<'_, B> {
-    fn free_bytes(&mut self) -> Result<u64, String> {
-        let (free, total) = device_memory(&self.device)?;
-        // A budget is the whole card's size: what the model already uses counts against it.
-        Ok(match self.budget {
-            Some(budget) => free.min(budget.saturating_sub(total - free)),
-            None => free,
-        })
-    }
-
-    fn try_tokens(&mut self, tokens: u32) -> Result<(), (bool, String)> {
-        let tokens = tokens as usize;
-        let lengths: Vec<usize> = (0..tokens.div_ceil(self.sequence_tokens))
-            .map(|i| self.sequence_tokens.min(tokens - i * self.sequence_tokens))
-            .collect();
-        // The pad id is a real id in every vocabulary (and memory does not depend on the ids).
-        let sequences: Vec<Vec<u32>> = lengths.iter().map(|&n| vec![self.pad; n]).collect();
-        tracing::info!(tokens, sequences = sequences.len(), "VRAM probe: trying a bin");
-        let bin = packed_bin(
-            sequences.iter().enumerate().map(|(i, ids)| TokenSequence { tag: SequenceTag { request: 0, index: i as u32 }, ids }),
-            1,
-            tokens as u32,
-            self.pad,
-        );
-        match self.backend.embed(&bin) {
-            Ok(_) => Ok(()),
-            Err(BackendError::OutOfMemory { .. }) => Err((true, "out of memory".into())),
-            Err(e) => Err((false, e.to_string())),
-        }
-    }
-}
-
 /// The bin capacity: `--bin-tokens`; else, on a GPU, the VRAM probe's answer; else 4096.
 pub fn bin_capacity<B: Backend>(global: &GlobalOptions, backend: &mut B, device: Device) -> Result<u32> {
     let kernel_limit = backend.max_bin_tokens();
@@ -142,27 +99,8 @@ pub fn bin_capacity<B: Backend>(global: &GlobalOptions, backend: &mut B, device:
         return Ok(global.bin_tokens());
     }
     let info = backend.info();
-    let bytes_per_token = backend.activation_bytes_per_token();
-    let mut probe_device = ModelProbe {
-        backend,
-        device,
-        budget: global.vram_budget,
-        sequence_tokens: info.max_sequence_tokens.clamp(1, 4096),
-        pad: info.pad_token_id,
-    };
-    let free = probe_device.free_bytes().map_err(|e| anyhow::anyhow!(e))?;
-    let config = ProbeConfig {
-        bytes_per_token,
-        budget_bytes: global.vram_budget.map(|_| free),
-        align: global.align.max(1),
-        // At most 65,536 tokens (throughput has levelled off well before it: the 7B architecture
-        // ran 21.8k tokens/s in bins of 65,536 on an H200), and never past what the model's
-        // kernels can index (see warpfold_candle::MAX_CUDA_ELEMENTS).
-        max_tokens: (1usize << 16).min(kernel_limit) as u32,
-        ..ProbeConfig::default()
-    };
     let started = std::time::Instant::now();
-    let report = probe(&mut probe_device, &config)?;
+    let report = warpfold_app::runtime::probe_capacity(backend, &device, global.vram_budget, global.align).map_err(anyhow::Error::msg)?;
     eprintln!(
         "warpfold: VRAM probe on {}: {:.1} GiB usable{}, estimate {} tokens ({} B/token), largest bin that ran {} tokens, capacity {} tokens ({} forwards, {:.1} s)",
         info.device,
