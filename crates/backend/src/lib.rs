@@ -159,7 +159,6 @@ pub enum Started {
 pub struct DeviceTimeline {
     busy_ns: std::sync::atomic::AtomicU64,
     idle_ns: std::sync::atomic::AtomicU64,
-    bins: std::sync::atomic::AtomicU64,
 }
 
 impl DeviceTimeline {
@@ -171,13 +170,12 @@ impl DeviceTimeline {
         if let Some(idle) = idle_before {
             self.idle_ns.fetch_add(idle.as_nanos() as u64, Relaxed);
         }
-        self.bins.fetch_add(1, Relaxed);
     }
 
-    /// (busy seconds, idle seconds between bins, bins timed).
-    pub fn totals(&self) -> (f64, f64, u64) {
+    /// (busy seconds, idle seconds between bins).
+    pub fn totals(&self) -> (f64, f64) {
         use std::sync::atomic::Ordering::Relaxed;
-        (self.busy_ns.load(Relaxed) as f64 * 1e-9, self.idle_ns.load(Relaxed) as f64 * 1e-9, self.bins.load(Relaxed))
+        (self.busy_ns.load(Relaxed) as f64 * 1e-9, self.idle_ns.load(Relaxed) as f64 * 1e-9)
     }
 }
 

@@ -421,17 +421,15 @@ impl BertModel {
         let n = bin.num_sequences();
         let mut rows = Vec::new();
         let mut segment = Vec::new();
-        if self.pooling == Pooling::Mean && bin.real_tokens() != bin.computed_tokens() {
-            rows.reserve(bin.real_tokens());
+        if self.pooling == Pooling::Mean {
+            // With no pad tokens every row is real: no rows to pick (an empty list says so).
+            let padded = bin.real_tokens() != bin.computed_tokens();
             for i in 0..n {
                 let (start, _, real) = bin.slot(i);
-                rows.extend(start as u32..(start + real) as u32);
-            }
-        }
-        if self.pooling == Pooling::Mean {
-            segment.reserve(bin.real_tokens());
-            for (i, &len) in bin.seq_lens.iter().enumerate() {
-                segment.extend(std::iter::repeat_n(i as u32, len as usize));
+                if padded {
+                    rows.extend(start as u32..(start + real) as u32);
+                }
+                segment.extend(std::iter::repeat_n(i as u32, real));
             }
         }
         let staged = self.staging.upload(

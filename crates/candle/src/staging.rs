@@ -15,6 +15,7 @@
 //!
 //! On the CPU the same calls build ordinary tensors; nothing is pinned.
 
+#[cfg(feature = "cuda")]
 use std::sync::Mutex;
 
 use candle_core::{DType, Device, Result, Tensor};
@@ -25,8 +26,6 @@ use warpfold_backend::DeviceTimeline;
 pub struct Staging {
     #[cfg(feature = "cuda")]
     cuda: Mutex<Option<cuda::PinnedStaging>>,
-    #[cfg(not(feature = "cuda"))]
-    _cpu: Mutex<()>,
     timeline: std::sync::Arc<DeviceTimeline>,
 }
 

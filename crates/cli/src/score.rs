@@ -92,6 +92,7 @@ pub fn run(global: &GlobalOptions, args: &ScoreArgs) -> Result<ExitCode> {
     let stats = engine.shutdown();
     let seconds = started.elapsed().as_secs_f64();
     if args.json {
+        let device_time = stats.device_time();
         eprintln!(
             "{}",
             serde_json::json!({
@@ -100,9 +101,9 @@ pub fn run(global: &GlobalOptions, args: &ScoreArgs) -> Result<ExitCode> {
                 "seconds": seconds, "tokens_per_second": stats.real_tokens as f64 / seconds,
                 "backend_busy_seconds": stats.backend_busy_seconds, "oom_splits": stats.oom_splits,
                 "capacity_limit": stats.capacity_limit, "failed": failed,
-                "device_busy_seconds": stats.device_time().map(|t| t.0),
-                "device_idle_seconds": stats.device_time().map(|t| t.1),
-                "device_idle_percent": stats.device_time().map(|t| t.2),
+                "device_busy_seconds": device_time.map(|t| t.0),
+                "device_idle_seconds": device_time.map(|t| t.1),
+                "device_idle_percent": device_time.map(|t| t.2),
             })
         );
     }

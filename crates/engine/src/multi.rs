@@ -128,6 +128,7 @@ impl DeviceCounters {
     pub fn snapshot(&self) -> DeviceSnapshot {
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let rate = f64::from_bits(load(&self.seconds_per_cost));
+        let timeline = self.timeline.as_ref().map(|t| t.totals());
         DeviceSnapshot {
             device: self.device.clone(),
             bin_tokens: self.bin_tokens,
@@ -143,8 +144,8 @@ impl DeviceCounters {
             oom_splits: load(&self.oom_splits),
             cost_done: load(&self.cost_done),
             cost_per_second: (rate > 0.0).then(|| 1.0 / rate),
-            device_busy_seconds: self.timeline.as_ref().map(|t| t.totals().0),
-            device_idle_seconds: self.timeline.as_ref().map(|t| t.totals().1),
+            device_busy_seconds: timeline.map(|t| t.0),
+            device_idle_seconds: timeline.map(|t| t.1),
         }
     }
 
@@ -554,15 +555,9 @@ impl Devices {
                 Some((result, t0)) => {
                     let job = guard.jobs.remove(0);
                     let bin = &job.work.bin;
-                    let results = match result.and_then(|s| call_finish(&mut backend, bin, s)) {
-                        Ok(vectors) => vectors.into_iter().map(Ok).collect(),
-                        // Out of memory when started: split and retry, as the serial path does.
-                        Err(BackendError::OutOfMemory { tokens }) if bin.num_sequences() > 1 => {
-                            tracing::debug!(tokens, "out of memory starting a bin");
-                            execute(&mut backend, bin, &|half| self.on_oom(d, half))
-                        }
-                        Err(e) => vec![Err(e); bin.num_sequences()],
-                    };
+                    // Out of memory when started: split and retry, as the serial path does.
+                    let result = result.and_then(|s| call_finish(&mut backend, bin, s));
+                    let results = answers_or_split(&mut backend, bin, result, &|half| self.on_oom(d, half));
                     let now = Instant::now();
                     let busy = now.duration_since(t0.max(last_finish));
                     last_finish = now;
@@ -741,7 +736,19 @@ fn checked(bin: &Bin, result: Result<Vec<Vec<f32>>, BackendError>) -> Result<Vec
 /// (`on_oom`) and runs the bin again in halves, recursively. One result per sequence: no sequence
 /// is lost, and only a sequence that does not fit even alone gets the out-of-memory error.
 fn execute<B: Backend>(backend: &mut B, bin: &Bin, on_oom: &dyn Fn(u32)) -> Vec<Result<Vec<f32>, BackendError>> {
-    match call_backend(backend, bin) {
+    let result = call_backend(backend, bin);
+    answers_or_split(backend, bin, result, on_oom)
+}
+
+/// One answer per sequence from what the backend returned for `bin`; out of memory splits the bin
+/// in halves and runs them (see [`execute`]).
+fn answers_or_split<B: Backend>(
+    backend: &mut B,
+    bin: &Bin,
+    result: Result<Vec<Vec<f32>>, BackendError>,
+    on_oom: &dyn Fn(u32),
+) -> Vec<Result<Vec<f32>, BackendError>> {
+    match result {
         Ok(vectors) => vectors.into_iter().map(Ok).collect(),
         Err(BackendError::OutOfMemory { tokens }) if bin.num_sequences() > 1 => {
             let half = (bin.computed_tokens() / 2).max(1) as u32;
