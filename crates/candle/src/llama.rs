@@ -281,12 +281,7 @@ impl VarlenSlots {
         let b = query_rows.min(longest).max(1);
         // The flash path needs no mask: do not build (and copy to the device) one it never reads.
         let flash = cfg!(feature = "flash-attn") && device.is_cuda();
-        let causal_block = if flash {
-            None
-        } else {
-            let mask: Vec<f32> = (0..b * b).map(|i| if i % b > i / b { f32::NEG_INFINITY } else { 0.0 }).collect();
-            Some(Tensor::from_vec(mask, (b, b), device)?)
-        };
+        let causal_block = if flash { None } else { Some(causal_mask(b, device)?) };
         #[cfg(not(feature = "flash-attn"))]
         let _ = cu_seqlens;
         Ok(Self {
@@ -301,16 +296,20 @@ impl VarlenSlots {
         })
     }
 
+    /// The diagonal block's mask: built with the slots, or here on the rare flash-build path
+    /// that falls back to this attention (head sizes FA-2 refuses).
     fn causal_block(&self, device: &Device) -> Result<Tensor> {
         match &self.causal_block {
             Some(m) => Ok(m.clone()),
-            None => {
-                let b = self.query_rows;
-                let mask: Vec<f32> = (0..b * b).map(|i| if i % b > i / b { f32::NEG_INFINITY } else { 0.0 }).collect();
-                Tensor::from_vec(mask, (b, b), device)
-            }
+            None => causal_mask(self.query_rows, device),
         }
     }
+}
+
+/// (b, b): 0 on and below the diagonal, -inf above.
+fn causal_mask(b: usize, device: &Device) -> Result<Tensor> {
+    let mask: Vec<f32> = (0..b * b).map(|i| if i % b > i / b { f32::NEG_INFINITY } else { 0.0 }).collect();
+    Tensor::from_vec(mask, (b, b), device)
 }
 
 /// Causal attention restricted to each slot: `q` (T, heads, hd), `k` and `v` (T, kv_heads, hd) ->
@@ -707,9 +706,7 @@ impl LlamaModel {
 
     fn score_in_blocks(&self, bin: &Bin, logit_rows: usize) -> Result<Vec<SequenceScore>> {
         let pending = self.score_start_in_blocks(bin, logit_rows)?;
-        let scores = self.score_finish(pending)?;
-        stage_profile::report(bin, &self.device);
-        Ok(scores)
+        self.score_finish(pending)
     }
 
     /// Queues a bin's scoring on the device and returns without waiting for it (on CUDA; on the
@@ -768,6 +765,9 @@ impl LlamaModel {
         };
         // 4. One copy back, queued: the means, then the last hidden states.
         let fetch = self.staging.fetch_start(&Tensor::cat(&[means.reshape((n, 1))?, last_hidden], 1)?)?;
+        // Profiling synchronizes every stage, so the bin's work is all done here: report it now,
+        // before a pipelined caller starts the next bin.
+        stage_profile::report(bin, &self.device);
         Ok(PendingScores { fetch, seq_lens: bin.seq_lens.clone(), hidden_size })
     }
 
