@@ -1,9 +1,12 @@
 //! `warpfold serve` as a client sees it: the token guard, the OpenAI-compatible embeddings, search
-//! over an index, metrics.
+//! over an index, metrics; the Host guard, upload names and limits, concurrent uploads, cancelled
+//! embeddings, the shared data folder.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -23,18 +26,26 @@ impl Drop for Server {
 }
 
 fn start(extra: &[&str]) -> Server {
-    let mut child = warpfold()
-        .args(["serve", "--addr", "127.0.0.1:0", "--token", "s3cret"])
-        .args(extra)
-        .env_remove("WARPFOLD_TOKEN")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let addr = line.trim().rsplit("http://").next().unwrap_or_else(|| panic!("no address in {line:?}")).to_string();
-    Server { child, addr }
+    let mut command = warpfold();
+    command.args(["serve", "--addr", "127.0.0.1:0", "--token", "s3cret"]).args(extra);
+    launch(command, 1).0
+}
+
+/// Runs a `warpfold serve` command line: the server and the first `lines` lines it printed (the
+/// address first; the token next when it chose one).
+fn launch(mut command: Command, lines: usize) -> (Server, Vec<String>) {
+    let mut child = command.env_remove("WARPFOLD_TOKEN").stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let printed: Vec<String> = (0..lines)
+        .map(|_| {
+            let mut line = String::new();
+            stdout.read_line(&mut line).unwrap();
+            line
+        })
+        .collect();
+    let first = &printed[0];
+    let addr = first.trim().rsplit("http://").next().filter(|_| first.contains("http://")).unwrap_or_else(|| panic!("no address in {first:?}"));
+    (Server { child, addr: addr.to_string() }, printed)
 }
 
 /// One HTTP/1.1 request; (status, body).
@@ -244,4 +255,286 @@ fn with_summarize_the_server_summarizes_what_is_dropped_on_it() {
     // Asking again answers from the index (the same text is never summarized twice).
     let (status, body) = request(addr, "POST", "/api/summarize", Some("s3cret"), Some(&format!(r#"{{"paths": ["{path}"]}}"#)));
     assert_eq!((status, serde_json::from_str::<Value>(&body).unwrap()["queued"].as_u64()), (200, Some(1)), "{body}");
+}
+
+/// Sends `head` (request line and headers, no blank line) and `body`; (status, body). A server
+/// that answers before reading everything may reset the connection: what arrived still counts.
+fn raw(addr: &str, head: &str, body: &[u8]) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    let _ = stream.write_all(format!("{head}\r\nConnection: close\r\n\r\n").as_bytes()).and_then(|()| stream.write_all(body));
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response);
+    parse_response(&response)
+}
+
+fn parse_response(response: &[u8]) -> (u16, String) {
+    let text = String::from_utf8_lossy(response);
+    let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("no HTTP response: {text:?}"));
+    (status, text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
+}
+
+/// One value of /metrics, if the server reports it.
+fn metric(addr: &str, name: &str) -> Option<f64> {
+    let (status, body) = request(addr, "GET", "/metrics", Some("s3cret"), None);
+    assert_eq!(status, 200, "{body}");
+    body.lines().find_map(|l| l.strip_prefix(&format!("warpfold_{name} "))).map(|v| v.parse().unwrap())
+}
+
+/// Waits (at most a minute: a bound against hanging, not a speed check) for `what` to hold.
+fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !check() {
+        assert!(Instant::now() < deadline, "gave up waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A server on a fresh data folder (dropped after the server: keep both).
+fn fresh(extra: &[&str]) -> (Server, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, data) = (dir.path().join("i.db"), dir.path().join("data"));
+    let mut args = vec!["--db", db.to_str().unwrap(), "--data-dir", data.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    (start(&args), dir)
+}
+
+/// `n` bytes unique to `seed`, and not UTF-8 (so the indexer refuses them at once instead of embedding a megabyte).
+fn noise(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut bytes: Vec<u8> = (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    bytes[0] = 0xFF;
+    bytes
+}
+
+#[test]
+fn concurrent_uploads_of_one_name_each_keep_their_own_bytes() {
+    let (server, dir) = fresh(&[]);
+    let addr = server.addr.as_str();
+    let bodies: Vec<Vec<u8>> = (0..30).map(|i| noise(i, 1_000_000 + i as usize)).collect();
+    let answers: Vec<(u16, String)> = std::thread::scope(|s| {
+        let handles: Vec<_> = bodies.iter().map(|b| s.spawn(move || request_bytes(addr, "POST", "/api/upload?name=big.txt", "s3cret", b))).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut paths = std::collections::HashSet::new();
+    let inbox = std::fs::canonicalize(dir.path().join("data/inbox")).unwrap();
+    for ((status, body), sent) in answers.iter().zip(&bodies) {
+        assert_eq!(*status, 200, "{body}");
+        let path = serde_json::from_str::<Value>(body).unwrap()["path"].as_str().unwrap().to_string();
+        assert!(Path::new(&path).starts_with(&inbox), "{path}");
+        assert!(std::fs::read(&path).unwrap() == *sent, "{path} holds another request's bytes");
+        paths.insert(path);
+    }
+    assert_eq!(paths.len(), 30, "every upload got a file of its own: {paths:?}");
+}
+
+#[test]
+fn an_upload_over_the_limit_answers_413_naming_the_limit() {
+    let (server, _dir) = fresh(&["--max-upload-mib", "1"]);
+    let addr = server.addr.as_str();
+    // Declared too large (as curl sends a large file: `Expect: 100-continue`): refused before the
+    // body is sent. A server that asks for the body gets it.
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    let length = (1 << 20) + 1;
+    write!(stream, "POST /api/upload?name=big.txt HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer s3cret\r\nContent-Length: {length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n").unwrap();
+    let mut first = [0u8; 12];
+    stream.read_exact(&mut first).unwrap();
+    if first.starts_with(b"HTTP/1.1 100") {
+        stream.write_all(&noise(1, length)).unwrap();
+    }
+    let mut rest = Vec::new();
+    let _ = stream.read_to_end(&mut rest);
+    let (status, body) = parse_response(&[&first[..], &rest].concat());
+    assert_eq!(status, 413, "{body}");
+    assert!(body.contains("1 MiB"), "{body}");
+    // Streamed without a declared length: cut off at the limit.
+    let chunk = noise(2, (1 << 20) + 1);
+    let chunked = [format!("{:x}\r\n", chunk.len()).as_bytes(), &chunk, b"\r\n0\r\n\r\n"].concat();
+    let (status, body) = raw(addr, &format!("POST /api/upload?name=big.txt HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer s3cret\r\nTransfer-Encoding: chunked"), &chunked);
+    assert_eq!(status, 413, "{body}");
+    assert!(body.contains("1 MiB"), "{body}");
+    // Exactly the limit is taken.
+    let (status, body) = request_bytes(addr, "POST", "/api/upload?name=big.txt", "s3cret", &noise(3, 1 << 20));
+    assert_eq!(status, 200, "{body}");
+}
+
+#[test]
+fn upload_names_must_be_plain_file_names_without_control_or_direction_characters() {
+    let (server, dir) = fresh(&[]);
+    let addr = server.addr.as_str();
+    let long = format!("{}.txt", "a".repeat(252));
+    let refused = [
+        "nul%00byte.txt",
+        long.as_str(),
+        "line%0Abreak.txt",
+        "bell%07.txt",
+        "del%7F.txt",
+        "invoice%E2%80%AEfdp.txt",
+        "isolate%E2%81%A6.txt",
+        "..%2Fescape.txt",
+        "back%5Cslash.txt",
+        ".hidden.txt",
+        "..",
+        ".",
+    ];
+    for name in refused {
+        let (status, body) = request_bytes(addr, "POST", &format!("/api/upload?name={name}"), "s3cret", b"some words");
+        assert_eq!(status, 400, "{name}: {body}");
+        assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["error"]["kind"], "invalid_input", "{name}: {body}");
+    }
+    let stored: Vec<_> = std::fs::read_dir(dir.path().join("data/inbox")).map(|d| d.map(|e| e.unwrap().file_name()).collect()).unwrap_or_default();
+    assert!(stored.is_empty(), "nothing refused was stored: {stored:?}");
+    for name in ["report..final.txt", &long[1..]] {
+        let (status, body) = request_bytes(addr, "POST", &format!("/api/upload?name={name}"), "s3cret", b"some words");
+        assert_eq!(status, 200, "{name}: {body}");
+        assert!(serde_json::from_str::<Value>(&body).unwrap()["path"].as_str().unwrap().ends_with(&format!("/{name}")), "{body}");
+    }
+}
+
+#[test]
+fn the_bearer_scheme_is_case_insensitive() {
+    let (server, _dir) = fresh(&[]);
+    let addr = server.addr.as_str();
+    for scheme in ["bearer", "BEARER", "Bearer"] {
+        let (status, body) = raw(addr, &format!("GET /api/status HTTP/1.1\r\nHost: {addr}\r\nAuthorization: {scheme} s3cret"), b"");
+        assert_eq!(status, 200, "{scheme}: {body}");
+    }
+    let (status, _) = raw(addr, &format!("GET /api/status HTTP/1.1\r\nHost: {addr}\r\nAuthorization: bearer wrong"), b"");
+    assert_eq!(status, 401);
+}
+
+#[test]
+fn embeddings_come_as_base64_little_endian_floats_when_asked() {
+    let (server, _dir) = fresh(&[]);
+    let addr = server.addr.as_str();
+    let embed = |format: &str| {
+        let (status, body) = request(addr, "POST", "/v1/embeddings", Some("s3cret"), Some(&format!(r#"{{"input": ["Kestrels hover."]{format}}}"#)));
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str::<Value>(&body).unwrap()["data"][0]["embedding"].clone()
+    };
+    let floats: Vec<f32> = serde_json::from_value(embed("")).unwrap();
+    assert_eq!(embed(r#", "encoding_format": "float""#), serde_json::json!(floats));
+    use base64::Engine as _;
+    let encoded = embed(r#", "encoding_format": "base64""#);
+    let bytes = base64::engine::general_purpose::STANDARD.decode(encoded.as_str().unwrap_or_else(|| panic!("not a string: {encoded}"))).unwrap();
+    let decoded: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+    assert_eq!(decoded.len(), floats.len());
+    assert!(cosine(&decoded, &floats) > 0.99999);
+    let (status, body) = request(addr, "POST", "/v1/embeddings", Some("s3cret"), Some(r#"{"input": "x", "encoding_format": "int8"}"#));
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("encoding_format"), "{body}");
+}
+
+#[test]
+fn embeddings_take_at_most_2048_inputs() {
+    let (server, _dir) = fresh(&[]);
+    let addr = server.addr.as_str();
+    let inputs = serde_json::json!({ "input": vec!["x"; 2049] }).to_string();
+    let (status, body) = request(addr, "POST", "/v1/embeddings", Some("s3cret"), Some(&inputs));
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("2049") && body.contains("at most 2048"), "{body}");
+    assert_eq!(metric(addr, "sequences_total"), Some(0.0), "nothing was embedded");
+}
+
+#[test]
+fn an_embeddings_request_whose_client_hangs_up_is_cancelled() {
+    let (server, _dir) = fresh(&[]);
+    let addr = server.addr.as_str();
+    let words = "kestrels hover over motorway verges hunting voles while traffic passes below them";
+    let sent = 2000;
+    let inputs: Vec<String> = (0..sent).map(|i| format!("{i} {}", vec![words; 16].join(" "))).collect();
+    let body = serde_json::json!({ "input": inputs }).to_string();
+    let mut client = TcpStream::connect(addr).unwrap();
+    write!(client, "POST /v1/embeddings HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer s3cret\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+    // Once the work has begun, the client goes away.
+    eventually("the request's first bins ran", || metric(addr, "sequences_total").unwrap() > 0.0);
+    drop(client);
+    let settled = || {
+        let ran = metric(addr, "sequences_total").unwrap();
+        let cancelled = metric(addr, "cancelled_sequences_total").expect("the server counts cancelled sequences");
+        (ran, cancelled)
+    };
+    eventually("every sequence ran or was cancelled", || {
+        let (ran, cancelled) = settled();
+        ran + cancelled >= sent as f64
+    });
+    let (ran, cancelled) = settled();
+    assert!(cancelled > 0.0 && ran < sent as f64, "ran {ran}, cancelled {cancelled} of {sent}");
+    assert_eq!(ran + cancelled, sent as f64);
+}
+
+#[test]
+fn hosts_other_than_ip_addresses_localhost_and_allowed_names_get_421() {
+    let (server, _dir) = fresh(&["--allow-host", "warpfold.lan"]);
+    let addr = server.addr.as_str();
+    let port = addr.rsplit(':').next().unwrap();
+    let get = |host: &str, path: &str| raw(addr, &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer s3cret"), b"");
+    for path in ["/", "/index.html", "/app.js", "/app.css", "/api/status", "/metrics"] {
+        for host in [format!("evil.example:{port}"), "evil.example".into(), format!("localhost.evil.example:{port}")] {
+            let (status, body) = get(&host, path);
+            assert_eq!(status, 421, "{host}{path}: {body}");
+            assert!(body.contains("--allow-host"), "{body}");
+        }
+        for host in [format!("localhost:{port}"), format!("127.0.0.1:{port}"), format!("[::1]:{port}"), format!("warpfold.lan:{port}"), "WARPFOLD.LAN".into()] {
+            assert_eq!(get(&host, path).0, 200, "{host}{path}");
+        }
+    }
+    let (status, _) = raw(addr, "GET / HTTP/1.0", b"");
+    assert_eq!(status, 421, "no Host at all");
+}
+
+#[test]
+fn the_server_uses_the_shared_data_folder_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let (home, xdg, chosen) = (dir.path().join("home"), dir.path().join("xdg"), dir.path().join("chosen"));
+    let upload_to = |env: &[(&str, &Path)]| {
+        let mut command = warpfold();
+        command.args(["serve", "--addr", "127.0.0.1:0", "--token", "s3cret"]).env_remove("WARPFOLD_DATA_DIR").env("HOME", &home);
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let (server, _) = launch(command, 1);
+        let (status, body) = request_bytes(&server.addr, "POST", "/api/upload?name=notes.txt", "s3cret", b"Some notes.");
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str::<Value>(&body).unwrap()["path"].as_str().unwrap().to_string()
+    };
+    // WARPFOLD_DATA_DIR, as for the desktop app: the index and the uploads live there.
+    let path = upload_to(&[("WARPFOLD_DATA_DIR", &chosen), ("XDG_DATA_HOME", &xdg)]);
+    assert!(Path::new(&path).starts_with(std::fs::canonicalize(&chosen).unwrap()), "{path}");
+    assert!(chosen.join("index.db").is_file());
+    // Otherwise the XDG data folder.
+    let path = upload_to(&[("XDG_DATA_HOME", &xdg)]);
+    assert!(Path::new(&path).starts_with(std::fs::canonicalize(xdg.join("warpfold")).unwrap()), "{path}");
+}
+
+#[test]
+fn without_dev_urandom_the_token_is_still_random() {
+    // /dev/null over /dev/urandom in a mount namespace of its own (needs root, as CI runs).
+    let probe = Command::new("unshare").args(["-m", "sh", "-c", "mount --bind /dev/null /dev/urandom"]).output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: `unshare -m` with a bind mount is not permitted here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = Command::new("unshare");
+    command
+        .args(["-m", "sh", "-c", r#"mount --bind /dev/null /dev/urandom && exec "$@""#, "sh", env!("CARGO_BIN_EXE_warpfold"), "serve", "--addr", "127.0.0.1:0"])
+        .arg("--db")
+        .arg(dir.path().join("i.db"))
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .envs(warpfold().get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))));
+    let (server, printed) = launch(command, 2);
+    let token = printed[1].strip_prefix("token: ").and_then(|t| t.split_whitespace().next()).unwrap_or_else(|| panic!("no token in {printed:?}"));
+    assert_eq!(token.len(), 48, "{token}");
+    assert!(token.bytes().all(|c| c.is_ascii_hexdigit()) && token.bytes().any(|c| c != b'0'), "{token}");
+    assert_eq!(request(&server.addr, "GET", "/api/status", Some(token), None).0, 200);
 }

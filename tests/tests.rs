@@ -7,4 +7,5 @@ mod cli;
 mod common;
 mod embedding;
 mod index;
+mod security;
 mod serve;

@@ -83,11 +83,10 @@ fn subscribe_samples(app: State<'_, App>, channel: Channel<Sample>) {
     });
 }
 
-fn data_dir(handle: &tauri::AppHandle) -> PathBuf {
-    std::env::var_os("WARPFOLD_DATA_DIR")
-        .map(PathBuf::from)
-        .or_else(|| handle.path().app_data_dir().ok())
-        .unwrap_or_else(|| PathBuf::from("warpfold-data"))
+/// The data folder `warpfold serve` uses too (`WARPFOLD_DATA_DIR`, else the XDG data folder), so the
+/// window and the browser show one index; not Tauri's per-app folder, which the server cannot know.
+fn data_dir(_handle: &tauri::AppHandle) -> PathBuf {
+    warpfold_app::paths::default_data_dir()
 }
 
 fn start_app(handle: &tauri::AppHandle) -> Result<App, AppError> {

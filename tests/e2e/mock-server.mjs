@@ -62,7 +62,7 @@ function setState(path, state, extra = {}) {
 }
 
 function counts() {
-  const c = { waiting: 0, extracting: 0, embedding: 0, done: 0, failed: 0, no_text: 0 };
+  const c = { waiting: 0, extracting: 0, embedding: 0, done: 0, failed: 0, no_text: 0, skipped: 0 };
   for (const f of files.values()) c[f.state]++;
   return c;
 }
@@ -71,7 +71,7 @@ const SUPPORTED = new Set([".pdf", ".txt", ".md", ".markdown"]);
 
 function queue(path) {
   const f = files.get(path);
-  if (f && !["done", "failed", "no_text"].includes(f.state)) return 0;
+  if (f && !["done", "failed", "no_text", "skipped"].includes(f.state)) return 0;
   setState(path, "waiting", { error: null, chunks: null, pages: null });
   return 1;
 }

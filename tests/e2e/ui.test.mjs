@@ -362,7 +362,7 @@ function fakeTauri() {
     model: "fake-model",
     device: { name: "Fake GPU", kind: "cuda", bin_tokens: 512, probe: null, memory_total_bytes: 8 << 30, memory_used_bytes: 1 << 30 },
     folders: [],
-    queue: { counts: { waiting: 0, extracting: 0, embedding: 0, done: 0, failed: 0, no_text: 0 }, files: [] },
+    queue: { counts: { waiting: 0, extracting: 0, embedding: 0, done: 0, failed: 0, no_text: 0, skipped: 0 }, files: [] },
     bins: [],
     samples: [],
   };

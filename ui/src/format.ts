@@ -74,4 +74,5 @@ export const STATE_LABEL: Record<string, string> = {
   done: "done",
   failed: "failed",
   no_text: "no text layer",
+  skipped: "skipped",
 };

@@ -10,7 +10,7 @@ export const MAX_SAMPLES = 600;
 type Topic = "device" | "folders" | "queue" | "bins" | "samples" | "summary";
 
 function zeroCounts(): Counts {
-  return { waiting: 0, extracting: 0, embedding: 0, done: 0, failed: 0, no_text: 0 };
+  return { waiting: 0, extracting: 0, embedding: 0, done: 0, failed: 0, no_text: 0, skipped: 0 };
 }
 
 class Store {
@@ -103,7 +103,7 @@ class Store {
     return FILE_STATES.reduce((a, k) => a + this.counts[k], 0);
   }
   finished(): number {
-    return this.counts.done + this.counts.failed + this.counts.no_text;
+    return this.counts.done + this.counts.failed + this.counts.no_text + this.counts.skipped;
   }
   active(): number {
     return this.counts.waiting + this.counts.extracting + this.counts.embedding;

@@ -1,8 +1,8 @@
 // The JSON types of docs/api.md, as the UI reads them.
 
-export type FileStateName = "waiting" | "extracting" | "embedding" | "done" | "failed" | "no_text";
+export type FileStateName = "waiting" | "extracting" | "embedding" | "done" | "failed" | "no_text" | "skipped";
 
-export const FILE_STATES: FileStateName[] = ["waiting", "extracting", "embedding", "done", "failed", "no_text"];
+export const FILE_STATES: FileStateName[] = ["waiting", "extracting", "embedding", "done", "failed", "no_text", "skipped"];
 
 export interface Probe {
   capacity_tokens: number;

@@ -15,6 +15,9 @@ pub enum AppError {
     InvalidInput(String),
     #[error("{0}")]
     PathNotAllowed(String),
+    /// More bytes than the limit allows (an upload): HTTP 413.
+    #[error("{0}")]
+    TooLarge(String),
     #[error("{0}")]
     Index(String),
     #[error("{0}")]
@@ -31,6 +34,7 @@ impl AppError {
             AppError::NotFound(_) => "not_found",
             AppError::InvalidInput(_) => "invalid_input",
             AppError::PathNotAllowed(_) => "path_not_allowed",
+            AppError::TooLarge(_) => "too_large",
             AppError::Index(_) => "index",
             AppError::Engine(_) => "engine",
             AppError::Io(_) => "io",

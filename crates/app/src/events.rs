@@ -13,6 +13,8 @@ pub enum QueueState {
     Done,
     Failed,
     NoText,
+    /// Deliberately not read: a symbolic link out of the chosen folder (the reason is its error).
+    Skipped,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -33,6 +35,7 @@ pub struct QueueCounts {
     pub done: u64,
     pub failed: u64,
     pub no_text: u64,
+    pub skipped: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -15,6 +15,8 @@
 
 pub mod error;
 pub mod events;
+pub mod inbox;
+pub mod paths;
 pub mod queue;
 pub mod runtime;
 pub mod summaries;
@@ -31,7 +33,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use warpfold_engine::embed::Embedder;
 use warpfold_engine::Lane;
-use warpfold_index::pipeline::{collect_files, content_hash, index_paths, IndexOptions, Progress};
+use warpfold_index::files::{self, Collected};
+use warpfold_index::pipeline::{content_hash, index_collected, repair_missing_vectors, IndexOptions, Progress};
 use warpfold_index::search::{Hit, Searcher};
 use warpfold_index::store::{DocumentDetail, Store};
 
@@ -75,11 +78,8 @@ impl AppConfig {
             data_dir,
             model,
             index_options: IndexOptions {
-                isolation: warpfold_index::extract::Isolation::new(worker, vec!["extract-worker".into()]),
                 jobs: 2,
-                overlap: 32,
-                prune: false,
-                retry_failed: false,
+                ..IndexOptions::new(warpfold_index::extract::Isolation::new(worker, vec!["extract-worker".into()]))
             },
             settle: Duration::from_secs(2),
             sample_every: Duration::from_millis(500),
@@ -106,6 +106,8 @@ pub(crate) enum Job {
     Rename(PathBuf, PathBuf),
     /// Catch up with a watched folder: deletions, renames and edits made while nobody watched.
     Scan(PathBuf),
+    /// Embed every chunk of the index that has no vector (run once at start).
+    Check,
 }
 
 struct Inner {
@@ -190,6 +192,7 @@ impl App {
         let watcher = FolderWatcher::start(app.inner.config.settle, app.inner.jobs.clone())
             .map_err(|e| AppError::Io(format!("starting the folder watcher: {e}")))?;
         *app.inner.watcher.lock().unwrap() = Some(watcher);
+        let _ = app.inner.jobs.send(Job::Check);
         for folder in &settings.folders {
             let path = PathBuf::from(folder);
             if let Err(e) = app.watch(&path) {
@@ -250,21 +253,30 @@ impl App {
         Ok(())
     }
 
+    /// Registers a watch on `folder`. Only the watcher's handle is taken from its lock: the
+    /// registration itself (a walk of the whole tree) runs with no lock held.
     fn watch(&self, folder: &Path) -> Result<(), AppError> {
-        match self.inner.watcher.lock().unwrap().as_mut() {
+        let watcher = self.inner.watcher.lock().unwrap().clone();
+        match watcher {
             Some(watcher) => watcher.watch(folder).map_err(|e| AppError::Io(format!("watching {}: {e}", folder.display()))),
             None => Err(AppError::Internal("the app has stopped".into())),
         }
     }
 
-    /// Watches a folder from now on (and after restarts) and indexes what it holds.
+    /// Watches a folder from now on (and after restarts) and indexes what it holds. The root, and
+    /// the kernel's trees (`/proc`, `/sys`, `/dev`), are refused.
     pub fn add_folder(&self, path: &str) -> Result<Vec<String>, AppError> {
         let folder = canonical_dir(path)?;
+        if let Some(reason) = watch::refusal(&folder) {
+            return Err(AppError::InvalidInput(reason));
+        }
         let text = folder.display().to_string();
+        if !self.inner.settings.lock().unwrap().folders.contains(&text) {
+            self.watch(&folder)?;
+        }
         let folders = {
             let mut settings = self.inner.settings.lock().unwrap();
             if !settings.folders.contains(&text) {
-                self.watch(&folder)?;
                 settings.folders.push(text);
                 settings.folders.sort();
                 self.save_settings(&settings)?;
@@ -286,7 +298,7 @@ impl App {
             if settings.folders.len() == before {
                 return Err(AppError::NotFound(format!("{path} is not a watched folder")));
             }
-            if let Some(watcher) = self.inner.watcher.lock().unwrap().as_mut() {
+            if let Some(watcher) = self.inner.watcher.lock().unwrap().as_ref() {
                 watcher.unwatch(Path::new(path));
             }
             self.save_settings(&settings)?;
@@ -304,15 +316,20 @@ impl App {
         }
     }
 
-    /// Is `path` something the user chose: dropped, inside a watched folder, or already indexed?
+    /// The folders the user chose, as they are on disk now: dropped folders and files, watched
+    /// folders and the upload inbox, each canonical (a root that has since become a link is
+    /// followed to where it points now, and compared there).
+    fn chosen_roots(&self) -> Vec<PathBuf> {
+        let mut roots: Vec<PathBuf> = self.inner.chosen.lock().unwrap().iter().cloned().collect();
+        roots.extend(self.folders().into_iter().map(PathBuf::from));
+        roots.push(self.inner.config.data_dir.join("inbox"));
+        roots.into_iter().filter_map(|r| std::fs::canonicalize(r).ok()).collect()
+    }
+
+    /// Is `path` (canonical: every link resolved, no `..`) something the user chose: dropped,
+    /// inside a watched folder or the inbox, or a document the app holds?
     fn allowed(&self, path: &Path) -> bool {
-        let chosen = self.inner.chosen.lock().unwrap();
-        if path.ancestors().any(|a| chosen.contains(a)) {
-            return true;
-        }
-        drop(chosen);
-        let settings = self.inner.settings.lock().unwrap();
-        settings.folders.iter().any(|f| path.starts_with(f)) || self.inner.board.get(&path.display().to_string()).is_some()
+        files::within(path, &self.chosen_roots()) || self.inner.board.get(&path.display().to_string()).is_some()
     }
 
     /// Indexes dropped files and folders. From the webview, only paths the user chose.
@@ -334,42 +351,40 @@ impl App {
     }
 
     /// Saves an uploaded file (browser drag and drop) into the data folder's inbox and indexes it.
-    pub fn upload(&self, name: &str, bytes: &[u8]) -> Result<String, AppError> {
-        let name = Path::new(name).file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-        if name.is_empty() || name.starts_with('.') {
-            return Err(AppError::InvalidInput("the upload needs a file name (?name=FILE.pdf)".into()));
-        }
-        if warpfold_index::extract::file_kind(Path::new(&name)).is_none() {
+    /// The body is streamed to a file of its own and then named without replacing another upload
+    /// ([`inbox`]): `name`, or "name (2).ext" and on when that is taken by different bytes. More
+    /// than `max_bytes` is [`AppError::TooLarge`]; a name that is not a plain file name, or not a
+    /// .pdf, .txt or .md, is [`AppError::InvalidInput`].
+    pub fn upload(&self, name: &str, body: impl std::io::Read, max_bytes: u64) -> Result<String, AppError> {
+        inbox::check_name(name)?;
+        if warpfold_index::extract::file_kind(Path::new(name)).is_none() {
             return Err(AppError::InvalidInput(format!("{name}: only .pdf, .txt and .md files are indexed")));
         }
-        let inbox = self.inner.config.data_dir.join("inbox");
-        std::fs::create_dir_all(&inbox)?;
-        let mut target = inbox.join(&name);
-        let (stem, ext) = match name.rsplit_once('.') {
-            Some((s, e)) => (s.to_string(), format!(".{e}")),
-            None => (name.clone(), String::new()),
-        };
-        let mut n = 1;
-        while target.exists() {
-            if std::fs::read(&target).map(|old| old == bytes).unwrap_or(false) {
-                break; // the same file again: index it in place (it is unchanged)
-            }
-            n += 1;
-            target = inbox.join(format!("{stem} ({n}){ext}"));
-        }
-        let tmp = inbox.join(format!(".{name}.part"));
-        std::fs::write(&tmp, bytes)?;
-        std::fs::rename(&tmp, &target)?;
-        let target = std::fs::canonicalize(&target)?;
+        let dir = self.inner.config.data_dir.join("inbox");
+        std::fs::create_dir_all(&dir)?;
+        let received = inbox::receive(&dir, body, max_bytes)?;
+        let target = std::fs::canonicalize(inbox::store(&dir, name, received)?)?;
         self.queue_waiting(std::slice::from_ref(&target));
         let _ = self.inner.jobs.send(Job::Index(vec![target.clone()]));
         Ok(target.display().to_string())
     }
 
     fn queue_waiting(&self, paths: &[PathBuf]) -> usize {
-        let files: Vec<String> = collect_files(paths).unwrap_or_default().iter().map(|p| p.display().to_string()).collect();
+        let collected = files::collect(paths).unwrap_or_default();
+        self.queue_collected(&collected)
+    }
+
+    fn queue_collected(&self, collected: &Collected) -> usize {
+        let files: Vec<String> = collected.files.iter().map(|p| p.display().to_string()).collect();
         self.inner.board.waiting(&files);
         files.len()
+    }
+
+    /// The real paths of what the watcher reported, only where they lie inside a watched folder.
+    fn collect_watched(&self, paths: &[PathBuf]) -> Collected {
+        let roots: Vec<PathBuf> = self.folders().into_iter().filter_map(|f| std::fs::canonicalize(f).ok()).collect();
+        let present: Vec<PathBuf> = paths.iter().filter(|p| std::fs::symlink_metadata(p).is_ok()).cloned().collect();
+        files::collect_within(&present, &roots).unwrap_or_default()
     }
 
     pub fn search(&self, query: &str, k: usize) -> Result<Vec<Hit>, AppError> {
@@ -401,19 +416,30 @@ impl App {
         Ok(paths.len())
     }
 
+    /// The canonical path for a path the UI names, if the user chose it. The check is made on the
+    /// canonical path (every link resolved, no `..`), so `WATCHED/../../etc/shadow` and a link
+    /// out of a watched folder are refused; a refusal reads the same whether or not the path
+    /// exists. A document the app holds whose file has gone is still named (its detail shows).
     fn checked_path(&self, path: &str) -> Result<PathBuf, AppError> {
-        let path = PathBuf::from(path);
-        if !path.is_absolute() || !self.allowed(&path) {
-            return Err(AppError::PathNotAllowed(format!("{} is not a file warpfold was given", path.display())));
+        let refused = || AppError::PathNotAllowed(format!("{path} is not a file warpfold was given"));
+        let named = Path::new(path);
+        let plain = named.is_absolute() && named.components().all(|c| matches!(c, std::path::Component::RootDir | std::path::Component::Normal(_)));
+        if !plain {
+            return Err(refused());
         }
-        Ok(path)
+        match std::fs::canonicalize(named) {
+            Ok(canonical) if self.allowed(&canonical) => Ok(canonical),
+            Ok(_) => Err(refused()),
+            Err(_) if self.inner.board.get(path).is_some() => Ok(named.to_path_buf()),
+            Err(_) => Err(refused()),
+        }
     }
 
     /// One document: its state, pages, chunks and errors.
     pub fn document(&self, path: &str) -> Result<DocumentView, AppError> {
         let checked = self.checked_path(path)?;
         let queued = self.inner.board.get(path);
-        let (detail, summary) = match Store::open_existing(&self.inner.config.db) {
+        let (detail, summary) = match Store::open_read_only(&self.inner.config.db) {
             Ok(store) => {
                 let path = checked.display().to_string();
                 // Written by `warpfold summarize --db` (the app does not summarize by itself yet).
@@ -427,10 +453,14 @@ impl App {
         Ok(DocumentView { path: path.to_string(), state: queued, detail, summary })
     }
 
-    /// The bytes of a file warpfold indexed (for a browser to open it).
+    /// The bytes of a file warpfold indexed (for a browser to open it). The file is opened at the
+    /// checked path without following a link swapped in since the check, and must be regular.
     pub fn file_bytes(&self, path: &str) -> Result<Vec<u8>, AppError> {
         let checked = self.checked_path(path)?;
-        std::fs::read(&checked).map_err(|e| AppError::NotFound(format!("{path}: {e}")))
+        if !checked.exists() {
+            return Err(AppError::NotFound(format!("{path} no longer exists")));
+        }
+        files::read_checked(&checked, 0).map(|(bytes, _)| bytes).map_err(|e| AppError::PathNotAllowed(format!("{path}: {e}")))
     }
 
     /// A path the desktop shell may open in the system viewer.
@@ -478,11 +508,12 @@ impl App {
                         }
                     }
                     pending = rest;
-                    self.index(&paths, &progress)
+                    let present: Vec<PathBuf> = paths.into_iter().filter(|p| std::fs::symlink_metadata(p).is_ok()).collect();
+                    self.index(files::collect(&present).unwrap_or_default(), &progress)
                 }
                 Job::Settle(paths) => {
                     // A new folder stands for the files in it, each of which must have settled.
-                    let files = collect_files(&paths.into_iter().filter(|p| p.exists()).collect::<Vec<_>>()).unwrap_or_default();
+                    let Collected { files, refused } = self.collect_watched(&paths);
                     let (ready, later): (Vec<_>, Vec<_>) = files.into_iter().partition(|p| settled(p, self.inner.config.settle));
                     if !later.is_empty() {
                         let (jobs, wait) = (self.inner.jobs.clone(), self.inner.config.settle);
@@ -491,13 +522,14 @@ impl App {
                             let _ = jobs.send(Job::Settle(later));
                         });
                     }
-                    let ready: Vec<PathBuf> = ready.into_iter().filter(|p| p.exists()).collect();
-                    self.queue_waiting(&ready);
-                    if ready.is_empty() { Ok(()) } else { self.index(&ready, &progress) }
+                    let ready = Collected { files: ready.into_iter().filter(|p| p.exists()).collect(), refused };
+                    self.queue_collected(&ready);
+                    self.index(ready, &progress)
                 }
                 Job::Remove(path) => self.remove(&path),
                 Job::Rename(from, to) => self.rename(&from, &to),
-                Job::Scan(folder) => self.scan(&folder).and_then(|()| self.index(&[folder], &progress)),
+                Job::Scan(folder) => self.scan(&folder).and_then(|()| self.index(files::collect(&[folder]).unwrap_or_default(), &progress)),
+                Job::Check => self.check(),
             };
             if let Err(e) = result {
                 tracing::warn!(error = %e, "indexer job failed");
@@ -505,16 +537,29 @@ impl App {
         }
     }
 
-    fn index(&self, paths: &[PathBuf], progress: &Progress) -> Result<(), AppError> {
-        let paths: Vec<PathBuf> = paths.iter().filter(|p| p.exists()).cloned().collect();
-        if paths.is_empty() {
+    /// The index's integrity check: chunks without a vector are embedded (see `warpfold index --check`).
+    fn check(&self) -> Result<(), AppError> {
+        let report = repair_missing_vectors(&self.inner.config.db, &self.inner.embedder, &self.inner.config.model)?;
+        if report.chunks_without_vectors > 0 {
+            tracing::warn!(chunks = report.chunks_without_vectors, embedded = report.texts_reembedded, "chunks without vectors were embedded again");
+            self.refresh_searcher();
+        }
+        for failure in &report.failures {
+            tracing::warn!(failure, "integrity check");
+        }
+        Ok(())
+    }
+
+    fn index(&self, collected: Collected, progress: &Progress) -> Result<(), AppError> {
+        if collected.files.is_empty() && collected.refused.is_empty() {
             return Ok(());
         }
-        let report = index_paths(&paths, &self.inner.config.db, &self.inner.embedder, &self.inner.config.model, &self.inner.config.index_options, progress)?;
-        tracing::info!(indexed = report.documents_indexed, failed = report.documents_failed, skipped = report.documents_skipped, "indexed");
+        let indexed_files = collected.files.clone();
+        let report = index_collected(collected, &self.inner.config.db, &self.inner.embedder, &self.inner.config.model, &self.inner.config.index_options, progress)?;
+        tracing::info!(indexed = report.documents_indexed, failed = report.documents_failed, unchanged = report.documents_skipped, skipped = report.skipped.len(), "indexed");
         self.refresh_searcher();
         if let (Some(queue), Some(true)) = (&self.inner.summarize, self.inner.config.summaries.as_ref().map(|s| s.auto)) {
-            for file in collect_files(&paths).unwrap_or_default() {
+            for file in indexed_files {
                 let path = file.display().to_string();
                 if self.inner.board.get(&path).is_some_and(|f| f.state == QueueState::Done) {
                     let _ = queue.send(path);
@@ -577,7 +622,7 @@ impl App {
         }
         let known: HashSet<&str> = docs.iter().map(|d| d.path.as_str()).collect();
         let mut by_hash: std::collections::HashMap<String, PathBuf> = std::collections::HashMap::new();
-        for file in collect_files(&[folder.to_path_buf()])? {
+        for file in files::collect(&[folder.to_path_buf()])?.files {
             if !known.contains(file.display().to_string().as_str()) {
                 if let Ok(bytes) = std::fs::read(&file) {
                     by_hash.insert(content_hash(&bytes), file);

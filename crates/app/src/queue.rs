@@ -24,6 +24,7 @@ fn finished_state(status: &str) -> QueueState {
     match status {
         "indexed" => QueueState::Done,
         "no_text" => QueueState::NoText,
+        "skipped" => QueueState::Skipped,
         _ => QueueState::Failed,
     }
 }
@@ -128,6 +129,7 @@ impl QueueBoard {
                 QueueState::Done => &mut counts.done,
                 QueueState::Failed => &mut counts.failed,
                 QueueState::NoText => &mut counts.no_text,
+                QueueState::Skipped => &mut counts.skipped,
             } += 1;
         }
         QueueView { counts, files: files.values().cloned().collect() }

@@ -24,13 +24,7 @@ fn start(data: &Path, loaded: &LoadedModel) -> App {
         data_dir: data.to_path_buf(),
         model: loaded.model.clone(),
         // Text files only here: no PDF worker process is needed.
-        index_options: IndexOptions {
-            isolation: Isolation::new(PathBuf::from("/nonexistent-worker"), vec![]),
-            jobs: 1,
-            overlap: 32,
-            prune: false,
-            retry_failed: false,
-        },
+        index_options: IndexOptions::new(Isolation::new(PathBuf::from("/nonexistent-worker"), vec![])),
         settle: Duration::from_millis(600),
         sample_every: Duration::from_millis(100),
         device: loaded.device.clone(),
@@ -186,10 +180,11 @@ fn the_webview_may_only_name_paths_the_user_chose() {
     let canonical = std::fs::canonicalize(&secret).unwrap();
     eventually("the dropped file indexed", || state_of(&app, &canonical) == Some(QueueState::Done));
     assert_eq!(app.file_bytes(&canonical.display().to_string()).unwrap(), b"not for the webview");
-    // Uploads land in the inbox, whatever path the name pretends.
-    let stored = app.upload("../../etc/evil.txt", b"uploaded words about kestrels").unwrap();
+    // Uploads land in the inbox; a name that pretends to be a path is refused.
+    assert_eq!(app.upload("../../etc/evil.txt", &b"x"[..], 1 << 20).unwrap_err().kind(), "invalid_input");
+    let stored = app.upload("evil.txt", &b"uploaded words about kestrels"[..], 1 << 20).unwrap();
     assert_eq!(Path::new(&stored).parent().unwrap(), std::fs::canonicalize(data.path().join("inbox")).unwrap());
-    assert_eq!(app.upload("tool.exe", b"x").unwrap_err().kind(), "invalid_input");
+    assert_eq!(app.upload("tool.exe", &b"x"[..], 1 << 20).unwrap_err().kind(), "invalid_input");
     eventually("the upload indexed", || state_of(&app, Path::new(&stored)) == Some(QueueState::Done));
     let state = app.state();
     assert!(!state.bins.is_empty(), "the bins that ran are shown");
@@ -197,5 +192,112 @@ fn the_webview_may_only_name_paths_the_user_chose() {
     assert_eq!(bin.padding + bin.sequences.iter().map(|&n| n as u64).sum::<u64>(), bin.aligned.iter().map(|&n| n as u64).sum::<u64>());
     assert!(bin.fill > 0.0 && bin.fill <= 1.0 && bin.free < bin.capacity as u64);
     eventually("a sample with throughput", || app.state().samples.iter().any(|s| s.tokens_per_s > 0.0 && s.padded_equivalent_per_s >= s.tokens_per_s));
+    app.stop();
+}
+
+/// Runs `work` on another thread and waits for it at most a minute (a bound against hanging).
+fn bounded<T: Send + 'static>(what: &str, work: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(work());
+    });
+    rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| panic!("{what} did not return: it hangs"))
+}
+
+fn mkfifo(path: &Path) {
+    assert!(std::process::Command::new("mkfifo").arg(path).status().unwrap().success());
+}
+
+#[test]
+fn paths_that_climb_or_link_out_of_a_chosen_folder_are_refused_alike_whether_or_not_they_exist() {
+    let loaded = model();
+    let data = tempfile::tempdir().unwrap();
+    let watched = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(watched.path()).unwrap();
+    std::fs::write(root.join("notes.txt"), "Notes about kestrels and voles.").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", root.join("x.md")).unwrap();
+    let app = start(data.path(), &loaded);
+    app.add_folder(&root.display().to_string()).unwrap();
+    let link = root.join("x.md");
+    eventually("the link recorded as skipped", || state_of(&app, &link) == Some(QueueState::Skipped));
+    let reason = app.inner.board.get(&link.display().to_string()).unwrap().error.unwrap();
+    assert!(reason.contains("/etc/passwd") && reason.contains("not followed"), "{reason}");
+    eventually("notes.txt indexed", || state_of(&app, &root.join("notes.txt")) == Some(QueueState::Done));
+    assert!(indexed(&app).iter().all(|p| !p.contains("passwd") && !p.ends_with("x.md")), "{:?}", indexed(&app));
+
+    let climbing = format!("{}/../../../../../../etc/passwd", root.display());
+    let climbing_to_nothing = format!("{}/../../../../../../etc/no-such-file", root.display());
+    for path in [climbing.as_str(), climbing_to_nothing.as_str(), link.to_str().unwrap(), "/etc/passwd", "/etc/no-such-file", "relative.txt"] {
+        let errors = [app.file_bytes(path).unwrap_err(), app.document(path).unwrap_err(), app.openable(path).unwrap_err()];
+        for e in errors {
+            assert_eq!(e.kind(), "path_not_allowed", "{path}: {e}");
+            assert_eq!(e.to_string(), format!("{path} is not a file warpfold was given"), "the refusal says nothing about existence");
+        }
+    }
+    // What the user chose still reads.
+    assert_eq!(app.file_bytes(&root.join("notes.txt").display().to_string()).unwrap(), b"Notes about kestrels and voles.");
+    app.stop();
+}
+
+#[test]
+fn the_watcher_follows_no_links_refuses_system_trees_and_a_fifo_does_not_stall_the_queue() {
+    let loaded = model();
+    let data = tempfile::tempdir().unwrap();
+    let base = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(base.path()).unwrap();
+    let (root, outside) = (base.join("watched"), base.join("outside"));
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink("/sys", root.join("sys")).unwrap();
+    let app = start(data.path(), &loaded);
+    for folder in ["/", "/sys", "/proc/self", "/dev"] {
+        assert_eq!(app.add_folder(folder).unwrap_err().kind(), "invalid_input", "{folder} must be refused");
+    }
+    let watching = app.clone();
+    let folder = root.display().to_string();
+    bounded("add_folder on a folder with a link to /sys", move || watching.add_folder(&folder).unwrap());
+    let reading = app.clone();
+    bounded("the state while watching", move || reading.state());
+
+    // Written behind the link to a folder outside: not seen. A FIFO inside: refused, and the
+    // file written after it is still read.
+    std::fs::write(outside.join("beyond.txt"), "Words about meteorites beyond the watched folder.").unwrap();
+    mkfifo(&root.join("pipe.txt"));
+    std::thread::sleep(Duration::from_millis(300));
+    let after = root.join("after.txt");
+    std::fs::write(&after, "Written after the pipe: badgers dig setts in woodland.").unwrap();
+    eventually("after.txt indexed behind the FIFO", || state_of(&app, &after) == Some(QueueState::Done));
+    let pipe = root.join("pipe.txt");
+    eventually("the FIFO recorded as failed", || state_of(&app, &pipe) == Some(QueueState::Failed));
+    assert!(app.inner.board.get(&pipe.display().to_string()).unwrap().error.unwrap().contains("FIFO"));
+    let on_board: Vec<String> = app.state().queue.files.iter().map(|f| f.path.clone()).collect();
+    assert!(on_board.iter().all(|p| !p.contains("beyond")), "nothing was read through the link: {on_board:?}");
+    assert!(app.search("meteorites beyond the watched folder", 5).unwrap().iter().all(|h| !h.path.contains("beyond")));
+    app.stop();
+}
+
+#[test]
+fn the_app_embeds_at_start_what_lost_its_vector() {
+    let loaded = model();
+    let data = tempfile::tempdir().unwrap();
+    let watched = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(watched.path()).unwrap();
+    let file = root.join("otters.txt");
+    std::fs::write(&file, "Otters crack shellfish open on flat stones at low tide.").unwrap();
+    {
+        let app = start(data.path(), &loaded);
+        app.add_folder(&root.display().to_string()).unwrap();
+        eventually("otters.txt indexed", || state_of(&app, &file) == Some(QueueState::Done));
+        app.stop();
+    }
+    let db = data.path().join("index.db");
+    let store = Store::open_existing(&db).unwrap();
+    assert_eq!(store.connection().execute("DELETE FROM embeddings", []).unwrap(), 1);
+    assert_eq!(store.chunks_without_vectors().unwrap().len(), 1);
+    drop(store);
+    let app = start(data.path(), &loaded);
+    eventually("the chunk has its vector again", || Store::open_existing(&db).unwrap().chunks_without_vectors().unwrap().is_empty());
+    eventually("and search finds it by meaning", || app.search("animals using tools by the sea", 1).is_ok_and(|h| h.first().is_some_and(|h| h.path == file.display().to_string())));
     app.stop();
 }

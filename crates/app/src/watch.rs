@@ -5,6 +5,14 @@
 //! (inotify cookies, file ids), and the indexer reads a file only once its mtime is at least
 //! `settle` old, so a copy that pauses longer than the debouncer still is not read half-written:
 //! it is re-checked later. Events missed while the app was closed are caught by a scan at start.
+//!
+//! Why a thread of its own, and no symbolic links: registering a recursive watch walks the whole
+//! tree, and notify follows links by default, so one link to `/sys` inside a watched folder kept
+//! it walking forever. The watcher here never follows links (the indexer does not read through
+//! them either, see `warpfold_index::files`), and registration happens on the watcher's thread
+//! with no lock of the app held, so the state, the metrics and other folders keep answering
+//! whatever a folder holds. System trees that are not documents (`/`, `/proc`, `/sys`, `/dev`)
+//! are refused outright.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -12,39 +20,92 @@ use std::time::Duration;
 use crossbeam_channel::Sender;
 use notify_debouncer_full::notify::event::{ModifyKind, RenameMode};
 use notify_debouncer_full::notify::{EventKind, RecommendedWatcher, RecursiveMode};
-use notify_debouncer_full::{new_debouncer, DebounceEventResult, DebouncedEvent, Debouncer, RecommendedCache};
+use notify_debouncer_full::{new_debouncer_opt, DebounceEventResult, DebouncedEvent, Debouncer, NoCache};
 use warpfold_index::extract::file_kind;
 
 use crate::Job;
 
+/// Folders that are never watched: the root and the kernel's virtual trees.
+pub const REFUSED_FOLDERS: [&str; 4] = ["/", "/proc", "/sys", "/dev"];
+
+/// Why `folder` (canonical) may not be watched, if it may not.
+pub fn refusal(folder: &Path) -> Option<String> {
+    if folder == Path::new("/") {
+        return Some("watching the whole file system (/) is refused: choose the folders that hold your documents".into());
+    }
+    REFUSED_FOLDERS[1..].iter().find(|system| folder.starts_with(system)).map(|system| {
+        format!("{} is inside {system}, a system tree of the kernel, not documents: watching it is refused", folder.display())
+    })
+}
+
+enum Command {
+    Watch(PathBuf, Sender<Result<(), String>>),
+    Unwatch(PathBuf),
+}
+
+/// The watcher's handle: commands go to the thread that owns the debouncer. Dropping the last
+/// handle stops it.
+#[derive(Clone)]
 pub struct FolderWatcher {
-    debouncer: Debouncer<RecommendedWatcher, RecommendedCache>,
+    commands: Sender<Command>,
 }
 
 impl FolderWatcher {
     pub(crate) fn start(settle: Duration, jobs: Sender<Job>) -> Result<FolderWatcher, String> {
-        let debouncer = new_debouncer(settle, None, move |result: DebounceEventResult| match result {
-            Ok(events) => {
-                for job in jobs_for(&events) {
-                    let _ = jobs.send(job);
+        let config = notify_debouncer_full::notify::Config::default().with_follow_symlinks(false);
+        let mut debouncer: Debouncer<RecommendedWatcher, NoCache> = new_debouncer_opt(
+            settle,
+            None,
+            move |result: DebounceEventResult| match result {
+                Ok(events) => {
+                    for job in jobs_for(&events) {
+                        let _ = jobs.send(job);
+                    }
                 }
-            }
-            Err(errors) => {
-                for e in errors {
-                    tracing::warn!(error = %e, "folder watcher");
+                Err(errors) => {
+                    for e in errors {
+                        tracing::warn!(error = %e, "folder watcher");
+                    }
                 }
-            }
-        })
+            },
+            // No file-id cache: the one notify offers walks the tree following links. Linux pairs
+            // a rename's halves by inotify cookies; where a platform cannot, a rename is seen as a
+            // deletion and a new file (its chunks' vectors are embedded again).
+            NoCache::new(),
+            config,
+        )
         .map_err(|e| e.to_string())?;
-        Ok(FolderWatcher { debouncer })
+        let (commands, received) = crossbeam_channel::unbounded::<Command>();
+        std::thread::Builder::new()
+            .name("warpfold-watcher".into())
+            .spawn(move || {
+                for command in received {
+                    match command {
+                        Command::Watch(folder, reply) => {
+                            let _ = reply.send(debouncer.watch(&folder, RecursiveMode::Recursive).map_err(|e| e.to_string()));
+                        }
+                        Command::Unwatch(folder) => {
+                            let _ = debouncer.unwatch(&folder);
+                        }
+                    }
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(FolderWatcher { commands })
     }
 
-    pub fn watch(&mut self, folder: &Path) -> Result<(), String> {
-        self.debouncer.watch(folder, RecursiveMode::Recursive).map_err(|e| e.to_string())
+    /// Starts watching `folder` (canonical); waits for the registration's answer, holding nothing.
+    pub fn watch(&self, folder: &Path) -> Result<(), String> {
+        if let Some(reason) = refusal(folder) {
+            return Err(reason);
+        }
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        self.commands.send(Command::Watch(folder.to_path_buf(), reply)).map_err(|_| "the folder watcher has stopped".to_string())?;
+        answer.recv().map_err(|_| "the folder watcher has stopped".to_string())?
     }
 
-    pub fn unwatch(&mut self, folder: &Path) {
-        let _ = self.debouncer.unwatch(folder);
+    pub fn unwatch(&self, folder: &Path) {
+        let _ = self.commands.send(Command::Unwatch(folder.to_path_buf()));
     }
 }
 
@@ -78,4 +139,19 @@ fn jobs_for(events: &[DebouncedEvent]) -> Vec<Job> {
         jobs.push(Job::Settle(changed));
     }
     jobs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_trees_are_refused_and_document_folders_are_not() {
+        for folder in ["/", "/proc", "/proc/self", "/sys/class", "/dev", "/dev/shm"] {
+            assert!(refusal(Path::new(folder)).is_some(), "{folder} must be refused");
+        }
+        for folder in ["/home/me/Documents", "/devices-of-mine", "/tmp/sysadmin"] {
+            assert!(refusal(Path::new(folder)).is_none(), "{folder} is a fine folder");
+        }
+    }
 }

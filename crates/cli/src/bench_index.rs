@@ -172,14 +172,11 @@ fn bench_indexing(global: &GlobalOptions, args: &BenchIndexArgs, work: &Path) ->
     let (pages, bytes) = generate_pdfs(&docs, args.pdfs, args.seed)?;
     let exe = std::env::current_exe()?;
     let options = IndexOptions {
-        isolation: Isolation::new(exe, vec!["extract-worker".into()]),
         jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
-        overlap: 32,
-        prune: false,
-        retry_failed: false,
+        ..IndexOptions::new(Isolation::new(exe, vec!["extract-worker".into()]))
     };
     // Extraction alone, with the same parallelism.
-    let files: Vec<PathBuf> = warpfold_index::pipeline::collect_files(std::slice::from_ref(&docs))?;
+    let files: Vec<PathBuf> = warpfold_index::pipeline::collect_files(std::slice::from_ref(&docs))?.files;
     let started = Instant::now();
     std::thread::scope(|scope| {
         for part in files.chunks(files.len().div_ceil(options.jobs).max(1)) {

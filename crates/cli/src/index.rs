@@ -19,9 +19,17 @@ use crate::{setup, GlobalOptions};
 
 #[derive(Args, Debug)]
 pub struct IndexArgs {
-    /// Files and folders to index (folders recursively; .pdf, .txt and .md).
-    #[arg(required = true)]
+    /// Files and folders to index (folders recursively; .pdf, .txt and .md). Symbolic links in a
+    /// folder are followed only when their real path stays inside it.
+    #[arg(required_unless_present = "check")]
     pub paths: Vec<PathBuf>,
+    /// Check the index's integrity first: every chunk whose text has no stored vector is embedded
+    /// again (the app does this at every start). With no paths, only the check runs.
+    #[arg(long)]
+    pub check: bool,
+    /// The largest text file read, in MiB (0: no limit); larger ones are recorded as failed.
+    #[arg(long, default_value_t = warpfold_index::pipeline::DEFAULT_MAX_TEXT_BYTES >> 20)]
+    pub max_text_mib: u64,
     /// The index database (SQLite); created if missing, updated incrementally if not.
     #[arg(long)]
     pub db: PathBuf,
@@ -95,7 +103,24 @@ pub fn run_index(global: &GlobalOptions, args: &IndexArgs) -> Result<ExitCode> {
         overlap: args.overlap,
         prune: args.prune,
         retry_failed: args.retry_failed,
+        max_text_bytes: args.max_text_mib.saturating_mul(1 << 20),
     };
+    if args.check {
+        let check = warpfold_index::pipeline::repair_missing_vectors(&args.db, &embedder, &dir.name)?;
+        if args.json && args.paths.is_empty() {
+            println!("{}", serde_json::to_string(&check)?);
+        } else {
+            eprintln!(
+                "check: {} chunk(s) had no vector; {} text(s) embedded again{}",
+                check.chunks_without_vectors,
+                check.texts_reembedded,
+                if check.failures.is_empty() { String::new() } else { format!("; failed: {}", check.failures.join("; ")) }
+            );
+        }
+        if args.paths.is_empty() {
+            return Ok(if check.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) });
+        }
+    }
     let progress = Progress::default();
     let bar = if std::io::stderr().is_terminal() && !args.json {
         let bar = ProgressBar::new(0);
@@ -130,11 +155,12 @@ pub fn run_index(global: &GlobalOptions, args: &IndexArgs) -> Result<ExitCode> {
 
 fn print_report(r: &IndexReport, db: &Path) {
     println!(
-        "{} documents: {} indexed, {} unchanged, {} failed{} -> {}",
+        "{} documents: {} indexed, {} unchanged, {} failed{}{} -> {}",
         r.documents_total,
         r.documents_indexed,
         r.documents_skipped,
         r.documents_failed,
+        if r.skipped.is_empty() { String::new() } else { format!(", {} skipped", r.skipped.len()) },
         if r.documents_pruned > 0 { format!(", {} pruned", r.documents_pruned) } else { String::new() },
         db.display()
     );
@@ -155,6 +181,12 @@ fn print_report(r: &IndexReport, db: &Path) {
             println!("  {}  {}", display_path(&w.path), w.error);
         }
     }
+    if !r.skipped.is_empty() {
+        println!("skipped:");
+        for s in &r.skipped {
+            println!("  {}  {}", display_path(&s.path), s.error);
+        }
+    }
     for p in &r.pruned {
         println!("  pruned {}", display_path(p));
     }
@@ -162,7 +194,7 @@ fn print_report(r: &IndexReport, db: &Path) {
 
 pub fn run_search(global: &GlobalOptions, args: &SearchArgs) -> Result<ExitCode> {
     let started = Instant::now();
-    let store = Store::open_existing(&args.db)?;
+    let store = Store::open_read_only(&args.db)?;
     let Some((_, dim)) = store.model()? else {
         bail!("{} holds no documents yet; run `warpfold index PATH... --db {}` first", args.db.display(), args.db.display());
     };

@@ -6,28 +6,46 @@
 //! search, documents, files, and live events as server-sent events), plus an OpenAI-compatible
 //! `/v1/embeddings` and Prometheus `/metrics`. All logic lives in `warpfold_app::App`; the
 //! handlers only translate. The model loads once and the index's vectors stay in memory, so a
-//! query pays neither. Every API request must carry the token (`Authorization: Bearer TOKEN`, or
-//! `?token=TOKEN` for a page opened by hand); anything else gets 401. The UI's own files are
-//! public (a page without the token shows how to get in). The listener binds 127.0.0.1 unless told
-//! otherwise.
+//! query pays neither. Every API request must carry the token (`Authorization: Bearer TOKEN`, the
+//! scheme in any case, or `?token=TOKEN` for a page opened by hand); anything else gets 401. The
+//! token is random from the operating system's generator unless given, and the server refuses to
+//! start without one rather than run with a guessable token. The UI's own files are public (a page
+//! without the token shows how to get in). The listener binds 127.0.0.1 unless told otherwise.
+//!
+//! Why a Host allowlist on every route: a web page on another site can point its own DNS name at
+//! 127.0.0.1 (DNS rebinding) and then talk to this server as same-origin, reading the UI and
+//! probing the API. Its requests carry that foreign name in `Host`, so only IP literals,
+//! `localhost` and names given with `--allow-host` are answered; anything else gets 421.
+//!
+//! Why limits and cancellation: one request must not hold the machine. Uploads are streamed to
+//! disk up to `--max-upload-mib` (413 past it); `/v1/embeddings` takes at most 2,048 inputs
+//! (OpenAI's limit) and 8 MiB of text, and when its client hangs up the request's sequences still
+//! queued are cancelled (hyper drops the handler of a closed HTTP/1 connection, and a guard in the
+//! handler cancels on drop), so abandoned work does not keep the interactive lane busy.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use anyhow::{Context, Result};
-use axum::body::Bytes;
+use anyhow::{anyhow, bail, Context, Result};
+use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Query, Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::uri::Authority;
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use base64::Engine as _;
 use clap::Args;
+use futures_util::TryStreamExt;
 use serde::Deserialize;
-use warpfold_app::{App, AppConfig, AppError, DeviceView, Origin};
+use tokio_util::io::{StreamReader, SyncIoBridge};
+use warpfold_app::{inbox, App, AppConfig, AppError, DeviceView, Origin};
+use warpfold_engine::embed::EmbedError;
+use warpfold_engine::scheduler::Cancel;
 use warpfold_engine::Lane;
 
 use crate::{setup, GlobalOptions};
@@ -40,9 +58,9 @@ pub struct ServeArgs {
     /// The index (created if missing). Default: index.db in the data folder.
     #[arg(long)]
     pub db: Option<PathBuf>,
-    /// Where settings (watched folders) and uploaded files are kept.
-    /// Default: $XDG_DATA_HOME/warpfold (~/.local/share/warpfold).
-    #[arg(long)]
+    /// Where settings (watched folders) and uploaded files are kept; the desktop app uses the same
+    /// folder. Default: $XDG_DATA_HOME/warpfold (~/.local/share/warpfold).
+    #[arg(long, env = "WARPFOLD_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
     /// Summarize every document once it is indexed, with the local chat model (see `warpfold
     /// summarize`); without it, POST /api/summarize answers that summaries are off.
@@ -55,12 +73,30 @@ pub struct ServeArgs {
     /// The token clients must send; default: a random one, printed at start.
     #[arg(long, env = "WARPFOLD_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// The largest upload (POST /api/upload) taken, in MiB; a larger body is answered 413.
+    #[arg(long, default_value_t = 512, value_name = "MIB")]
+    pub max_upload_mib: u64,
+    /// A host name (without port) the server answers to besides IP addresses and localhost, for
+    /// clients that reach it by name; repeatable. Requests naming any other host get 421.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    pub allow_hosts: Vec<String>,
 }
 
 struct AppState {
     token: String,
     app: App,
+    /// Host names answered besides IP literals and localhost (`--allow-host`).
+    allowed_hosts: Vec<String>,
+    max_upload_bytes: u64,
 }
+
+/// OpenAI's limit on inputs in one embeddings request.
+const MAX_INPUTS: usize = 2048;
+/// Text in one embeddings request: 2,048 inputs of 4 KiB, about what the longest input a
+/// 512-token model takes runs to.
+const MAX_INPUT_BYTES: usize = 8 << 20;
+/// The JSON body of an embeddings request: the text above, escaped (413 past it).
+const MAX_EMBEDDINGS_BODY: usize = 16 << 20;
 
 type Shared = Arc<AppState>;
 
@@ -76,6 +112,7 @@ fn app_error(e: AppError) -> Response {
         AppError::NotFound(_) => StatusCode::NOT_FOUND,
         AppError::InvalidInput(_) => StatusCode::BAD_REQUEST,
         AppError::PathNotAllowed(_) => StatusCode::FORBIDDEN,
+        AppError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
         AppError::Index(_) | AppError::Engine(_) | AppError::Io(_) | AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     };
     (status, Json(serde_json::json!({ "error": e }))).into_response()
@@ -90,12 +127,21 @@ async fn blocking<T: serde::Serialize + Send + 'static>(work: impl FnOnce() -> R
     }
 }
 
-fn random_token() -> String {
-    let mut bytes = [0u8; 24];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        let _ = std::io::Read::read_exact(&mut f, &mut bytes);
+/// The token clients must send: the one given, else 24 bytes from `fill` (the operating system's
+/// generator) as 48 hex digits. Without a generator there is no token, and no server: a token of
+/// zeros would let anyone in.
+fn server_token(given: Option<&str>, fill: impl FnOnce(&mut [u8]) -> Result<(), getrandom::Error>) -> Result<String> {
+    if let Some(token) = given {
+        if token.trim().is_empty() {
+            bail!("the token (--token or WARPFOLD_TOKEN) is empty");
+        }
+        return Ok(token.to_string());
     }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    let mut bytes = [0u8; 24];
+    fill(&mut bytes).map_err(|e| {
+        anyhow!("the operating system's random number generator failed ({e}): refusing to start without a secret token (give one with --token)")
+    })?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// Constant-time comparison, so the token cannot be guessed byte by byte from response times.
@@ -108,12 +154,19 @@ fn unauthorized(message: &str) -> Response {
         .into_response()
 }
 
+/// The token of an `Authorization: Bearer TOKEN` header; the scheme is case-insensitive (RFC 9110).
+fn bearer_token(authorization: &str) -> Option<&str> {
+    let (scheme, token) = authorization.trim().split_once(|c: char| c.is_ascii_whitespace())?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
 async fn require_token(State(state): State<Shared>, request: Request, next: Next) -> Response {
     let bearer = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(bearer_token)
         .map(str::to_string);
     let query = request.uri().query().and_then(|q| {
         q.split('&').find_map(|pair| pair.strip_prefix("token=")).map(str::to_string)
@@ -123,6 +176,31 @@ async fn require_token(State(state): State<Shared>, request: Request, next: Next
         Some(_) => unauthorized("wrong token"),
         None => unauthorized("missing token: send `Authorization: Bearer TOKEN`"),
     }
+}
+
+/// Is `host` (a `Host` header: a name or an IP address, and maybe a port) one this server answers
+/// to: an IP literal, `localhost`, or a name in `allowed`?
+fn host_allowed(host: &str, allowed: &[String]) -> bool {
+    let Ok(authority) = host.parse::<Authority>() else { return false };
+    let name = authority.host();
+    let name = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')).unwrap_or(name);
+    name.parse::<IpAddr>().is_ok() || name.eq_ignore_ascii_case("localhost") || allowed.iter().any(|a| a.eq_ignore_ascii_case(name))
+}
+
+async fn require_known_host(State(state): State<Shared>, request: Request, next: Next) -> Response {
+    let host = request.headers().get(header::HOST).and_then(|v| v.to_str().ok()).map(str::to_string);
+    match host {
+        Some(host) if host_allowed(&host, &state.allowed_hosts) => next.run(request).await,
+        Some(host) => misdirected(&format!(
+            "this server does not answer to the host {host:?} (a guard against DNS rebinding): use its IP address or localhost, or start it with --allow-host NAME"
+        )),
+        None => misdirected("the request names no host (send a Host header)"),
+    }
+}
+
+fn misdirected(message: &str) -> Response {
+    (StatusCode::MISDIRECTED_REQUEST, Json(serde_json::json!({ "error": { "kind": "misdirected", "message": message, "type": "invalid_request_error" } })))
+        .into_response()
 }
 
 #[derive(Deserialize)]
@@ -137,11 +215,127 @@ struct EmbeddingsRequest {
     input: Input,
     #[serde(default)]
     model: Option<String>,
+    #[serde(default)]
+    encoding_format: Option<String>,
+}
+
+/// How vectors are written in the answer, as OpenAI's `encoding_format` says.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum EncodingFormat {
+    /// A JSON array of numbers (the default).
+    Float,
+    /// Base64 of the vector's little-endian f32 bytes: a third of the size, nothing lost.
+    Base64,
+}
+
+impl EncodingFormat {
+    fn parse(name: Option<&str>) -> Result<Self, String> {
+        match name {
+            None | Some("float") => Ok(EncodingFormat::Float),
+            Some("base64") => Ok(EncodingFormat::Base64),
+            Some(other) => Err(format!("\"encoding_format\" must be \"float\" or \"base64\", not {other:?}")),
+        }
+    }
+
+    fn encode(self, vector: &[f32]) -> serde_json::Value {
+        match self {
+            EncodingFormat::Float => serde_json::json!(vector),
+            EncodingFormat::Base64 => {
+                let bytes: Vec<u8> = vector.iter().flat_map(|x| x.to_le_bytes()).collect();
+                serde_json::Value::String(base64::engine::general_purpose::STANDARD.encode(bytes))
+            }
+        }
+    }
+}
+
+/// Inputs one request may carry: at least one, at most [`MAX_INPUTS`] and [`MAX_INPUT_BYTES`].
+fn check_inputs(texts: &[String]) -> Result<(), String> {
+    if texts.is_empty() {
+        return Err("\"input\" is empty".into());
+    }
+    if texts.len() > MAX_INPUTS {
+        return Err(format!("\"input\" has {} items; at most {MAX_INPUTS} are taken per request (send the rest in more requests)", texts.len()));
+    }
+    let bytes: usize = texts.iter().map(String::len).sum();
+    if bytes > MAX_INPUT_BYTES {
+        return Err(format!("\"input\" holds {bytes} bytes of text; at most {} MiB are taken per request", MAX_INPUT_BYTES >> 20));
+    }
+    Ok(())
+}
+
+/// Whether a request's client has gone, and how to cancel what it queued: shared by the handler
+/// (which is dropped when the client hangs up) and the blocking task that submits and waits (which
+/// is not, and may not have submitted yet when that happens).
+#[derive(Clone, Default)]
+struct Abandonment(Arc<Mutex<AbandonState>>);
+
+#[derive(Default)]
+struct AbandonState {
+    abandoned: bool,
+    cancel: Option<Cancel>,
+}
+
+impl Abandonment {
+    /// Records the request's queued work; when the client has already gone, cancels it and says so.
+    fn attach(&self, cancel: Cancel) -> bool {
+        let mut state = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if state.abandoned {
+            cancel.cancel();
+            return false;
+        }
+        state.cancel = Some(cancel);
+        true
+    }
+
+    fn is_abandoned(&self) -> bool {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).abandoned
+    }
+
+    fn abandon(&self) {
+        let mut state = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.abandoned = true;
+        if let Some(cancel) = state.cancel.take() {
+            cancel.cancel();
+        }
+    }
+}
+
+/// Abandons the request when dropped before [`AbandonOnDrop::answered`]: the handler's future was
+/// dropped, which hyper does when the client closes the connection.
+struct AbandonOnDrop {
+    abandonment: Abandonment,
+    answered: bool,
+}
+
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.abandonment.abandon();
+        }
+    }
+}
+
+/// Tokenizes and queues `texts` on the interactive lane and waits for them, unless the client has
+/// gone (None). Blocking.
+fn embed_for(app: &App, texts: &[String], abandonment: &Abandonment) -> Option<(Vec<Result<Vec<f32>, EmbedError>>, usize)> {
+    if abandonment.is_abandoned() {
+        return None;
+    }
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let pending = app.embedder().submit_texts(Lane::Interactive, &refs);
+    if !abandonment.attach(pending.canceller()) {
+        return None;
+    }
+    let tokens = pending.tokens.iter().sum();
+    Some((pending.wait(), tokens))
 }
 
 async fn embeddings(State(state): State<Shared>, body: Result<Json<EmbeddingsRequest>, axum::extract::rejection::JsonRejection>) -> Response {
     let Json(request) = match body {
         Ok(body) => body,
+        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return error(e.status(), format!("the request body is larger than the limit of {} MiB", MAX_EMBEDDINGS_BODY >> 20))
+        }
         Err(e) => return error(StatusCode::BAD_REQUEST, format!("expected {{\"input\": string or [string]}}: {e}")),
     };
     if let Some(model) = &request.model {
@@ -149,28 +343,29 @@ async fn embeddings(State(state): State<Shared>, body: Result<Json<EmbeddingsReq
             return error(StatusCode::BAD_REQUEST, format!("this server embeds with {}, not {model}", state.app.model()));
         }
     }
+    let format = match EncodingFormat::parse(request.encoding_format.as_deref()) {
+        Ok(format) => format,
+        Err(message) => return error(StatusCode::BAD_REQUEST, message),
+    };
     let texts = match request.input {
         Input::One(t) => vec![t],
         Input::Many(v) => v,
     };
-    if texts.is_empty() {
-        return error(StatusCode::BAD_REQUEST, "\"input\" is empty");
+    if let Err(message) = check_inputs(&texts) {
+        return error(StatusCode::BAD_REQUEST, message);
     }
+    let abandonment = Abandonment::default();
+    let mut guard = AbandonOnDrop { abandonment: abandonment.clone(), answered: false };
     let worker = state.clone();
-    let result = tokio::task::spawn_blocking(move || {
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let pending = worker.app.embedder().submit_texts(Lane::Interactive, &refs);
-        let tokens: usize = pending.tokens.iter().sum();
-        (pending.wait(), tokens)
-    })
-    .await;
-    let Ok((results, tokens)) = result else {
+    let result = tokio::task::spawn_blocking(move || embed_for(&worker.app, &texts, &abandonment)).await;
+    guard.answered = true;
+    let Ok(Some((results, tokens))) = result else {
         return error(StatusCode::INTERNAL_SERVER_ERROR, "the embedding task failed");
     };
     let mut data = Vec::with_capacity(results.len());
     for (index, r) in results.into_iter().enumerate() {
         match r {
-            Ok(v) => data.push(serde_json::json!({ "object": "embedding", "index": index, "embedding": v })),
+            Ok(v) => data.push(serde_json::json!({ "object": "embedding", "index": index, "embedding": format.encode(&v) })),
             Err(e) => return error(StatusCode::BAD_REQUEST, format!("input {index}: {e}")),
         }
     }
@@ -240,12 +435,21 @@ struct NameQuery {
     name: String,
 }
 
-async fn upload(State(state): State<Shared>, query: Result<Query<NameQuery>, axum::extract::rejection::QueryRejection>, body: Bytes) -> Response {
+/// The body's declared length, if any (`Content-Length`).
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers.get(header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
+}
+
+/// Streams the body into the inbox (never all of it in memory); a body declared larger than the
+/// limit is refused before a byte of it is read.
+async fn upload(State(state): State<Shared>, query: Result<Query<NameQuery>, axum::extract::rejection::QueryRejection>, headers: HeaderMap, body: Body) -> Response {
     let Ok(Query(query)) = query else { return app_error(AppError::InvalidInput("expected ?name=FILE.pdf".into())) };
-    if query.name.contains('/') || query.name.contains('\\') || query.name.contains("..") {
-        return app_error(AppError::InvalidInput(format!("{:?} is not a plain file name", query.name)));
+    let max = state.max_upload_bytes;
+    if declared_length(&headers).is_some_and(|length| length > max) {
+        return app_error(inbox::too_large(max));
     }
-    blocking(move || Ok(serde_json::json!({ "queued": 1, "path": state.app.upload(&query.name, &body)? }))).await
+    let reader = SyncIoBridge::new(StreamReader::new(body.into_data_stream().map_err(std::io::Error::other)));
+    blocking(move || Ok(serde_json::json!({ "queued": 1, "path": state.app.upload(&query.name, reader, max)? }))).await
 }
 
 async fn document(State(state): State<Shared>, query: Result<Query<PathBody>, axum::extract::rejection::QueryRejection>) -> Response {
@@ -312,6 +516,7 @@ async fn metrics(State(state): State<Shared>) -> Response {
     metric("failed_bins_total", "counter", "Bins with at least one failed sequence.", s.failed_bins as f64);
     metric("backend_busy_seconds_total", "counter", "Time the model spent running bins.", s.backend_busy_seconds);
     metric("oom_splits_total", "counter", "Bins split after running out of device memory.", s.oom_splits as f64);
+    metric("cancelled_sequences_total", "counter", "Sequences never run because their client went away.", s.cancelled_sequences as f64);
     let fill = if s.bins > 0 { s.computed_tokens as f64 / (s.bins as f64 * engine.config().bin_tokens as f64) } else { 0.0 };
     metric("bin_fill_ratio", "gauge", "Mean share of a bin's capacity that was computed.", fill);
     metric("bin_capacity_tokens", "gauge", "Tokens one bin holds (the VRAM probe's answer on a GPU).", engine.config().bin_tokens as f64);
@@ -353,12 +558,12 @@ fn static_file(body: &'static str, kind: &'static str) -> Response {
 
 fn router(state: Shared) -> Router {
     let api = Router::new()
-        .route("/v1/embeddings", post(embeddings))
+        .route("/v1/embeddings", post(embeddings).layer(DefaultBodyLimit::max(MAX_EMBEDDINGS_BODY)))
         .route("/api/state", get(app_state))
         .route("/api/folders", post(add_folder).delete(remove_folder))
         .route("/api/paths", post(add_paths))
         .route("/api/summarize", post(summarize))
-        .route("/api/upload", post(upload).layer(DefaultBodyLimit::max(512 << 20)))
+        .route("/api/upload", post(upload))
         .route("/api/search", get(search))
         .route("/api/document", get(document))
         .route("/api/file", get(file))
@@ -366,27 +571,27 @@ fn router(state: Shared) -> Router {
         .route("/api/status", get(status))
         .route("/metrics", get(metrics))
         .layer(middleware::from_fn_with_state(state.clone(), require_token))
-        .with_state(state);
+        .with_state(state.clone());
     Router::new()
         .route("/", get(|| async { static_file(ui_files::INDEX, "text/html; charset=utf-8") }))
         .route("/index.html", get(|| async { static_file(ui_files::INDEX, "text/html; charset=utf-8") }))
         .route("/app.js", get(|| async { static_file(ui_files::JS, "text/javascript; charset=utf-8") }))
         .route("/app.css", get(|| async { static_file(ui_files::CSS, "text/css; charset=utf-8") }))
         .merge(api)
-}
-
-fn default_data_dir() -> PathBuf {
-    std::env::var_os("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
-        .unwrap_or_else(|| PathBuf::from("."))
-        .join("warpfold")
+        .layer(middleware::from_fn_with_state(state, require_known_host))
 }
 
 pub fn run(global: &GlobalOptions, args: &ServeArgs) -> Result<ExitCode> {
+    serve(global, args, getrandom::fill)
+}
+
+/// [`run`] with the random number generator given (tests give one that fails).
+fn serve(global: &GlobalOptions, args: &ServeArgs, random: impl FnOnce(&mut [u8]) -> Result<(), getrandom::Error>) -> Result<ExitCode> {
+    // First: without a token there is nothing to serve, so fail before loading or creating anything.
+    let token = server_token(args.token.as_deref(), random)?;
     let dir = setup::embedding_model_dir(global)?;
     let embedder = setup::embedder_for(global, &dir)?;
-    let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+    let data_dir = args.data_dir.clone().unwrap_or_else(warpfold_app::paths::default_data_dir);
     let db = args.db.clone().unwrap_or_else(|| data_dir.join("index.db"));
     let exe = std::env::current_exe().context("finding the warpfold binary to run extraction workers")?;
     let engine = &embedder.engine;
@@ -408,8 +613,12 @@ pub fn run(global: &GlobalOptions, args: &ServeArgs) -> Result<ExitCode> {
         });
     }
     let app = App::start(config, Arc::new(embedder)).with_context(|| format!("starting on the index {}", db.display()))?;
-    let token = args.token.clone().unwrap_or_else(random_token);
-    let state = Arc::new(AppState { token: token.clone(), app });
+    let state = Arc::new(AppState {
+        token: token.clone(),
+        app,
+        allowed_hosts: args.allow_hosts.clone(),
+        max_upload_bytes: args.max_upload_mib.saturating_mul(1 << 20),
+    });
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(args.addr).await.with_context(|| format!("listening on {}", args.addr))?;
@@ -423,4 +632,87 @@ pub fn run(global: &GlobalOptions, args: &ServeArgs) -> Result<ExitCode> {
         axum::serve(listener, router(state)).await.context("serving")
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::{Cli, Command};
+
+    fn failing(_: &mut [u8]) -> Result<(), getrandom::Error> {
+        Err(getrandom::Error::UNSUPPORTED)
+    }
+
+    #[test]
+    fn without_a_random_generator_the_server_refuses_to_start() {
+        let data = tempfile::tempdir().unwrap();
+        let data_dir = data.path().join("data");
+        let cli = Cli::try_parse_from(["warpfold", "serve", "--addr", "127.0.0.1:0", "--data-dir", data_dir.to_str().unwrap()]).unwrap();
+        let Command::Serve(mut args) = cli.command else { panic!("parsed as serve") };
+        args.token = None; // whatever WARPFOLD_TOKEN says here
+        let err = serve(&cli.global, &args, failing).unwrap_err().to_string();
+        assert!(err.contains("random number generator failed") && err.contains("refusing to start"), "{err}");
+        assert!(!data_dir.exists(), "refused before creating anything");
+        // A token given by the user needs no generator; an empty one is no token.
+        assert_eq!(server_token(Some("s3cret"), failing).unwrap(), "s3cret");
+        assert!(server_token(Some(" "), failing).unwrap_err().to_string().contains("empty"));
+    }
+
+    #[test]
+    fn random_tokens_are_48_hex_digits_fresh_each_time_and_never_zeros() {
+        let a = server_token(None, getrandom::fill).unwrap();
+        let b = server_token(None, getrandom::fill).unwrap();
+        for token in [&a, &b] {
+            assert_eq!(token.len(), 48, "{token}");
+            assert!(token.bytes().all(|c| c.is_ascii_hexdigit()), "{token}");
+            assert!(token.bytes().any(|c| c != b'0'), "{token}");
+        }
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        for header in ["Bearer abc", "bearer abc", "BEARER abc", "  Bearer   abc  ", "bEaReR\tabc"] {
+            assert_eq!(bearer_token(header), Some("abc"), "{header:?}");
+        }
+        for header in ["Basic abc", "Bearer", "Bearer   ", "Bearerabc", "abc", ""] {
+            assert_eq!(bearer_token(header), None, "{header:?}");
+        }
+    }
+
+    #[test]
+    fn only_ip_literals_localhost_and_allowed_names_are_answered() {
+        let allowed = vec!["warpfold.lan".to_string()];
+        for host in ["127.0.0.1:8787", "127.0.0.1", "[::1]:8787", "[::1]", "10.1.2.3:80", "localhost:8787", "LocalHost", "warpfold.lan:8787", "WARPFOLD.LAN"] {
+            assert!(host_allowed(host, &allowed), "{host}");
+        }
+        for host in ["evil.example", "evil.example:8787", "localhost.evil.example", "127.0.0.1.nip.io:8787", "lan", "", "[::1", "a b"] {
+            assert!(!host_allowed(host, &allowed), "{host}");
+        }
+        assert!(!host_allowed("warpfold.lan", &[]), "names must be allowed explicitly");
+    }
+
+    #[test]
+    fn base64_embeddings_are_the_little_endian_f32_bytes_and_unknown_formats_are_refused() {
+        use base64::Engine as _;
+        let vector = [1.0f32, -2.5, 3.25e-7];
+        let encoded = EncodingFormat::parse(Some("base64")).unwrap().encode(&vector);
+        let bytes = base64::engine::general_purpose::STANDARD.decode(encoded.as_str().unwrap()).unwrap();
+        let decoded: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+        assert_eq!(decoded, vector);
+        assert_eq!(EncodingFormat::parse(None).unwrap().encode(&vector), serde_json::json!(vector));
+        assert_eq!(EncodingFormat::parse(Some("float")), Ok(EncodingFormat::Float));
+        assert!(EncodingFormat::parse(Some("int8")).unwrap_err().contains("\"float\" or \"base64\""));
+    }
+
+    #[test]
+    fn embeddings_inputs_are_capped_in_number_and_size() {
+        assert!(check_inputs(&[]).unwrap_err().contains("empty"));
+        assert_eq!(check_inputs(&vec!["x".to_string(); MAX_INPUTS]), Ok(()));
+        assert!(check_inputs(&vec!["x".to_string(); MAX_INPUTS + 1]).unwrap_err().contains("at most 2048"));
+        let big = vec!["x".repeat(MAX_INPUT_BYTES / 2 + 1); 2];
+        assert!(check_inputs(&big).unwrap_err().contains("at most 8 MiB"));
+    }
 }

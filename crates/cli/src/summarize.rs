@@ -109,7 +109,8 @@ struct Document {
 }
 
 fn read_documents(paths: &[PathBuf], timeout: u64) -> Result<Vec<Document>> {
-    let files = warpfold_index::pipeline::collect_files(paths)?;
+    let collected = warpfold_index::pipeline::collect_files(paths)?;
+    let files = collected.files;
     let exe = std::env::current_exe().context("finding the warpfold binary to run extraction workers")?;
     let mut isolation = Isolation::new(exe, vec!["extract-worker".into()]);
     isolation.timeout = Duration::from_secs(timeout.max(1));
@@ -130,6 +131,9 @@ fn read_documents(paths: &[PathBuf], timeout: u64) -> Result<Vec<Document>> {
         };
         docs.push(Document { path: file.display().to_string(), content_hash, text });
     }
+    // What the walk refused (a link out of the folder, a FIFO, an unreadable folder) is reported
+    // with its reason, like a file that could not be read.
+    docs.extend(collected.refused.into_iter().map(|r| Document { path: r.path, content_hash: String::new(), text: Err(r.error) }));
     Ok(docs)
 }
 

@@ -3,7 +3,7 @@
 //! Why here and not in the binary: the CLI, the indexer and the HTTP server all embed texts, and all
 //! need the same rule that a bad text costs that text only.
 
-use crate::scheduler::{Engine, EngineError, Lane, Ticket};
+use crate::scheduler::{Cancel, Engine, EngineError, Lane, Ticket};
 use crate::tokenize::{TextEncoder, TextError};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize)]
@@ -33,6 +33,10 @@ impl PendingEmbeds {
     }
     pub fn is_empty(&self) -> bool {
         self.early.is_empty()
+    }
+    /// Cancels the queued texts from anywhere (their caller went away); see [`Ticket::canceller`].
+    pub fn canceller(&self) -> Cancel {
+        self.ticket.canceller()
     }
     /// Blocks until every text is answered; one result per text, in order.
     pub fn wait(self) -> Vec<Result<Vec<f32>, EmbedError>> {

@@ -14,9 +14,15 @@
 //!
 //! Nothing is silently dropped: a sequence that cannot fit a bin is answered with an error at once,
 //! a backend failure is answered for every sequence of that bin, and shutting down drains the queue.
+//!
+//! The one exception is asked for: a request whose caller has gone (an HTTP client that hung up)
+//! can be cancelled ([`Ticket::cancel`], or dropping its [`Ticket`]). Its sequences still in the
+//! queue are taken out at once and those already planned into a bin are left out when that bin is
+//! laid out, so nobody's abandoned work holds a lane; only bins already handed to a device (at most
+//! one running and one waiting per device) still run. Its waiter returns at once.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -91,6 +97,8 @@ pub enum EngineError {
     Backend(#[from] BackendError),
     #[error("the engine has shut down")]
     ShutDown,
+    #[error("the request was cancelled before this sequence ran")]
+    Cancelled,
 }
 
 /// Counters since start; cheap to read at any time.
@@ -107,6 +115,8 @@ pub struct EngineStats {
     pub bins_built: AtomicU64,
     /// Bins split in two after the device ran out of memory on them.
     pub oom_splits: AtomicU64,
+    /// Sequences never run because their request was cancelled (its caller had gone).
+    pub cancelled_sequences: AtomicU64,
     /// The bin capacity learnt from out-of-memory errors (0: none yet): half of the smallest bin
     /// that ran out. It only shrinks during a run, and the dispatcher packs against it.
     pub capacity_limit: AtomicU32,
@@ -176,6 +186,8 @@ pub struct StatsSnapshot {
     pub failed_bins: u64,
     pub backend_busy_seconds: f64,
     pub oom_splits: u64,
+    /// Sequences never run because their request was cancelled.
+    pub cancelled_sequences: u64,
     /// The capacity learnt from out-of-memory errors, if any.
     pub capacity_limit: Option<u32>,
     pub padded_equivalent_tokens: u64,
@@ -206,6 +218,7 @@ impl EngineStats {
             failed_bins: self.failed_bins.load(Ordering::Relaxed),
             backend_busy_seconds: self.backend_busy_ns.load(Ordering::Relaxed) as f64 * 1e-9,
             oom_splits: self.oom_splits.load(Ordering::Relaxed),
+            cancelled_sequences: self.cancelled_sequences.load(Ordering::Relaxed),
             capacity_limit: Some(self.capacity_limit.load(Ordering::Relaxed)).filter(|&c| c > 0),
             padded_equivalent_tokens: self.padded_equivalent_tokens.load(Ordering::Relaxed),
             devices: self.devices.iter().map(DeviceCounters::snapshot).collect(),
@@ -220,6 +233,8 @@ struct Pending {
     ids: Vec<u32>,
     reply: Reply,
     arrived: Instant,
+    /// Set when its request is cancelled: the dispatcher leaves it out of the bin it was planned into.
+    cancelled: Arc<AtomicBool>,
 }
 
 #[derive(Default)]
@@ -236,23 +251,100 @@ struct Queue {
     arrived: Condvar,
 }
 
-/// Answers for one submitted request, in submission order once collected.
+/// Answers for one submitted request, in submission order once collected. Dropping it before
+/// every answer was collected cancels what has not started ([`Cancel`]).
 pub struct Ticket {
     len: usize,
     results: Receiver<(u32, Result<Vec<f32>, EngineError>)>,
+    cancel: Cancel,
+    /// Signalled by [`Cancel::cancel`], so a waiter returns without waiting for the dispatcher.
+    woken: Receiver<()>,
+    /// Every answer was collected: nothing is left to cancel when the ticket goes.
+    answered: bool,
 }
 
 impl Ticket {
-    /// Blocks until every sequence of the request is answered.
-    pub fn wait(self) -> Vec<Result<Vec<f32>, EngineError>> {
+    /// Blocks until every sequence of the request is answered, or the request is cancelled (then
+    /// the sequences not answered yet get [`EngineError::Cancelled`]).
+    pub fn wait(mut self) -> Vec<Result<Vec<f32>, EngineError>> {
         let mut out: Vec<Option<Result<Vec<f32>, EngineError>>> = vec![None; self.len];
-        for _ in 0..self.len {
-            match self.results.recv() {
-                Ok((i, r)) => out[i as usize] = Some(r),
-                Err(_) => break,
+        let mut missing = self.len;
+        while missing > 0 {
+            // None: cancelled, or every sender is gone (shut down, or cancelled sequences dropped).
+            let answer = crossbeam_channel::select! {
+                recv(self.results) -> answer => answer.ok(),
+                recv(self.woken) -> _ => None,
+            };
+            let Some((i, r)) = answer else { break };
+            out[i as usize] = Some(r);
+            missing -= 1;
+        }
+        // Answers that arrived with the cancellation are still real answers.
+        for (i, r) in self.results.try_iter() {
+            if out[i as usize].is_none() {
+                out[i as usize] = Some(r);
+                missing -= 1;
             }
         }
-        out.into_iter().map(|r| r.unwrap_or(Err(EngineError::ShutDown))).collect()
+        self.answered = missing == 0;
+        let unanswered = if self.cancel.is_cancelled() { EngineError::Cancelled } else { EngineError::ShutDown };
+        out.into_iter().map(|r| r.unwrap_or_else(|| Err(unanswered.clone()))).collect()
+    }
+
+    /// A handle that cancels this request from anywhere (another thread, a guard).
+    pub fn canceller(&self) -> Cancel {
+        self.cancel.clone()
+    }
+
+    /// Cancels this request's sequences that have not started (see [`Cancel::cancel`]).
+    pub fn cancel(&self) {
+        self.cancel.cancel();
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.cancel.cancel();
+        }
+    }
+}
+
+/// Cancels one request: cheap to clone, safe to call from any thread and more than once.
+#[derive(Clone)]
+pub struct Cancel {
+    request: u64,
+    flag: Arc<AtomicBool>,
+    queue: Arc<Queue>,
+    stats: Arc<EngineStats>,
+    wake: Sender<()>,
+}
+
+impl Cancel {
+    /// Takes the request's sequences out of the queue, marks those already planned into a bin so
+    /// the dispatcher leaves them out, and wakes its waiter. Sequences in a bin already handed to a
+    /// device still run (their answers go nowhere). Counted in `cancelled_sequences`.
+    pub fn cancel(&self) {
+        if self.flag.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let removed = {
+            let mut state = self.queue.state.lock().expect("queue lock");
+            let before = state.interactive.len() + state.bulk.len();
+            state.interactive.retain(|p| p.tag.request != self.request);
+            state.bulk.retain(|p| p.tag.request != self.request);
+            let after = state.interactive.len() + state.bulk.len();
+            if after == 0 {
+                state.oldest = None;
+            }
+            before - after
+        };
+        self.stats.cancelled_sequences.fetch_add(removed as u64, Ordering::Relaxed);
+        let _ = self.wake.send(());
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.flag.load(Ordering::Acquire)
     }
 }
 
@@ -341,6 +433,7 @@ impl Engine {
         let limit = self.max_sequence_tokens();
         let mut accepted = Vec::with_capacity(len);
         let arrived = Instant::now();
+        let cancelled = Arc::new(AtomicBool::new(false));
         for (index, ids) in sequences.into_iter().enumerate() {
             let index = index as u32;
             if ids.is_empty() {
@@ -350,7 +443,7 @@ impl Engine {
                 let capacity = self.config.bin_tokens as usize;
                 let _ = reply.send((index, Err(EngineError::SequenceTooLong { tokens: ids.len(), aligned, capacity })));
             } else {
-                accepted.push(Pending { tag: SequenceTag { request, index }, ids, reply: reply.clone(), arrived });
+                accepted.push(Pending { tag: SequenceTag { request, index }, ids, reply: reply.clone(), arrived, cancelled: cancelled.clone() });
             }
         }
         if !accepted.is_empty() {
@@ -369,7 +462,9 @@ impl Engine {
                 self.queue.arrived.notify_one();
             }
         }
-        Ticket { len, results }
+        let (wake, woken) = crossbeam_channel::bounded(1);
+        let cancel = Cancel { request, flag: cancelled, queue: self.queue.clone(), stats: self.stats.clone(), wake };
+        Ticket { len, results, cancel, woken, answered: false }
     }
 
     /// Submits and waits: one result per sequence, in order.
@@ -459,7 +554,7 @@ impl Dispatcher {
                 }
                 Take::Ready => self.ready.pop_front(),
             };
-            let Some(next) = next else { continue };
+            let Some(next) = next.and_then(|planned| self.without_cancelled(planned)) else { continue };
             let work = self.lay_out(next);
             // Built while the devices run earlier bins.
             self.stats.bins_built.fetch_add(1, Ordering::Relaxed);
@@ -555,6 +650,16 @@ impl Dispatcher {
                 out
             }
         }
+    }
+
+    /// Leaves out the sequences whose request was cancelled after they were planned; None when
+    /// nothing is left to run.
+    fn without_cancelled(&self, mut planned: PlannedBin) -> Option<PlannedBin> {
+        let before = planned.items.len();
+        planned.items.retain(|p| !p.cancelled.load(Ordering::Acquire));
+        let dropped = before - planned.items.len();
+        self.stats.cancelled_sequences.fetch_add(dropped as u64, Ordering::Relaxed);
+        (!planned.items.is_empty()).then_some(planned)
     }
 
     fn lay_out(&self, planned: PlannedBin) -> Work {
@@ -770,6 +875,75 @@ mod tests {
         }
         assert!(pending.wait().iter().all(Result::is_ok));
         assert_eq!(engine.shutdown().bins, 5);
+    }
+
+    /// Waits (at most a minute, a bug otherwise) until the dispatcher has built `n` bins.
+    fn until_built(engine: &Engine, n: u64) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while engine.stats.bins_built.load(Ordering::Relaxed) < n {
+            assert!(Instant::now() < deadline, "bin {n} was never built");
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn a_cancelled_request_leaves_the_queue_never_runs_and_its_waiter_returns() {
+        let (gate_tx, gate_rx) = crossbeam_channel::unbounded();
+        let (backend, seen) = fake(Some(gate_rx));
+        let engine = Engine::start(backend, SchedulerConfig { bin_tokens: 256, ..Default::default() });
+        // Bulk work of 5 one-sequence bins: one runs (held at the gate), one waits on the device,
+        // and the dispatcher waits for room, so what is submitted next stays in the queue.
+        let bulk = engine.submit(Lane::Bulk, vec![vec![1u32; 200]; 5]);
+        until_built(&engine, 2);
+        let abandoned = engine.submit(Lane::Interactive, vec![vec![2u32; 100]; 7]);
+        let cancel = abandoned.canceller();
+        let waiter = std::thread::spawn(move || abandoned.wait());
+        cancel.cancel();
+        let answers = waiter.join().unwrap();
+        assert_eq!(answers, vec![Err(EngineError::Cancelled); 7], "the waiter returns at once, every sequence cancelled");
+        assert!(engine.queue.state.lock().unwrap().interactive.is_empty(), "taken out of the queue");
+        for _ in 0..5 {
+            gate_tx.send(()).unwrap();
+        }
+        assert!(bulk.wait().iter().all(Result::is_ok));
+        let stats = engine.shutdown();
+        assert_eq!((stats.sequences, stats.cancelled_sequences), (5, 7));
+        assert!(seen.lock().unwrap().iter().all(|b| !b.input_ids.contains(&2)), "no cancelled sequence ran");
+    }
+
+    #[test]
+    fn dropping_a_ticket_leaves_its_planned_sequences_out_of_their_bins() {
+        let (gate_tx, gate_rx) = crossbeam_channel::unbounded();
+        let (backend, seen) = fake(Some(gate_rx));
+        let engine = Engine::start(backend, SchedulerConfig { bin_tokens: 256, ..Default::default() });
+        let bulk = engine.submit(Lane::Bulk, vec![vec![1u32; 200]; 5]);
+        until_built(&engine, 2);
+        // Six interactive bins: once the device has room the dispatcher plans all six, hands the
+        // first over, and holds five planned; then the caller goes away.
+        let abandoned = engine.submit(Lane::Interactive, vec![vec![2u32; 200]; 6]);
+        gate_tx.send(()).unwrap();
+        until_built(&engine, 3);
+        assert!(engine.queue.state.lock().unwrap().interactive.is_empty(), "all six were planned");
+        drop(abandoned);
+        for _ in 0..10 {
+            gate_tx.send(()).unwrap();
+        }
+        assert!(bulk.wait().iter().all(Result::is_ok));
+        let stats = engine.shutdown();
+        let ran = seen.lock().unwrap().iter().filter(|b| b.input_ids.contains(&2)).count();
+        assert_eq!(ran, 1, "only the bin already handed to the device ran");
+        assert_eq!((stats.sequences, stats.cancelled_sequences), (5 + 1, 5));
+    }
+
+    #[test]
+    fn a_ticket_waited_to_the_end_cancels_nothing() {
+        let (backend, _) = fake(None);
+        let engine = Engine::start(backend, SchedulerConfig::default());
+        let ticket = engine.submit(Lane::Bulk, vec![vec![3u32; 10]; 4]);
+        let cancel = ticket.canceller();
+        assert!(ticket.wait().iter().all(Result::is_ok));
+        assert!(!cancel.is_cancelled());
+        assert_eq!(engine.shutdown().cancelled_sequences, 0);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! one of them, and together cover every token of the document: nothing is truncated.
 
 use sha2::{Digest, Sha256};
-use warpfold_engine::tokenize::{TextEncoder, TextError};
+use warpfold_engine::tokenize::{TextChunk, TextEncoder, TextError};
 
 /// What goes between pages in a document's joined text.
 pub const PAGE_SEPARATOR: &str = "\n\n";
@@ -79,6 +79,43 @@ impl CharCursor<'_> {
     }
 }
 
+/// How much text the tokenizer sees at once. Its working memory is tens of bytes per token
+/// (ids, offsets, word ids, token strings), so a long document is cut into windows of this size
+/// at whitespace, where no token can span the cut; memory then follows the window, not the file.
+pub const TOKENIZER_WINDOW_BYTES: usize = 1 << 20;
+
+/// Where the window starting at `start` ends: after the last whitespace in its second half, or
+/// (one word longer than half a window) at a character boundary.
+fn window_end(text: &str, start: usize, window: usize) -> usize {
+    if text.len() - start <= window {
+        return text.len();
+    }
+    let limit = start + window;
+    let bytes = text.as_bytes();
+    if let Some(at) = bytes[start + window / 2..limit].iter().rposition(|b| b.is_ascii_whitespace()) {
+        return start + window / 2 + at + 1;
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    end
+}
+
+/// The encoder's overlapping spans over `text`, computed window by window.
+fn windowed_spans(encoder: &TextEncoder, text: &str, overlap: usize) -> Result<Vec<TextChunk>, TextError> {
+    let mut spans = Vec::new();
+    let mut start = 0;
+    while start < text.len() {
+        let end = window_end(text, start, TOKENIZER_WINDOW_BYTES);
+        for span in encoder.chunk_overlapping(&text[start..end], overlap)? {
+            spans.push(TextChunk { start: span.start + start, end: span.end + start, tokens: span.tokens });
+        }
+        start = end;
+    }
+    Ok(spans)
+}
+
 /// Cuts a document (its pages) into chunks the encoder accepts, consecutive chunks sharing about
 /// `overlap` tokens.
 pub fn chunk_document(encoder: &TextEncoder, pages: &[String], overlap: usize) -> Result<Vec<DocumentChunk>, TextError> {
@@ -87,7 +124,7 @@ pub fn chunk_document(encoder: &TextEncoder, pages: &[String], overlap: usize) -
     let specials = encoder.special_tokens();
     let mut cursor = CharCursor { text: &text, byte: 0, chars: 0 };
     let mut chunks = Vec::new();
-    for span in encoder.chunk_overlapping(&text, overlap)? {
+    for span in windowed_spans(encoder, &text, overlap)? {
         // A span re-encodes to the same pieces in all but freak cases (a tokenizer whose pieces
         // depend on context across a word boundary); then it is cut smaller, never truncated.
         let pieces = match encoder.encode(&text[span.start..span.end]) {
@@ -137,6 +174,27 @@ mod tests {
         let (text, starts) = join_pages(&pages);
         assert_eq!(text, "ab\n\n\n\ncdé");
         assert_eq!(starts, vec![0, 4, 6]);
+    }
+
+    #[test]
+    fn windows_end_after_whitespace_or_at_a_character_boundary() {
+        let text = "aaaa bbbb cccc dddd";
+        assert_eq!(window_end(text, 0, 100), text.len(), "short text: one window");
+        assert_eq!(&text[..window_end(text, 0, 12)], "aaaa bbbb ", "cut after the last space of the window");
+        assert_eq!(&text[10..window_end(text, 10, 8)], "cccc ");
+        let word = "é".repeat(20); // 40 bytes, no whitespace
+        let end = window_end(&word, 0, 9);
+        assert!(word.is_char_boundary(end) && end <= 9 && end > 0, "{end}");
+        // Windows cover the text exactly, in order.
+        let long = "word ".repeat(1000) + &"x".repeat(300);
+        let (mut start, mut pieces) = (0, String::new());
+        while start < long.len() {
+            let end = window_end(&long, start, 256);
+            assert!(end > start);
+            pieces.push_str(&long[start..end]);
+            start = end;
+        }
+        assert_eq!(pieces, long);
     }
 
     #[test]

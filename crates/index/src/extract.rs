@@ -38,6 +38,8 @@ pub enum ExtractError {
     Unsupported(String),
     #[error("cannot read the file: {0}")]
     Io(String),
+    #[error("the file is {size_mib} MiB; text files over {limit_mib} MiB are not read (raise the limit with --max-text-mib)")]
+    TooLarge { size_mib: String, limit_mib: u64 },
     #[error("the PDF parser panicked: {0}")]
     Panicked(String),
     #[error("extraction took longer than {0} s and was stopped (raise --extract-timeout for very large files)")]
@@ -211,7 +213,10 @@ impl Isolation {
 pub fn extract_file(path: &Path, isolation: &Isolation) -> Result<Extracted, ExtractError> {
     match file_kind(path) {
         Some(FileKind::Text) => {
-            let bytes = std::fs::read(path).map_err(|e| ExtractError::Io(e.to_string()))?;
+            let (bytes, _) = crate::files::read_checked(path, crate::pipeline::DEFAULT_MAX_TEXT_BYTES).map_err(|e| match e {
+                crate::files::ReadError::TooLarge { size_mib, limit_mib } => ExtractError::TooLarge { size_mib: format!("{size_mib:.1}"), limit_mib },
+                other => ExtractError::Io(other.to_string()),
+            })?;
             extract_text_file(&bytes)
         }
         Some(FileKind::Pdf) => extract_isolated(path, isolation),
@@ -248,6 +253,8 @@ fn spawn_reader(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle
 pub fn extract_isolated(path: &Path, isolation: &Isolation) -> Result<Extracted, ExtractError> {
     let mut command = Command::new(&isolation.program);
     command.args(&isolation.args).arg(path).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // A panic's report is kept as the file's error: its message, never a backtrace.
+    command.env_remove("RUST_BACKTRACE").env_remove("RUST_LIB_BACKTRACE");
     let memory_limit = isolation.memory_limit_mib.saturating_mul(1 << 20);
     #[cfg(target_os = "linux")]
     {
@@ -299,6 +306,18 @@ pub fn extract_isolated(path: &Path, isolation: &Isolation) -> Result<Extracted,
     }
 }
 
+/// At most `max` bytes of `text` (at a character boundary), with an ellipsis when cut.
+fn shorten(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
 /// What a worker that did not exit cleanly went through, from its status and its last words.
 fn classify_failure(status: ExitStatus, stderr: &str, memory_limit_mib: u64) -> ExtractError {
     if stderr.contains("memory allocation of") || stderr.contains("out of memory") {
@@ -313,11 +332,12 @@ fn classify_failure(status: ExitStatus, stderr: &str, memory_limit_mib: u64) -> 
             .lines()
             .skip_while(|l| !l.contains("panicked at"))
             .skip(1)
-            .take_while(|l| !l.starts_with("note:"))
+            .take_while(|l| !l.starts_with("note:") && !l.starts_with("stack backtrace:"))
             .collect::<Vec<_>>()
             .join(" ");
         let location = stderr.lines().find(|l| l.contains("panicked at")).unwrap_or("").trim();
-        return ExtractError::Panicked(if message.is_empty() { location.to_string() } else { message });
+        let message = if message.is_empty() { location.to_string() } else { message };
+        return ExtractError::Panicked(shorten(&message, 500));
     }
     #[cfg(unix)]
     {

@@ -2,6 +2,8 @@
 //!
 //! - [`extract`]: PDF, text and Markdown to page texts; PDFs in an isolated, time- and
 //!   memory-limited worker process, every failure a specific error for that file.
+//! - [`files`]: which files a run reads (links out of a chosen folder, FIFOs and undecodable
+//!   names refused with reasons) and reading them bounded, from the path that was checked.
 //! - [`chunk`]: token-aware, overlapping chunks that cover every token, with page spans and
 //!   character offsets.
 //! - [`store`]: the SQLite index (documents, pages, chunks, embeddings by text hash, FTS5).
@@ -14,6 +16,7 @@
 
 pub mod chunk;
 pub mod extract;
+pub mod files;
 pub mod pdfgen;
 pub mod pipeline;
 pub mod samples;

@@ -24,8 +24,12 @@ use warpfold_engine::scheduler::Ticket;
 use warpfold_engine::Lane;
 
 use crate::chunk::chunk_document;
-use crate::extract::{extract_file, file_kind, ExtractError, Isolation};
-use crate::store::{DocumentRecord, Store, StoreError};
+use crate::extract::{extract_isolated, extract_text_file, file_kind, ExtractError, FileKind, Isolation};
+use crate::files::{self, Collected, ReadError};
+use crate::store::{Commit, DocumentRecord, Store, StoreError};
+
+/// Text files larger than this are refused by default (see [`IndexOptions::max_text_bytes`]).
+pub const DEFAULT_MAX_TEXT_BYTES: u64 = 64 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
@@ -48,6 +52,17 @@ pub struct IndexOptions {
     pub prune: bool,
     /// Read again files that failed before even if they did not change.
     pub retry_failed: bool,
+    /// The largest text file read, in bytes (0: no limit). A text file's words, chunks and token
+    /// ids are all held while it is indexed, so this bounds a run's memory.
+    pub max_text_bytes: u64,
+}
+
+impl IndexOptions {
+    /// Defaults for everything but the extraction workers: one job, 32-token overlap, no pruning,
+    /// failed files left alone, text files up to [`DEFAULT_MAX_TEXT_BYTES`].
+    pub fn new(isolation: Isolation) -> IndexOptions {
+        IndexOptions { isolation, jobs: 1, overlap: 32, prune: false, retry_failed: false, max_text_bytes: DEFAULT_MAX_TEXT_BYTES }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -67,6 +82,8 @@ pub struct IndexReport {
     pub documents_failed: u64,
     pub documents_pruned: u64,
     pub failures: Vec<Failure>,
+    /// Files deliberately not read (a symbolic link out of the chosen folder), with the reason.
+    pub skipped: Vec<Failure>,
     /// Indexed files that lost something on the way (an unreadable page), with what.
     pub warnings: Vec<Failure>,
     pub pruned: Vec<String>,
@@ -74,6 +91,9 @@ pub struct IndexReport {
     pub chunks: u64,
     /// Of those, chunks whose text had no stored embedding and went through the model.
     pub chunks_embedded: u64,
+    /// Chunks embedded again because their stored vector went away while the run was under way
+    /// (another document that shared the text changed in the same run).
+    pub chunks_reembedded: u64,
     /// Real tokens embedded, and the pad/alignment tokens computed alongside them.
     pub tokens: u64,
     pub pad_tokens: u64,
@@ -120,41 +140,14 @@ pub trait FileObserver: Send + Sync {
     fn file_stage(&self, path: &str, stage: FileStage);
 }
 
-/// Every file under `paths` that warpfold reads (folders recursively, hidden entries skipped,
-/// symlinked folders not followed), plus files named directly whatever their type; absolute,
-/// sorted, without duplicates.
-pub fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, IndexError> {
-    let mut files = Vec::new();
-    for path in paths {
-        let meta = std::fs::metadata(path).map_err(|_| IndexError::NotFound(path.display().to_string()))?;
-        let absolute = std::fs::canonicalize(path).map_err(|source| IndexError::Walk { path: path.display().to_string(), source })?;
-        if meta.is_dir() {
-            walk(&absolute, &mut files)?;
-        } else {
-            files.push(absolute);
-        }
-    }
-    files.sort();
-    files.dedup();
-    Ok(files)
+/// Every file under `paths` that warpfold reads, as real paths (see [`files::collect`]: folders
+/// recursively, links out of a folder not followed, only regular files), plus what was refused.
+pub fn collect_files(paths: &[PathBuf]) -> Result<Collected, IndexError> {
+    files::collect(paths).map_err(|_| IndexError::NotFound(paths_text(paths)))
 }
 
-fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), IndexError> {
-    let entries = std::fs::read_dir(dir).map_err(|source| IndexError::Walk { path: dir.display().to_string(), source })?;
-    for entry in entries {
-        let entry = entry.map_err(|source| IndexError::Walk { path: dir.display().to_string(), source })?;
-        if entry.file_name().to_string_lossy().starts_with('.') {
-            continue;
-        }
-        let path = entry.path();
-        let Ok(file_type) = entry.file_type() else { continue };
-        if file_type.is_dir() {
-            walk(&path, files)?;
-        } else if file_kind(&path).is_some() && (file_type.is_file() || path.is_file()) {
-            files.push(path);
-        }
-    }
-    Ok(())
+fn paths_text(paths: &[PathBuf]) -> String {
+    paths.iter().filter(|p| std::fs::symlink_metadata(p).is_err()).map(|p| files::display_lossless(p)).collect::<Vec<_>>().join(", ")
 }
 
 /// A document on its way to the writer.
@@ -189,33 +182,62 @@ fn failed_record(path: String, hash: String, size: u64, mtime: i64, error: &Extr
     }
 }
 
-/// Reads, hashes, extracts and chunks one file (a worker's whole job for it).
+fn mtime_of(meta: &std::fs::Metadata) -> i64 {
+    meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_secs() as i64).unwrap_or(0)
+}
+
+fn read_error(e: ReadError) -> ExtractError {
+    match e {
+        ReadError::TooLarge { size_mib, limit_mib } => ExtractError::TooLarge { size_mib: format!("{size_mib:.1}"), limit_mib },
+        other => ExtractError::Io(other.to_string()),
+    }
+}
+
+/// The SHA-256 of a file read in blocks, from an already checked handle.
+fn hash_file(mut file: std::fs::File) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Reads, hashes, extracts and chunks one file (a worker's whole job for it). Text files are read
+/// once, under the size limit, and the bytes hashed are the bytes indexed; a PDF is hashed as a
+/// stream and read again by its isolated worker.
 fn prepare(path: &Path, store: &Store, embedder: &Embedder, options: &IndexOptions, progress: &Progress) -> Outcome {
     let path_text = path.display().to_string();
-    let (bytes, size, mtime) = match std::fs::read(path).and_then(|b| Ok((std::fs::metadata(path)?, b))) {
-        Ok((meta, bytes)) => {
-            let mtime = meta
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map(|d| d.as_secs() as i64)
-                .unwrap_or(0);
-            (bytes, meta.len(), mtime)
-        }
-        Err(e) => {
-            let error = ExtractError::Io(e.to_string());
-            return Outcome::Ready(failed_record(path_text, String::new(), 0, 0, &error));
-        }
+    let kind = file_kind(path);
+    let read = match kind {
+        Some(FileKind::Text) => files::read_checked(path, options.max_text_bytes).map(|(bytes, meta)| (content_hash(&bytes), Some(bytes), meta)),
+        _ => files::open_checked(path)
+            .and_then(|(file, meta)| hash_file(file).map(|hash| (hash, None, meta)).map_err(|e| ReadError::Io(e.to_string()))),
     };
-    let hash = content_hash(&bytes);
-    drop(bytes);
+    let (hash, text_bytes, meta) = match read {
+        Ok(read) => read,
+        Err(e) => return Outcome::Ready(failed_record(path_text, String::new(), 0, 0, &read_error(e))),
+    };
+    let (size, mtime) = (meta.len(), mtime_of(&meta));
     if let Ok(Some(state)) = store.document_state(&path_text) {
         if state.content_hash == hash && (state.status == "indexed" || !options.retry_failed) {
             return Outcome::Skipped;
         }
     }
     progress.stage(&path_text, FileStage::Extracting);
-    let extracted = match extract_file(path, &options.isolation) {
+    let extracted = match (kind, text_bytes) {
+        (Some(FileKind::Text), Some(bytes)) => extract_text_file(&bytes),
+        (Some(FileKind::Pdf), _) => extract_isolated(path, &options.isolation),
+        _ => Err(ExtractError::Unsupported(
+            path.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_else(|| "(no extension)".into()),
+        )),
+    };
+    let extracted = match extracted {
         Ok(extracted) => extracted,
         Err(error) => return Outcome::Ready(failed_record(path_text, hash, size, mtime, &error)),
     };
@@ -242,6 +264,80 @@ fn prepare(path: &Path, store: &Store, embedder: &Embedder, options: &IndexOptio
     }
 }
 
+/// Commits one document; when a chunk's vector is missing at commit time (another document of
+/// this run held the same text, was committed first and took the vector with it) the store
+/// refuses inside the transaction, the missing texts are embedded now, and the commit is made
+/// again, so no chunk is ever written without its vector. Returns how many were embedded here.
+fn commit_with_vectors(
+    store: &mut Store,
+    embedder: &Embedder,
+    record: &mut DocumentRecord,
+    new_embeddings: &mut Vec<([u8; 32], Vec<f32>)>,
+) -> Result<u64, StoreError> {
+    let mut reembedded = 0;
+    loop {
+        let missing = match store.commit_document(record, new_embeddings)? {
+            Commit::Done => return Ok(reembedded),
+            Commit::MissingVectors(missing) => missing,
+        };
+        let mut ids = Vec::with_capacity(missing.len());
+        for hash in &missing {
+            let chunk = record.chunks.iter().find(|c| &c.text_hash == hash).expect("the store names the record's own chunks");
+            ids.push(chunk.ids.clone());
+        }
+        let answers = embedder.engine.submit(Lane::Bulk, ids).wait();
+        if let Some(err) = answers.iter().find_map(|a| a.as_ref().err()) {
+            record.status = "failed";
+            record.error = Some(format!("embedding failed: {err}"));
+            record.pages.clear();
+            record.chunks.clear();
+            new_embeddings.clear();
+            continue;
+        }
+        reembedded += missing.len() as u64;
+        new_embeddings.extend(missing.into_iter().zip(answers.into_iter().map(|a| a.expect("checked"))));
+    }
+}
+
+/// Chunks that have no vector (an index written before this check existed, or damaged by hand),
+/// embedded and stored: what `warpfold index --check` and the app's start run.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckReport {
+    pub chunks_without_vectors: u64,
+    pub texts_reembedded: u64,
+    pub failures: Vec<String>,
+}
+
+/// Finds every chunk whose text has no stored embedding and embeds it.
+pub fn repair_missing_vectors(db: &Path, embedder: &Embedder, model: &str) -> Result<CheckReport, IndexError> {
+    let mut store = Store::open(db, model, embedder.engine.info().output_dim)?;
+    let missing = store.chunks_without_vectors()?;
+    let chunks_without_vectors = missing.iter().map(|m| m.chunks).sum();
+    let mut failures = Vec::new();
+    let mut texts = Vec::new();
+    let mut ids = Vec::new();
+    for m in missing {
+        match embedder.encoder.encode(&m.text) {
+            Ok(encoded) => {
+                texts.push(m.text_hash);
+                ids.push(encoded);
+            }
+            Err(e) => failures.push(format!("a chunk of {}: {e}", m.example_path)),
+        }
+    }
+    let mut vectors = Vec::with_capacity(ids.len());
+    if !ids.is_empty() {
+        for (hash, answer) in texts.into_iter().zip(embedder.engine.submit(Lane::Bulk, ids).wait()) {
+            match answer {
+                Ok(v) => vectors.push((hash, v)),
+                Err(e) => failures.push(format!("embedding failed: {e}")),
+            }
+        }
+    }
+    store.add_embeddings(&vectors)?;
+    Ok(CheckReport { chunks_without_vectors, texts_reembedded: vectors.len() as u64, failures })
+}
+
 /// Indexes `paths` into the database at `db` with `embedder` (whose model is `model`).
 pub fn index_paths(
     paths: &[PathBuf],
@@ -251,19 +347,41 @@ pub fn index_paths(
     options: &IndexOptions,
     progress: &Progress,
 ) -> Result<IndexReport, IndexError> {
+    let collected = collect_files(paths)?;
+    index_collected(collected, db, embedder, model, options, progress)
+}
+
+/// Indexes files already collected (by [`collect_files`] or [`files::collect_within`]); what the
+/// collection refused is reported as failed or skipped, each with its reason.
+pub fn index_collected(
+    collected: Collected,
+    db: &Path,
+    embedder: &Embedder,
+    model: &str,
+    options: &IndexOptions,
+    progress: &Progress,
+) -> Result<IndexReport, IndexError> {
     let started = Instant::now();
     let dim = embedder.engine.info().output_dim;
     let mut writer_store = Store::open(db, model, dim)?;
-    let files = collect_files(paths)?;
-    progress.files_total.store(files.len() as u64, Ordering::Relaxed);
+    let Collected { files, refused } = collected;
+    progress.files_total.store((files.len() + refused.len()) as u64, Ordering::Relaxed);
+    let mut skipped_files = Vec::new();
+    let mut refused_failures = Vec::new();
+    for r in refused {
+        progress.stage(&r.path, FileStage::Finished { status: r.status, error: Some(r.error.clone()), chunks: 0, pages: 0 });
+        progress.files_done.fetch_add(1, Ordering::Relaxed);
+        let failure = Failure { path: r.path, error: r.error, status: r.status.into() };
+        if r.status == "skipped" { skipped_files.push(failure) } else { refused_failures.push(failure) }
+    }
     let stats_before = embedder.engine.stats();
     let jobs = options.jobs.max(1);
 
     let skipped = AtomicU64::new(0);
     let tokens = AtomicU64::new(0);
-    let failures = Mutex::new(Vec::new());
+    let failures = Mutex::new(refused_failures);
     let warnings = Mutex::new(Vec::new());
-    let (mut indexed, mut chunks_written, mut chunks_embedded) = (0u64, 0u64, 0u64);
+    let (mut indexed, mut chunks_written, mut chunks_embedded, mut chunks_reembedded) = (0u64, 0u64, 0u64, 0u64);
     let mut write_error: Option<StoreError> = None;
 
     let worker_stores = (0..jobs).map(|_| Store::open_existing(db)).collect::<Result<Vec<_>, _>>()?;
@@ -349,10 +467,13 @@ pub fn index_paths(
             if write_error.is_some() {
                 continue; // keep draining so the other stages finish; the error is reported below
             }
-            if let Err(e) = writer_store.commit_document(&record, &new_embeddings) {
-                progress.stage(&record.path, FileStage::Finished { status: "failed", error: Some(e.to_string()), chunks: 0, pages: 0 });
-                write_error = Some(e);
-                continue;
+            match commit_with_vectors(&mut writer_store, embedder, &mut record, &mut new_embeddings) {
+                Ok(reembedded) => chunks_reembedded += reembedded,
+                Err(e) => {
+                    progress.stage(&record.path, FileStage::Finished { status: "failed", error: Some(e.to_string()), chunks: 0, pages: 0 });
+                    write_error = Some(e);
+                    continue;
+                }
             }
             progress.stage(
                 &record.path,
@@ -400,10 +521,12 @@ pub fn index_paths(
         documents_failed: failures.len() as u64,
         documents_pruned: pruned.len() as u64,
         failures,
+        skipped: skipped_files,
         warnings,
         pruned,
         chunks: chunks_written,
         chunks_embedded,
+        chunks_reembedded,
         tokens,
         pad_tokens: (stats_after.computed_tokens - stats_after.real_tokens)
             .saturating_sub(stats_before.computed_tokens - stats_before.real_tokens),

@@ -302,9 +302,9 @@ pub struct Searcher {
 
 impl Searcher {
     pub fn open(db: &std::path::Path) -> Result<Searcher, StoreError> {
-        let store = Store::open_existing(db)?;
+        let store = Store::open_read_only(db)?;
         let vectors = VectorIndex::load(&store)?;
-        Ok(Searcher { keyword_store: std::sync::Mutex::new(Store::open_existing(db)?), store, vectors })
+        Ok(Searcher { keyword_store: std::sync::Mutex::new(Store::open_read_only(db)?), store, vectors })
     }
 
     pub fn store(&self) -> &Store {

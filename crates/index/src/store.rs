@@ -17,18 +17,59 @@ use crate::chunk::DocumentChunk;
 
 const SCHEMA_VERSION: &str = "1";
 
+/// Why the index could not be used. SQLite's message is held as the error's own text and not also
+/// as its `source`, so a report that prints the chain (`{:#}`) says it once.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("index database {path}: {source}")]
-    Open { path: String, source: rusqlite::Error },
+    #[error("index database {path}: {message}")]
+    Open { path: String, message: String },
     #[error("index database: {0}")]
-    Sql(#[from] rusqlite::Error),
+    Sql(String),
     #[error("the index {path} was built with the model {found} ({found_dim} dimensions); this run uses {wanted} ({wanted_dim}). Use the same --model, or a new --db")]
     ModelMismatch { path: String, found: String, found_dim: usize, wanted: String, wanted_dim: usize },
     #[error("{path} is not a warpfold index (schema version {found:?}, expected {SCHEMA_VERSION})")]
     Schema { path: String, found: Option<String> },
     #[error("{0} does not exist; build it first with `warpfold index PATH... --db {0}`")]
     Missing(String),
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Sql(sqlite_message(&e))
+    }
+}
+
+/// SQLite's message once: rusqlite's failure carries SQLite's message and, as its source, the
+/// error code's description, which is most often the same words.
+fn sqlite_message(e: &rusqlite::Error) -> String {
+    match e {
+        rusqlite::Error::SqliteFailure(_, Some(message)) => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn open_error(path: &str, e: rusqlite::Error) -> StoreError {
+    StoreError::Open { path: path.to_string(), message: sqlite_message(&e) }
+}
+
+/// What [`Store::commit_document`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Commit {
+    /// The document is written.
+    Done,
+    /// Nothing was written: these chunk texts have no stored vector (decided inside the
+    /// transaction). Embed them and commit again with their vectors.
+    MissingVectors(Vec<[u8; 32]>),
+}
+
+/// A chunk text without a vector, found by [`Store::chunks_without_vectors`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingVector {
+    pub text_hash: [u8; 32],
+    pub text: String,
+    /// How many chunks share the text, and one document holding it.
+    pub chunks: u64,
+    pub example_path: String,
 }
 
 /// A document's row as the indexer needs it to decide whether to read the file again.
@@ -102,7 +143,7 @@ impl Store {
     /// another model, whose vectors would not be comparable.
     pub fn open(path: &Path, model: &str, dim: usize) -> Result<Store, StoreError> {
         let display = path.display().to_string();
-        let conn = Connection::open(path).map_err(|source| StoreError::Open { path: display.clone(), source })?;
+        let conn = Connection::open(path).map_err(|e| open_error(&display, e))?;
         let store = Store { conn, path: display };
         store.configure()?;
         store.create_schema()?;
@@ -117,14 +158,47 @@ impl Store {
             return Err(StoreError::Missing(display));
         }
         let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-            .map_err(|source| StoreError::Open { path: display.clone(), source })?;
+            .map_err(|e| open_error(&display, e))?;
         let store = Store { conn, path: display };
         store.configure()?;
-        let version = store.meta("schema_version")?;
-        if version.as_deref() != Some(SCHEMA_VERSION) {
-            return Err(StoreError::Schema { path: store.path.clone(), found: version });
-        }
+        store.check_schema()?;
         Ok(store)
+    }
+
+    /// Opens an existing index for reading only (search, the document view): works on an index the
+    /// user may not write (a read-only file, folder or mount). When SQLite cannot even create its
+    /// shared-memory file beside it, the file is opened as immutable: nothing can be writing it.
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        let display = path.display().to_string();
+        if !path.exists() {
+            return Err(StoreError::Missing(display));
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+        let plain = Connection::open_with_flags(path, flags).map_err(|e| open_error(&display, e)).and_then(|conn| {
+            let store = Store { conn, path: display.clone() };
+            store.conn.busy_timeout(std::time::Duration::from_secs(30))?;
+            store.check_schema()?;
+            Ok(store)
+        });
+        match plain {
+            Ok(store) => Ok(store),
+            Err(StoreError::Schema { .. }) => plain,
+            Err(_) => {
+                let uri = format!("file:{}?immutable=1", uri_path(path));
+                let conn = Connection::open_with_flags(uri, flags).map_err(|e| open_error(&display, e))?;
+                let store = Store { conn, path: display };
+                store.check_schema()?;
+                Ok(store)
+            }
+        }
+    }
+
+    fn check_schema(&self) -> Result<(), StoreError> {
+        let version = self.meta("schema_version")?;
+        if version.as_deref() != Some(SCHEMA_VERSION) {
+            return Err(StoreError::Schema { path: self.path.clone(), found: version });
+        }
+        Ok(())
     }
 
     fn configure(&self) -> Result<(), StoreError> {
@@ -241,7 +315,9 @@ impl Store {
 
     /// Replaces everything stored for `record.path` with `record`, adding `new_embeddings`
     /// (text hash, vector), in one transaction. Embeddings no chunk uses any more are dropped.
-    pub fn commit_document(&mut self, record: &DocumentRecord, new_embeddings: &[([u8; 32], Vec<f32>)]) -> Result<(), StoreError> {
+    /// If a chunk of the record would be left without a vector (its text's vector was dropped
+    /// after the caller looked), nothing is written and the missing texts are returned.
+    pub fn commit_document(&mut self, record: &DocumentRecord, new_embeddings: &[([u8; 32], Vec<f32>)]) -> Result<Commit, StoreError> {
         let tx = self.conn.transaction()?;
         let old_id: Option<i64> =
             tx.query_row("SELECT id FROM documents WHERE path = ?1", params![record.path], |r| r.get(0)).optional()?;
@@ -305,6 +381,52 @@ impl Store {
             }
         }
         drop_unused_embeddings(&tx, &old_hashes)?;
+        let missing: Vec<[u8; 32]> = tx
+            .prepare_cached(
+                "SELECT DISTINCT text_hash FROM chunks WHERE document_id = ?1
+                 AND NOT EXISTS (SELECT 1 FROM embeddings WHERE embeddings.text_hash = chunks.text_hash)",
+            )?
+            .query_map(params![id], |r| r.get::<_, Vec<u8>>(0))?
+            .filter_map(|h| h.map(|h| <[u8; 32]>::try_from(h.as_slice()).ok()).transpose())
+            .collect::<Result<_, _>>()?;
+        if !missing.is_empty() {
+            return Ok(Commit::MissingVectors(missing)); // the transaction rolls back on drop
+        }
+        tx.commit()?;
+        Ok(Commit::Done)
+    }
+
+    /// Every chunk text that has no stored vector, once per text.
+    pub fn chunks_without_vectors(&self) -> Result<Vec<MissingVector>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT chunks.text_hash, min(chunks.text), count(*), min(documents.path)
+             FROM chunks JOIN documents ON documents.id = chunks.document_id
+             WHERE NOT EXISTS (SELECT 1 FROM embeddings WHERE embeddings.text_hash = chunks.text_hash)
+             GROUP BY chunks.text_hash ORDER BY min(documents.path)",
+        )?;
+        let rows = stmt
+            .query_map([], |r| {
+                let hash: Vec<u8> = r.get(0)?;
+                Ok((hash, r.get::<_, String>(1)?, r.get::<_, i64>(2)?, r.get::<_, String>(3)?))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(hash, text, chunks, example_path)| {
+                Some(MissingVector { text_hash: hash.as_slice().try_into().ok()?, text, chunks: chunks as u64, example_path })
+            })
+            .collect())
+    }
+
+    /// Stores vectors for chunk texts (kept if one is already there), in one transaction.
+    pub fn add_embeddings(&mut self, vectors: &[([u8; 32], Vec<f32>)]) -> Result<(), StoreError> {
+        let tx = self.conn.transaction()?;
+        {
+            let mut insert = tx.prepare_cached("INSERT OR IGNORE INTO embeddings(text_hash, vector) VALUES (?1, ?2)")?;
+            for (hash, vector) in vectors {
+                insert.execute(params![&hash[..], encode_vector(vector)])?;
+            }
+        }
         tx.commit()?;
         Ok(())
     }
@@ -492,6 +614,11 @@ impl Store {
     }
 }
 
+/// A path as the `file:` URI SQLite expects: `%`, `?` and `#` escaped.
+fn uri_path(path: &Path) -> String {
+    path.display().to_string().replace('%', "%25").replace('?', "%3f").replace('#', "%23")
+}
+
 /// A document's row: what a queue or a list shows.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct DocumentSummary {
@@ -645,9 +772,10 @@ mod tests {
         let gone = dir.path().join("gone.txt").display().to_string();
         let only_gone = chunk(0, "only in the gone file");
         store.commit_document(&record(&gone, "h", vec![only_gone.clone()]), &[(only_gone.text_hash, vec![1.0, 1.0])]).unwrap();
-        store.commit_document(&record(&kept.display().to_string(), "k", vec![chunk(0, "kept text")]), &[]).unwrap();
+        let kept_chunk = chunk(0, "kept text");
+        store.commit_document(&record(&kept.display().to_string(), "k", vec![kept_chunk.clone()]), &[(kept_chunk.text_hash, vec![0.0, 1.0])]).unwrap();
         assert_eq!(store.prune_missing().unwrap(), vec![gone]);
-        assert_eq!(store.counts().unwrap(), StoreCounts { documents: 1, indexed: 1, chunks: 1, embeddings: 0 });
+        assert_eq!(store.counts().unwrap(), StoreCounts { documents: 1, indexed: 1, chunks: 1, embeddings: 1 });
     }
 
     #[test]
@@ -655,8 +783,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut store = Store::open(&dir.path().join("i.db"), "m", 2).unwrap();
         let a = chunk(0, "renamed words");
-        store.commit_document(&record("/old.pdf", "h", vec![a.clone(), chunk(1, "more")]), &[(a.text_hash, vec![1.0, 0.0])]).unwrap();
-        store.commit_document(&record("/other.pdf", "o", vec![chunk(0, "other")]), &[]).unwrap();
+        let (more, other) = (chunk(1, "more"), chunk(0, "other"));
+        store
+            .commit_document(&record("/old.pdf", "h", vec![a.clone(), more.clone()]), &[(a.text_hash, vec![1.0, 0.0]), (more.text_hash, vec![0.5, 0.5])])
+            .unwrap();
+        store.commit_document(&record("/other.pdf", "o", vec![other.clone()]), &[(other.text_hash, vec![0.0, 1.0])]).unwrap();
         assert!(store.rename_document("/old.pdf", "/new.pdf").unwrap());
         assert!(!store.rename_document("/missing.pdf", "/x.pdf").unwrap());
         assert!(store.document_state("/old.pdf").unwrap().is_none());
@@ -669,8 +800,81 @@ mod tests {
         assert_eq!(listed, ["/new.pdf", "/other.pdf"]);
         assert!(store.remove_document("/new.pdf").unwrap());
         assert!(!store.remove_document("/new.pdf").unwrap());
-        assert_eq!(store.counts().unwrap(), StoreCounts { documents: 1, indexed: 1, chunks: 1, embeddings: 0 });
+        assert_eq!(store.counts().unwrap(), StoreCounts { documents: 1, indexed: 1, chunks: 1, embeddings: 1 });
         assert!(store.keyword_search("renamed", 5).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_chunk_is_never_committed_without_its_vector() {
+        // A run reads y (its text "shared words" already has a vector, so none is asked for) while
+        // x, which held that text, is edited and committed first and takes the vector with it.
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("i.db"), "m", 2).unwrap();
+        let (shared, other) = (chunk(0, "shared words"), chunk(0, "other words"));
+        assert_eq!(store.commit_document(&record("/x", "h1", vec![shared.clone()]), &[(shared.text_hash, vec![1.0, 0.0])]).unwrap(), Commit::Done);
+        assert!(store.embedded_hashes(&[shared.text_hash]).unwrap().contains(&shared.text_hash), "y's submitter sees the vector");
+        store.commit_document(&record("/x", "h2", vec![other.clone()]), &[(other.text_hash, vec![0.0, 1.0])]).unwrap();
+        let y = record("/y", "h3", vec![shared.clone()]);
+        assert_eq!(store.commit_document(&y, &[]).unwrap(), Commit::MissingVectors(vec![shared.text_hash]));
+        assert!(store.document_state("/y").unwrap().is_none(), "nothing of y was written");
+        assert_eq!(store.commit_document(&y, &[(shared.text_hash, vec![1.0, 0.0])]).unwrap(), Commit::Done);
+        assert!(store.chunks_without_vectors().unwrap().is_empty());
+        assert_eq!(store.load_vectors().unwrap().0.len(), 2, "both chunks are searchable by meaning");
+    }
+
+    #[test]
+    fn the_check_finds_chunks_without_vectors_and_sqlite_errors_say_their_text_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("i.db");
+        let mut store = Store::open(&path, "m", 2).unwrap();
+        let (a, b) = (chunk(0, "first text"), chunk(1, "second text"));
+        store.commit_document(&record("/x", "h", vec![a.clone(), b.clone()]), &[(a.text_hash, vec![1.0, 0.0]), (b.text_hash, vec![0.0, 1.0])]).unwrap();
+        store.connection().execute("DELETE FROM embeddings WHERE text_hash = ?1", params![&b.text_hash[..]]).unwrap();
+        let missing = store.chunks_without_vectors().unwrap();
+        assert_eq!(missing, vec![MissingVector { text_hash: b.text_hash, text: "second text".into(), chunks: 1, example_path: "/x".into() }]);
+        store.add_embeddings(&[(b.text_hash, vec![0.0, 1.0])]).unwrap();
+        assert!(store.chunks_without_vectors().unwrap().is_empty());
+
+        let garbage = dir.path().join("garbage.db");
+        std::fs::write(&garbage, vec![7u8; 8192]).unwrap();
+        let err = Store::open_read_only(&garbage).err().expect("not a database");
+        let chain = format!("{:#}", anyhow_like(&err));
+        assert_eq!(chain.matches("not a database").count(), 1, "{chain}");
+    }
+
+    /// The error with its sources, as `anyhow`'s `{:#}` prints it.
+    fn anyhow_like(e: &dyn std::error::Error) -> String {
+        let mut text = e.to_string();
+        let mut source = e.source();
+        while let Some(s) = source {
+            text.push_str(&format!(": {s}"));
+            source = s.source();
+        }
+        text
+    }
+
+    #[test]
+    fn a_read_only_index_can_be_searched() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("ro");
+        std::fs::create_dir(&folder).unwrap();
+        let path = folder.join("i.db");
+        {
+            let mut store = Store::open(&path, "m", 2).unwrap();
+            let a = chunk(0, "lighthouse keepers");
+            store.commit_document(&record("/x", "h", vec![a.clone()]), &[(a.text_hash, vec![1.0, 0.0])]).unwrap();
+        }
+        // A folder its user may not write (the integration tests also run `warpfold search` as an
+        // unprivileged user on such a folder, where even SQLite's -shm file cannot be created).
+        let mut perms = std::fs::metadata(&folder).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o555);
+        std::fs::set_permissions(&folder, perms).unwrap();
+        let store = Store::open_read_only(&path).expect("a read-only index opens for reading");
+        assert_eq!(store.keyword_search("lighthouse", 5).unwrap().len(), 1);
+        assert!(store.connection().execute("DELETE FROM chunks", []).is_err(), "and cannot be written through");
+        let mut perms = std::fs::metadata(&folder).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&folder, perms).unwrap();
     }
 
     #[test]

@@ -44,6 +44,12 @@ impl Store {
         Ok(())
     }
 
+    /// Has any summary been stored yet? Readers ask before reading, so that a read-only index
+    /// (which cannot have the table created) answers "none" instead of failing.
+    fn has_summaries(&self) -> Result<bool, StoreError> {
+        Ok(self.connection().query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'summaries'", [], |r| r.get::<_, i64>(0))? > 0)
+    }
+
     /// Stores (or replaces) the summary of a text by its content hash and model.
     pub fn put_summary(&self, s: &StoredSummary) -> Result<(), StoreError> {
         self.ensure_summaries()?;
@@ -57,7 +63,9 @@ impl Store {
 
     /// The summary of a text by one model, if stored.
     pub fn summary(&self, content_hash: &str, model: &str) -> Result<Option<StoredSummary>, StoreError> {
-        self.ensure_summaries()?;
+        if !self.has_summaries()? {
+            return Ok(None);
+        }
         Ok(self
             .connection()
             .query_row(
@@ -71,7 +79,9 @@ impl Store {
 
     /// The newest summary of the document now indexed at `path` (by its current content hash).
     pub fn summary_for_path(&self, path: &str) -> Result<Option<StoredSummary>, StoreError> {
-        self.ensure_summaries()?;
+        if !self.has_summaries()? {
+            return Ok(None);
+        }
         Ok(self
             .connection()
             .query_row(

@@ -6,7 +6,7 @@ import { ago, basename, dirname, grouped, percent, shortDir, STATE_LABEL } from 
 import { store } from "../store";
 import { FILE_STATES, type FileState, type FileStateName } from "../types";
 
-const ORDER: Record<FileStateName, number> = { extracting: 0, embedding: 0, failed: 1, waiting: 2, no_text: 3, done: 4 };
+const ORDER: Record<FileStateName, number> = { extracting: 0, embedding: 0, failed: 1, waiting: 2, no_text: 3, skipped: 3, done: 4 };
 const MAX_ROWS = 300;
 
 let filter: FileStateName | null = null;
@@ -50,7 +50,7 @@ export function mountQueue(openDetail: (path: string) => void): void {
   function drawProgress() {
     const total = store.total();
     const el = $("queue-progress");
-    const ok = store.counts.done + store.counts.no_text;
+    const ok = store.counts.done + store.counts.no_text + store.counts.skipped;
     const failed = store.counts.failed;
     const [okBar, failBar] = el.children as unknown as HTMLElement[];
     okBar.style.width = total ? `${(ok / total) * 100}%` : "0";
