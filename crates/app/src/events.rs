@@ -102,14 +102,8 @@ impl Sample {
     }
 }
 
-/// What the VRAM probe found, when it ran.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProbeView {
-    pub capacity_tokens: u32,
-    pub free_bytes: u64,
-    pub total_bytes: u64,
-    pub margin: f64,
-}
+/// What the VRAM probe found (memory free and total, bytes per token, capacity, margin, trials).
+pub use warpfold_runtime::ProbeSummary as ProbeView;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DeviceView {
@@ -119,6 +113,9 @@ pub struct DeviceView {
     pub probe: Option<ProbeView>,
     pub memory_total_bytes: Option<u64>,
     pub memory_used_bytes: Option<u64>,
+    /// Every device the engine runs on (one engine may drive several GPUs), each with its capacity
+    /// and probe.
+    pub devices: Vec<warpfold_runtime::DeviceStart>,
 }
 
 /// Everything the UI draws, at once.

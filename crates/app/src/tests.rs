@@ -5,17 +5,26 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use warpfold_candle::DeviceChoice;
 use warpfold_index::extract::Isolation;
 use warpfold_index::pipeline::IndexOptions;
 
 use super::*;
-use crate::runtime::{load_model, LoadedModel};
+use crate::runtime::{device_view, start_embedder, EngineOptions};
+use warpfold_engine::embed::Embedder;
+use warpfold_engine::models::ModelDir;
+
+/// The default model on the CPU, started the way every front starts it.
+struct LoadedModel {
+    embedder: Arc<Embedder>,
+    model: String,
+    device: DeviceView,
+}
 
 fn model() -> LoadedModel {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/all-MiniLM-L6-v2");
     assert!(dir.is_dir(), "{} is missing: run `warpfold models fetch` (scripts/test.sh does)", dir.display());
-    load_model(&dir, DeviceChoice::Cpu, warpfold_engine::SchedulerConfig::default()).expect("the default model loads")
+    let started = start_embedder(&EngineOptions::default(), &ModelDir::open(&dir).unwrap()).expect("the default model loads");
+    LoadedModel { device: device_view(&started.devices), model: started.model, embedder: started.embedder }
 }
 
 fn start(data: &Path, loaded: &LoadedModel) -> App {

@@ -245,7 +245,7 @@ fn run_engine(
 ) -> Result<(SystemRun, Vec<Vec<f32>>)> {
     // The bin capacity bench was asked for (no probe): the same for packed and padded.
     let fixed = GlobalOptions { bin_tokens: Some(global.bin_tokens()), ..global.clone() };
-    let engine = setup::embedding_engine(&fixed, dir, &crate::devices::candle_devices(&global.device)?, config)?;
+    let engine = setup::embedding_engine(&fixed, dir, &setup::devices(global)?, config)?;
     let (results, seconds, s, peak) = timed_run(engine, ids)?;
     let vecs = results.into_iter().collect::<Result<Vec<_>, _>>()?;
     let pad = s.computed_tokens - s.real_tokens;
@@ -266,7 +266,7 @@ fn run_end_to_end(
     const SLICE: usize = 512;
     let fixed = GlobalOptions { bin_tokens: Some(global.bin_tokens()), ..global.clone() };
     let config = SchedulerConfig { batching: Batching::Packed, ..setup::scheduler_config(global) };
-    let engine = setup::embedding_engine(&fixed, dir, &crate::devices::candle_devices(&global.device)?, config)?;
+    let engine = setup::embedding_engine(&fixed, dir, &setup::devices(global)?, config)?;
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     // Warm-up, as for the other runs.
     let warm = encoder.encode_batch(&refs[..refs.len().min(16)]).into_iter().collect::<Result<Vec<_>, _>>()?;

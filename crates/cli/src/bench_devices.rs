@@ -21,7 +21,7 @@ use warpfold_engine::tokenize::TextEncoder;
 use warpfold_engine::{Batching, DeviceSnapshot, Engine, EngineError, SchedulerConfig};
 
 use crate::bench::{compare, pct, prepare, save_report, timed_run, Answers, BenchArgs, CorpusArg};
-use crate::{devices, setup, GlobalOptions};
+use crate::{setup, GlobalOptions};
 
 #[derive(Serialize, Debug)]
 struct DevicesRun {
@@ -80,13 +80,13 @@ struct Report {
 }
 
 pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<ExitCode> {
-    let on = devices::candle_devices(&global.device)?;
+    let on = setup::devices(global)?;
     ensure!(on.len() >= 2, "--devices-compare needs several devices, e.g. --device cuda:0,cuda:1 or --device cuda:all");
     let dir = setup::embedding_model_dir(global)?;
     let config = SchedulerConfig { batching: Batching::Packed, ..setup::scheduler_config(global) };
     let start = |on: &[Device]| -> Result<Engine> {
         match &args.decoder {
-            Some(decoder) => devices::decoder_engine(global, decoder, on, config.clone()),
+            Some(decoder) => setup::decoder_engine(global, decoder, on, config.clone()),
             None => setup::embedding_engine(global, &dir, on, config.clone()),
         }
     };

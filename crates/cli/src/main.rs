@@ -12,7 +12,6 @@ mod bench;
 mod bench_devices;
 mod bench_index;
 mod corpus;
-mod devices;
 mod embed;
 mod index;
 mod score;
@@ -45,7 +44,7 @@ pub struct GlobalOptions {
     pub models_dir: Option<PathBuf>,
     /// Where the model runs: cpu, cuda (cuda:0), auto, cuda:N, a list (cuda:0,cuda:1) or cuda:all
     /// (one engine over several GPUs, each probed on its own).
-    #[arg(long, global = true, default_value = "cpu", value_parser = devices::parse_device, env = "WARPFOLD_DEVICE")]
+    #[arg(long, global = true, default_value = "cpu", value_parser = warpfold_runtime::parse_device, env = "WARPFOLD_DEVICE")]
     pub device: DeviceArg,
     /// packed: First-Fit-Decreasing bins, no padding. padded: the Hugging Face baseline.
     #[arg(long, global = true, value_enum, default_value_t = BatchingArg::Packed)]
@@ -76,7 +75,7 @@ impl GlobalOptions {
     }
 }
 
-pub use devices::DeviceArg;
+pub use warpfold_runtime::DeviceSpec as DeviceArg;
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BatchingArg {

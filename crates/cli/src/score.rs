@@ -19,7 +19,7 @@ use clap::Args;
 use warpfold_engine::tokenize::TextEncoder;
 use warpfold_engine::Lane;
 
-use crate::{devices, setup, GlobalOptions};
+use crate::{setup, GlobalOptions};
 
 #[derive(Args, Debug)]
 pub struct ScoreArgs {
@@ -35,8 +35,8 @@ pub struct ScoreArgs {
 const BLOCK_LINES: usize = 256;
 
 pub fn run(global: &GlobalOptions, args: &ScoreArgs) -> Result<ExitCode> {
-    let on = devices::candle_devices(&global.device)?;
-    let engine = devices::decoder_engine(global, &args.decoder, &on, setup::scheduler_config(global))?;
+    let on = setup::devices(global)?;
+    let engine = setup::decoder_engine(global, &args.decoder, &on, setup::scheduler_config(global))?;
     let max = engine.info().max_sequence_tokens;
     let tokenizer = args.decoder.join("tokenizer.json");
     let encoder = if tokenizer.is_file() { Some(TextEncoder::from_file(&tokenizer, max)?) } else { None };

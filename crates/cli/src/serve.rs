@@ -43,7 +43,7 @@ use clap::Args;
 use futures_util::TryStreamExt;
 use serde::Deserialize;
 use tokio_util::io::{StreamReader, SyncIoBridge};
-use warpfold_app::{inbox, App, AppConfig, AppError, DeviceView, Origin};
+use warpfold_app::{inbox, App, AppConfig, AppError, Origin};
 use warpfold_engine::embed::EmbedError;
 use warpfold_engine::scheduler::Cancel;
 use warpfold_engine::Lane;
@@ -590,21 +590,13 @@ fn serve(global: &GlobalOptions, args: &ServeArgs, random: impl FnOnce(&mut [u8]
     // First: without a token there is nothing to serve, so fail before loading or creating anything.
     let token = server_token(args.token.as_deref(), random)?;
     let dir = setup::embedding_model_dir(global)?;
-    let embedder = setup::embedder_for(global, &dir)?;
+    let mut started = setup::start_embedder(global, &dir)?;
     let data_dir = args.data_dir.clone().unwrap_or_else(warpfold_app::paths::default_data_dir);
     let db = args.db.clone().unwrap_or_else(|| data_dir.join("index.db"));
     let exe = std::env::current_exe().context("finding the warpfold binary to run extraction workers")?;
-    let engine = &embedder.engine;
-    let device = DeviceView {
-        name: engine.info().device.clone(),
-        kind: if engine.info().device.starts_with("cuda") { "cuda" } else { "cpu" }.into(),
-        bin_tokens: engine.config().bin_tokens,
-        probe: None,
-        memory_total_bytes: None,
-        memory_used_bytes: None,
-    };
-    let mut config = AppConfig::new(db.clone(), data_dir, dir.name.clone(), exe, device);
-    config.memory = setup::memory_reader(global)?;
+    let (model, device, memory) = warpfold_app::runtime::app_parts(&mut started);
+    let mut config = AppConfig::new(db.clone(), data_dir, model, exe, device);
+    config.memory = memory;
     if args.summarize {
         config.summaries = Some(warpfold_app::summaries::SummaryConfig {
             model: crate::summarize::chat_model_path(global, args.chat_model.as_ref())?,
@@ -612,7 +604,7 @@ fn serve(global: &GlobalOptions, args: &ServeArgs, random: impl FnOnce(&mut [u8]
             auto: true,
         });
     }
-    let app = App::start(config, Arc::new(embedder)).with_context(|| format!("starting on the index {}", db.display()))?;
+    let app = App::start(config, started.embedder).with_context(|| format!("starting on the index {}", db.display()))?;
     let state = Arc::new(AppState {
         token: token.clone(),
         app,

