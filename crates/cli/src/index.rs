@@ -169,6 +169,11 @@ fn print_report(r: &IndexReport, db: &Path) {
         "{} chunks written, {} embedded: {} tokens in {} bins ({padding:.1}% alignment padding), {:.2} s, {:.0} tokens/s",
         r.chunks, r.chunks_embedded, r.tokens, r.bins, r.seconds, r.tokens_per_second
     );
+    let st = &r.stages;
+    println!(
+        "time by stage (summed over threads): read {:.2} s, extract {:.2} s, chunk {:.2} s, submit {:.2} s, waiting for embeddings {:.2} s, write {:.2} s; model busy {:.2} s, bins {:.0}% full on average, device idle with work queued {:.3} s",
+        st.read, st.extract, st.chunk, st.submit, st.embed_wait, st.write, r.backend_busy_seconds, 100.0 * r.mean_bin_fill, r.device_starved_seconds
+    );
     if !r.failures.is_empty() {
         println!("not indexed:");
         for f in &r.failures {

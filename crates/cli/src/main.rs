@@ -49,6 +49,10 @@ pub struct GlobalOptions {
     /// packed: First-Fit-Decreasing bins, no padding. padded: the Hugging Face baseline.
     #[arg(long, global = true, value_enum, default_value_t = BatchingArg::Packed)]
     pub batching: BatchingArg,
+    /// When bulk work is packed: adaptive (full bins while the device is busy, at once when it
+    /// would idle) or fixed (the source project's 16 sequences or 5 ms; for comparison).
+    #[arg(long, global = true, value_enum, default_value_t = WindowArg::Adaptive)]
+    pub window: WindowArg,
     /// Sequences per batch for --batching padded.
     #[arg(long, global = true, default_value_t = 8)]
     pub batch_size: usize,
@@ -76,6 +80,12 @@ impl GlobalOptions {
 }
 
 pub use warpfold_runtime::DeviceSpec as DeviceArg;
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowArg {
+    Adaptive,
+    Fixed,
+}
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BatchingArg {

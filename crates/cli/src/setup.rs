@@ -10,10 +10,10 @@ use warpfold_candle::BertBackend;
 use warpfold_engine::embed::Embedder;
 use warpfold_engine::models::{self, Manifest, ModelDir};
 use warpfold_engine::multi::parse_fail_spec;
-use warpfold_engine::{Batching, Engine, SchedulerConfig};
+use warpfold_engine::{Batching, Engine, SchedulerConfig, Window};
 use warpfold_runtime::{DeviceStart, EngineOptions, StartedEmbedder};
 
-use crate::{BatchingArg, GlobalOptions, ModelsAction};
+use crate::{BatchingArg, GlobalOptions, ModelsAction, WindowArg};
 
 pub fn models_dir(global: &GlobalOptions) -> PathBuf {
     global.models_dir.clone().unwrap_or_else(models::default_models_dir)
@@ -38,6 +38,10 @@ pub fn engine_options(global: &GlobalOptions) -> Result<EngineOptions> {
         batching: match global.batching {
             BatchingArg::Packed => Batching::Packed,
             BatchingArg::Padded => Batching::Padded { batch_size: global.batch_size.max(1) },
+        },
+        window: match global.window {
+            WindowArg::Adaptive => Window::Adaptive,
+            WindowArg::Fixed => Window::Fixed,
         },
         fail_device,
     })

@@ -20,5 +20,5 @@ pub mod tape;
 pub mod tokenize;
 
 pub use multi::{CostModel, DeviceSnapshot};
-pub use scheduler::{Batching, Engine, EngineError, Lane, SchedulerConfig, StatsSnapshot};
+pub use scheduler::{Batching, Engine, EngineError, Lane, SchedulerConfig, StatsSnapshot, Window};
 pub use warpfold_backend as backend;

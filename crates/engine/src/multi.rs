@@ -265,6 +265,8 @@ pub(crate) struct Devices {
     changed: Condvar,
     cost: CostModel,
     stats: Arc<EngineStats>,
+    /// Told when a device runs out of work (called with no lock held).
+    idle: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl Devices {
@@ -274,7 +276,18 @@ impl Devices {
             .iter()
             .map(|&bin_tokens| Slot { bin_tokens, queue: VecDeque::new(), running: None, rate: None, alive: true, suspect: false })
             .collect();
-        Arc::new(Devices { state: Mutex::new(State { slots, closed: false }), changed: Condvar::new(), cost, stats })
+        Arc::new(Devices { state: Mutex::new(State { slots, closed: false }), changed: Condvar::new(), cost, stats, idle: std::sync::OnceLock::new() })
+    }
+
+    /// Sets what is told when a device runs out of work (once).
+    pub(crate) fn on_idle(&self, hook: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.idle.set(hook);
+    }
+
+    /// Would a usable device idle without a new bin now (nothing running, nothing queued)?
+    pub(crate) fn starving(&self) -> bool {
+        let st = self.lock();
+        (0..st.slots.len()).any(|d| Self::usable(&st, d) && st.slots[d].queue.is_empty() && st.slots[d].running.is_none())
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -492,6 +505,10 @@ impl Devices {
 
     fn take_job(&self, d: usize, wait: bool) -> Option<Job> {
         let mut st = self.lock();
+        // Set while this device waits for a bin although sequences are waiting to be packed.
+        let mut starved_since: Option<Instant> = None;
+        // The idle hook was called in this wait (once per wait: it wakes the dispatcher).
+        let mut told = false;
         loop {
             if !st.slots[d].alive {
                 return None;
@@ -503,6 +520,9 @@ impl Devices {
             if let Some(job) = job {
                 st.slots[d].running = Some(Running { cost: job.cost, started: Instant::now() });
                 drop(st);
+                if let Some(since) = starved_since {
+                    self.stats.starved_ns.fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                }
                 // The dispatcher may be waiting for room.
                 self.changed.notify_all();
                 return Some(job);
@@ -510,6 +530,18 @@ impl Devices {
             let idle = st.slots.iter().all(|s| s.queue.is_empty() && s.running.is_none());
             if !wait || (st.closed && idle) {
                 return None;
+            }
+            if st.slots[d].running.is_none() && !told {
+                told = true;
+                if self.stats.waiting_sequences.load(Ordering::Relaxed) > 0 {
+                    starved_since = Some(Instant::now());
+                }
+                drop(st);
+                if let Some(hook) = self.idle.get() {
+                    hook();
+                }
+                st = self.lock();
+                continue;
             }
             st = self.changed.wait(st).unwrap_or_else(PoisonError::into_inner);
         }

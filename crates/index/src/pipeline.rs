@@ -100,9 +100,58 @@ pub struct IndexReport {
     pub bins: u64,
     /// Time the model spent computing bins during the run: how busy the pipeline kept it.
     pub backend_busy_seconds: f64,
+    /// Where the run's time went, stage by stage (seconds summed over the threads doing it).
+    pub stages: StageSeconds,
+    /// Seconds a device sat idle waiting for a bin while chunks were waiting to be packed.
+    pub device_starved_seconds: f64,
+    /// Mean share of a bin's capacity computed (tokens computed / (bins x capacity)).
+    pub mean_bin_fill: f64,
     pub seconds: f64,
     pub tokens_per_second: f64,
     pub documents_per_second: f64,
+}
+
+/// Seconds spent in each stage of [`index_collected`], summed over the threads that ran it (the
+/// workers run read, extract and chunk side by side, so these may add up to more than the wall
+/// time): what binds a run. `embed_wait` is the writer waiting for the engine's answers, `write`
+/// its SQLite transactions.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StageSeconds {
+    pub read: f64,
+    pub extract: f64,
+    pub chunk: f64,
+    pub submit: f64,
+    pub embed_wait: f64,
+    pub write: f64,
+}
+
+/// Nanosecond counters behind [`StageSeconds`], shared by the run's threads.
+#[derive(Default)]
+struct StageClock {
+    read: AtomicU64,
+    extract: AtomicU64,
+    chunk: AtomicU64,
+    submit: AtomicU64,
+    embed_wait: AtomicU64,
+    write: AtomicU64,
+}
+
+impl StageClock {
+    fn add(counter: &AtomicU64, since: Instant) {
+        counter.fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    fn seconds(&self) -> StageSeconds {
+        let s = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64 / 1e9;
+        StageSeconds {
+            read: s(&self.read),
+            extract: s(&self.extract),
+            chunk: s(&self.chunk),
+            submit: s(&self.submit),
+            embed_wait: s(&self.embed_wait),
+            write: s(&self.write),
+        }
+    }
 }
 
 /// Live counters for a progress display, and an optional observer of each file's stage.
@@ -156,6 +205,47 @@ struct Prepared {
     /// Hashes sent to the model, in the order of the ticket's answers.
     submitted: Vec<[u8; 32]>,
     ticket: Option<Ticket>,
+    /// Its tokens counted in [`InFlight`].
+    tokens: u64,
+}
+
+/// At most this many documents wait between submission and commit (documents without new chunks
+/// cost no tokens, so the token budget alone would not bound them).
+const COMMIT_QUEUE_DOCUMENTS: usize = 4096;
+
+/// The tokens submitted and not yet committed may reach four bins of the engine's capacity (at
+/// least 16,384): enough to fill the next bins while the device runs one, bounded for memory.
+fn in_flight_budget(bin_tokens: u32) -> u64 {
+    (4 * bin_tokens as u64).max(16_384)
+}
+
+/// A budget of tokens between the submitter and the writer.
+struct InFlight {
+    budget: u64,
+    used: Mutex<u64>,
+    freed: std::sync::Condvar,
+}
+
+impl InFlight {
+    fn new(budget: u64) -> InFlight {
+        InFlight { budget, used: Mutex::new(0), freed: std::sync::Condvar::new() }
+    }
+
+    /// Waits until `tokens` fit (a document larger than the whole budget goes alone).
+    fn acquire(&self, tokens: u64) {
+        let mut used = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        while *used > 0 && *used + tokens > self.budget {
+            used = self.freed.wait(used).unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        *used += tokens;
+    }
+
+    fn release(&self, tokens: u64) {
+        let mut used = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *used = used.saturating_sub(tokens);
+        drop(used);
+        self.freed.notify_all();
+    }
 }
 
 enum Outcome {
@@ -211,14 +301,16 @@ fn hash_file(mut file: std::fs::File) -> std::io::Result<String> {
 /// Reads, hashes, extracts and chunks one file (a worker's whole job for it). Text files are read
 /// once, under the size limit, and the bytes hashed are the bytes indexed; a PDF is hashed as a
 /// stream and read again by its isolated worker.
-fn prepare(path: &Path, store: &Store, embedder: &Embedder, options: &IndexOptions, progress: &Progress) -> Outcome {
+fn prepare(path: &Path, store: &Store, embedder: &Embedder, options: &IndexOptions, progress: &Progress, clock: &StageClock) -> Outcome {
     let path_text = path.display().to_string();
+    let read_started = Instant::now();
     let kind = file_kind(path);
     let read = match kind {
         Some(FileKind::Text) => files::read_checked(path, options.max_text_bytes).map(|(bytes, meta)| (content_hash(&bytes), Some(bytes), meta)),
         _ => files::open_checked(path)
             .and_then(|(file, meta)| hash_file(file).map(|hash| (hash, None, meta)).map_err(|e| ReadError::Io(e.to_string()))),
     };
+    StageClock::add(&clock.read, read_started);
     let (hash, text_bytes, meta) = match read {
         Ok(read) => read,
         Err(e) => return Outcome::Ready(failed_record(path_text, String::new(), 0, 0, &read_error(e))),
@@ -230,6 +322,7 @@ fn prepare(path: &Path, store: &Store, embedder: &Embedder, options: &IndexOptio
         }
     }
     progress.stage(&path_text, FileStage::Extracting);
+    let extract_started = Instant::now();
     let extracted = match (kind, text_bytes) {
         (Some(FileKind::Text), Some(bytes)) => extract_text_file(&bytes),
         (Some(FileKind::Pdf), _) => extract_isolated(path, &options.isolation),
@@ -237,11 +330,15 @@ fn prepare(path: &Path, store: &Store, embedder: &Embedder, options: &IndexOptio
             path.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_else(|| "(no extension)".into()),
         )),
     };
+    StageClock::add(&clock.extract, extract_started);
     let extracted = match extracted {
         Ok(extracted) => extracted,
         Err(error) => return Outcome::Ready(failed_record(path_text, hash, size, mtime, &error)),
     };
-    match chunk_document(&embedder.encoder, &extracted.pages, options.overlap) {
+    let chunk_started = Instant::now();
+    let chunked = chunk_document(&embedder.encoder, &extracted.pages, options.overlap);
+    StageClock::add(&clock.chunk, chunk_started);
+    match chunked {
         Ok(chunks) if chunks.is_empty() => {
             let error = ExtractError::NoTextLayer { pages: extracted.pages.len() };
             Outcome::Ready(failed_record(path_text, hash, size, mtime, &error))
@@ -388,7 +485,12 @@ pub fn index_collected(
     let submit_store = Store::open_existing(db)?;
     let (work_tx, work_rx) = bounded::<PathBuf>(jobs * 4);
     let (ready_tx, ready_rx) = bounded::<DocumentRecord>(jobs * 2);
-    let (commit_tx, commit_rx) = bounded::<Prepared>(64);
+    // Documents between submission and commit: bounded by their tokens, not their number, so the
+    // engine always holds several bins' worth (a fixed count of 64 small documents kept GPU bins
+    // under a tenth full), and memory stays bounded however large each document is.
+    let (commit_tx, commit_rx) = bounded::<Prepared>(COMMIT_QUEUE_DOCUMENTS);
+    let in_flight = InFlight::new(in_flight_budget(embedder.engine.config().bin_tokens));
+    let clock = StageClock::default();
 
     std::thread::scope(|scope| {
         scope.spawn(move || {
@@ -400,10 +502,10 @@ pub fn index_collected(
         });
         for store in worker_stores {
             let (work_rx, ready_tx) = (work_rx.clone(), ready_tx.clone());
-            let (skipped, progress) = (&skipped, progress);
+            let (skipped, progress, clock) = (&skipped, progress, &clock);
             scope.spawn(move || {
                 for path in work_rx {
-                    match prepare(&path, &store, embedder, options, progress) {
+                    match prepare(&path, &store, embedder, options, progress, clock) {
                         Outcome::Skipped => {
                             progress.stage(&path.display().to_string(), FileStage::Unchanged);
                             skipped.fetch_add(1, Ordering::Relaxed);
@@ -421,9 +523,10 @@ pub fn index_collected(
         drop((work_rx, ready_tx));
 
         // Submitter: queue each document's new chunk texts in the engine as soon as it is ready.
-        let tokens_ref = &tokens;
+        let (tokens_ref, in_flight_ref, clock_ref) = (&tokens, &in_flight, &clock);
         scope.spawn(move || {
             for record in ready_rx {
+                let submit_started = Instant::now();
                 let mut submitted = Vec::new();
                 let mut ids = Vec::new();
                 if !record.chunks.is_empty() {
@@ -438,19 +541,24 @@ pub fn index_collected(
                         }
                     }
                 }
+                let doc_tokens: u64 = ids.iter().map(|i| i.len() as u64).sum();
+                StageClock::add(&clock_ref.submit, submit_started);
+                in_flight_ref.acquire(doc_tokens);
                 progress.stage(&record.path, FileStage::Embedding { chunks: ids.len() as u64 });
                 let ticket = (!ids.is_empty()).then(|| embedder.engine.submit(Lane::Bulk, ids));
-                if commit_tx.send(Prepared { record, submitted, ticket }).is_err() {
+                if commit_tx.send(Prepared { record, submitted, ticket, tokens: doc_tokens }).is_err() {
                     break;
                 }
             }
         });
 
         // Writer (this thread): one transaction per document, in submission order.
-        for Prepared { mut record, submitted, ticket } in commit_rx {
+        for Prepared { mut record, submitted, ticket, tokens: doc_tokens } in commit_rx {
             let mut new_embeddings = Vec::with_capacity(submitted.len());
             if let Some(ticket) = ticket {
+                let wait_started = Instant::now();
                 let answers = ticket.wait();
+                StageClock::add(&clock.embed_wait, wait_started);
                 match answers.iter().find_map(|a| a.as_ref().err()) {
                     Some(err) => {
                         record.status = "failed";
@@ -463,11 +571,16 @@ pub fn index_collected(
                     }
                 }
             }
+            // The engine is done with this document's tokens: the submitter may queue more.
+            in_flight.release(doc_tokens);
             progress.files_done.fetch_add(1, Ordering::Relaxed);
             if write_error.is_some() {
                 continue; // keep draining so the other stages finish; the error is reported below
             }
-            match commit_with_vectors(&mut writer_store, embedder, &mut record, &mut new_embeddings) {
+            let write_started = Instant::now();
+            let committed = commit_with_vectors(&mut writer_store, embedder, &mut record, &mut new_embeddings);
+            StageClock::add(&clock.write, write_started);
+            match committed {
                 Ok(reembedded) => chunks_reembedded += reembedded,
                 Err(e) => {
                     progress.stage(&record.path, FileStage::Finished { status: "failed", error: Some(e.to_string()), chunks: 0, pages: 0 });
@@ -532,6 +645,13 @@ pub fn index_collected(
             .saturating_sub(stats_before.computed_tokens - stats_before.real_tokens),
         bins: stats_after.bins - stats_before.bins,
         backend_busy_seconds: stats_after.backend_busy_seconds - stats_before.backend_busy_seconds,
+        stages: clock.seconds(),
+        device_starved_seconds: stats_after.starved_seconds - stats_before.starved_seconds,
+        mean_bin_fill: {
+            let bins = (stats_after.bins - stats_before.bins) as f64;
+            let computed = (stats_after.computed_tokens - stats_before.computed_tokens) as f64;
+            if bins > 0.0 { computed / (bins * embedder.engine.config().bin_tokens as f64) } else { 0.0 }
+        },
         seconds,
         tokens_per_second: tokens as f64 / seconds.max(1e-9),
         documents_per_second: total as f64 / seconds.max(1e-9),

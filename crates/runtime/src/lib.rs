@@ -24,7 +24,7 @@ use warpfold_engine::embed::Embedder;
 use warpfold_engine::models::{self, Manifest, ModelDir};
 use warpfold_engine::multi::{CostModel, FailAfter};
 use warpfold_engine::tokenize::TextEncoder;
-use warpfold_engine::{Batching, Engine, SchedulerConfig};
+use warpfold_engine::{Batching, Engine, SchedulerConfig, Window};
 
 pub use capacity::{bin_capacity, probe_capacity, ProbeSummary, CPU_BIN_TOKENS};
 pub use device::{parse_device, DeviceSpec, OneDevice};
@@ -54,13 +54,24 @@ pub struct EngineOptions {
     /// Alignment quantum of packed slot lengths.
     pub align: u32,
     pub batching: Batching,
+    /// When bulk work is packed: full bins while the devices are busy (adaptive, the default), or
+    /// the source project's 16-sequences-or-5-ms trigger (fixed, for comparison).
+    pub window: Window,
     /// Test only (failover runs): the I-th device fails every bin after its first N.
     pub fail_device: Option<(usize, u64)>,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { device: DeviceSpec::Cpu, bin_tokens: None, vram_budget: None, align: 16, batching: Batching::Packed, fail_device: None }
+        EngineOptions {
+            device: DeviceSpec::Cpu,
+            bin_tokens: None,
+            vram_budget: None,
+            align: 16,
+            batching: Batching::Packed,
+            window: Window::Adaptive,
+            fail_device: None,
+        }
     }
 }
 
@@ -98,6 +109,7 @@ impl EngineOptions {
     pub fn scheduler_config(&self) -> SchedulerConfig {
         SchedulerConfig {
             batching: self.batching,
+            window: self.window,
             bin_tokens: self.bin_tokens.unwrap_or(CPU_BIN_TOKENS),
             align: self.align.max(1),
             ..SchedulerConfig::default()
