@@ -452,7 +452,7 @@ fn an_embeddings_request_whose_client_hangs_up_is_cancelled() {
     let words = "kestrels hover over motorway verges hunting voles while traffic passes below them";
     let sent = 2000;
     // About 200 tokens each (the model takes at most 256): some 100 bins of work.
-    let inputs: Vec<String> = (0..sent).map(|i| format!("{i} {}", vec![words; 12].join(" "))).collect();
+    let inputs: Vec<String> = (0..sent).map(|i| format!("{i} {}", [words; 12].join(" "))).collect();
     let body = serde_json::json!({ "input": inputs }).to_string();
     let mut client = TcpStream::connect(addr).unwrap();
     write!(client, "POST /v1/embeddings HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer s3cret\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len()).unwrap();

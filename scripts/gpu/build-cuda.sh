@@ -8,6 +8,8 @@
 # README for compiling only the kernels a model needs).
 #
 #   bash scripts/gpu/build-cuda.sh            # -> .gpu/warpfold.xz, .gpu/run-on-gpu-machine.sh
+#   WARPFOLD_GPU_DESKTOP=1 bash scripts/gpu/build-cuda.sh   # the desktop app with flash-attn too
+#                                             # (target/cuda/release-gpu/warpfold-desktop)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 KIT=${WARPFOLD_GPU_KIT:-../shared/gpu}
@@ -27,3 +29,7 @@ mkdir -p .gpu
 xz -T2 -9 -c target/cuda/release-gpu/warpfold > .gpu/warpfold.xz
 cp "$KIT/run-on-gpu-machine.sh" .gpu/
 ls -la .gpu/
+if [ "${WARPFOLD_GPU_DESKTOP:-0}" = 1 ]; then
+  CARGO_TARGET_DIR=target/cuda cargo build --profile release-gpu --locked --features flash-attn -p warpfold-desktop
+  ls -la target/cuda/release-gpu/warpfold-desktop
+fi

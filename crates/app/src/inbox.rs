@@ -59,7 +59,7 @@ pub fn check_name(name: &str) -> Result<(), AppError> {
 
 /// The error for a body over `max_bytes`, naming the limit.
 pub fn too_large(max_bytes: u64) -> AppError {
-    let limit = if max_bytes % (1 << 20) == 0 { format!("{} MiB", max_bytes >> 20) } else { format!("{max_bytes} bytes") };
+    let limit = if max_bytes.is_multiple_of(1 << 20) { format!("{} MiB", max_bytes >> 20) } else { format!("{max_bytes} bytes") };
     AppError::TooLarge(format!("the upload is larger than the limit of {limit}"))
 }
 

@@ -70,15 +70,16 @@ pub struct AppConfig {
 
 impl AppConfig {
     /// The settings both shells use: the index in `db`, PDF workers started as `worker extract-worker
-    /// FILE` (the shell's own binary), two extraction jobs, 32-token chunk overlap, files read once
-    /// quiet for 2 s, throughput sampled every 500 ms.
+    /// FILE` (the shell's own binary), one extraction and tokenization job per core but one (that
+    /// one feeds the device), 32-token chunk overlap, files read once quiet for 2 s, throughput
+    /// sampled every 500 ms.
     pub fn new(db: PathBuf, data_dir: PathBuf, model: String, worker: PathBuf, device: DeviceView) -> AppConfig {
         AppConfig {
             db,
             data_dir,
             model,
             index_options: IndexOptions {
-                jobs: 2,
+                jobs: std::thread::available_parallelism().map_or(2, |n| n.get().saturating_sub(1).max(2)),
                 ..IndexOptions::new(warpfold_index::extract::Isolation::new(worker, vec!["extract-worker".into()]))
             },
             settle: Duration::from_secs(2),

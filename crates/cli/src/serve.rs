@@ -315,9 +315,12 @@ impl Drop for AbandonOnDrop {
     }
 }
 
+/// Each input's vector (or why not), and the tokens embedded.
+type Embedded = (Vec<Result<Vec<f32>, EmbedError>>, usize);
+
 /// Tokenizes and queues `texts` on the interactive lane and waits for them, unless the client has
 /// gone (None). Blocking.
-fn embed_for(app: &App, texts: &[String], abandonment: &Abandonment) -> Option<(Vec<Result<Vec<f32>, EmbedError>>, usize)> {
+fn embed_for(app: &App, texts: &[String], abandonment: &Abandonment) -> Option<Embedded> {
     if abandonment.is_abandoned() {
         return None;
     }
@@ -516,6 +519,7 @@ async fn metrics(State(state): State<Shared>) -> Response {
     metric("failed_bins_total", "counter", "Bins with at least one failed sequence.", s.failed_bins as f64);
     metric("backend_busy_seconds_total", "counter", "Time the model spent running bins.", s.backend_busy_seconds);
     metric("oom_splits_total", "counter", "Bins split after running out of device memory.", s.oom_splits as f64);
+    metric("device_starved_seconds_total", "counter", "Seconds a device waited for a bin while sequences waited to be packed.", s.starved_seconds);
     metric("cancelled_sequences_total", "counter", "Sequences never run because their client went away.", s.cancelled_sequences as f64);
     let fill = if s.bins > 0 { s.computed_tokens as f64 / (s.bins as f64 * engine.config().bin_tokens as f64) } else { 0.0 };
     metric("bin_fill_ratio", "gauge", "Mean share of a bin's capacity that was computed.", fill);
