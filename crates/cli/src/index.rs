@@ -42,7 +42,8 @@ pub struct IndexArgs {
     /// Read again files that failed in an earlier run even if they did not change.
     #[arg(long)]
     pub retry_failed: bool,
-    /// Seconds one PDF may take to extract before it is stopped and recorded as failed.
+    /// Seconds of processor time one PDF may take to extract before it is stopped and recorded as
+    /// failed (on the wall clock, four times as long).
     #[arg(long, default_value_t = 60)]
     pub extract_timeout: u64,
     /// Memory (MiB of address space) one PDF's extraction may use.

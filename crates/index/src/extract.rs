@@ -42,7 +42,7 @@ pub enum ExtractError {
     TooLarge { size_mib: String, limit_mib: u64 },
     #[error("the PDF parser panicked: {0}")]
     Panicked(String),
-    #[error("extraction took longer than {0} s and was stopped (raise --extract-timeout for very large files)")]
+    #[error("extraction took longer than {0} s of processor time and was stopped (raise --extract-timeout for very large files)")]
     TimedOut(u64),
     #[error("extraction needed more than {0} MiB of memory and was stopped (raise --extract-memory-mib)")]
     OutOfMemory(u64),
@@ -256,6 +256,10 @@ pub fn extract_isolated(path: &Path, isolation: &Isolation) -> Result<Extracted,
     // A panic's report is kept as the file's error: its message, never a backtrace.
     command.env_remove("RUST_BACKTRACE").env_remove("RUST_LIB_BACKTRACE");
     let memory_limit = isolation.memory_limit_mib.saturating_mul(1 << 20);
+    // The time limit is processor time (RLIMIT_CPU), so a worker that waits for a busy machine (it
+    // runs at a low priority beside the indexer's other work) is not stopped for the machine's
+    // load; a wall-clock limit of WALL_FACTOR times as long still catches one that blocks.
+    let cpu_seconds = isolation.timeout.as_secs().max(1);
     #[cfg(target_os = "linux")]
     {
         use std::os::unix::process::CommandExt;
@@ -266,6 +270,8 @@ pub fn extract_isolated(path: &Path, isolation: &Isolation) -> Result<Extracted,
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                 let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
                 libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+                let cpu = libc::rlimit { rlim_cur: cpu_seconds as _, rlim_max: (cpu_seconds + 1) as _ };
+                libc::setrlimit(libc::RLIMIT_CPU, &cpu);
                 if memory_limit > 0 {
                     let limit = libc::rlimit { rlim_cur: memory_limit as _, rlim_max: memory_limit as _ };
                     libc::setrlimit(libc::RLIMIT_AS, &limit);
@@ -279,7 +285,7 @@ pub fn extract_isolated(path: &Path, isolation: &Isolation) -> Result<Extracted,
         .map_err(|e| ExtractError::Worker(format!("cannot start {}: {e}", isolation.program.display())))?;
     let stdout = spawn_reader(child.stdout.take().expect("piped"));
     let stderr = spawn_reader(child.stderr.take().expect("piped"));
-    let deadline = Instant::now() + isolation.timeout;
+    let deadline = Instant::now() + isolation.timeout * WALL_FACTOR;
     let mut pause = Duration::from_millis(1);
     let status = loop {
         match child.try_wait() {
@@ -302,8 +308,23 @@ pub fn extract_isolated(path: &Path, isolation: &Isolation) -> Result<Extracted,
         None => Err(ExtractError::TimedOut(isolation.timeout.as_secs().max(1))),
         Some(status) if status.success() => serde_json::from_slice::<Result<Extracted, ExtractError>>(&stdout)
             .map_err(|e| ExtractError::Worker(format!("unreadable worker output: {e}")))?,
+        Some(status) if cpu_limit_reached(status) => Err(ExtractError::TimedOut(cpu_seconds)),
         Some(status) => Err(classify_failure(status, &stderr, isolation.memory_limit_mib)),
     }
+}
+
+/// How many times the processor-time limit a worker may take on the wall clock.
+const WALL_FACTOR: u32 = 4;
+
+/// Was the worker stopped for its processor time (SIGXCPU at the soft limit, SIGKILL at the hard)?
+fn cpu_limit_reached(status: ExitStatus) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        return status.signal() == Some(libc::SIGXCPU);
+    }
+    #[allow(unreachable_code)]
+    false
 }
 
 /// At most `max` bytes of `text` (at a character boundary), with an ellipsis when cut.
