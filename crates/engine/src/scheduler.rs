@@ -319,6 +319,11 @@ impl Ticket {
         out.into_iter().map(|r| r.unwrap_or_else(|| Err(unanswered.clone()))).collect()
     }
 
+    /// Every answer is in (or the request was cancelled): [`wait`](Self::wait) returns at once.
+    pub fn is_answered(&self) -> bool {
+        self.results.len() >= self.len || self.cancel.is_cancelled()
+    }
+
     /// A handle that cancels this request from anywhere (another thread, a guard).
     pub fn canceller(&self) -> Cancel {
         self.cancel.clone()
@@ -1067,6 +1072,28 @@ mod tests {
         assert!(ticket.wait().iter().all(Result::is_ok));
         assert!(!cancel.is_cancelled());
         assert_eq!(engine.shutdown().cancelled_sequences, 0);
+    }
+
+    /// A ticket says it is answered only once every sequence's answer is in, without taking them.
+    #[test]
+    fn a_ticket_is_answered_once_every_sequence_is() {
+        let (gate_tx, gate_rx) = crossbeam_channel::unbounded();
+        let (backend, _) = fake(Some(gate_rx));
+        let engine = Engine::start(backend, SchedulerConfig { bin_tokens: 256, ..Default::default() });
+        // Two bins of 200 tokens: the first lets one answer in, the second the other.
+        let ticket = engine.submit(Lane::Bulk, vec![vec![4u32; 200]; 2]);
+        assert!(!ticket.is_answered());
+        gate_tx.send(()).unwrap();
+        while engine.stats().sequences < 1 {
+            std::thread::yield_now();
+        }
+        assert!(!ticket.is_answered(), "one of two answers is in");
+        gate_tx.send(()).unwrap();
+        while !ticket.is_answered() {
+            std::thread::yield_now();
+        }
+        assert_eq!(ticket.wait(), vec![Ok(expected(&[4; 200])); 2]);
+        drop(engine);
     }
 
     #[test]

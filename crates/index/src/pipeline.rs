@@ -3,7 +3,8 @@
 //! Why three stages with bounded queues: extraction (a process per PDF) and tokenization are I/O-
 //! and CPU-bound work that must not leave the compute backend waiting, so `jobs` workers run them
 //! side by side and feed the engine's bulk lane as soon as each document is ready; a single writer
-//! commits documents in order, each in its own transaction, as their embeddings come back. Every
+//! commits documents in order as their embeddings come back, those ready together in one
+//! transaction (per-document transactions bound a GPU run: BENCHMARKS.md, issue 14). Every
 //! queue is bounded, so memory stays flat however many files arrive.
 //!
 //! ```text
@@ -16,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crossbeam_channel::bounded;
+use crossbeam_channel::{bounded, TryRecvError};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use warpfold_engine::embed::Embedder;
@@ -227,6 +228,12 @@ struct Prepared {
     /// Its tokens counted in [`InFlight`].
     tokens: u64,
 }
+
+/// Most documents the writer commits in one transaction, and the longest it holds the first of them
+/// back waiting for more: large enough that a transaction's fixed costs are shared, small enough
+/// that the queue shows progress (documents come out a quarter of a second apart at worst).
+const GROUP_DOCUMENTS: usize = 64;
+const GROUP_SECONDS: f64 = 0.25;
 
 /// At most this many documents wait between submission and commit (documents without new chunks
 /// cost no tokens, so the token budget alone would not bound them).
@@ -572,8 +579,92 @@ pub fn index_collected(
             }
         });
 
-        // Writer (this thread): one transaction per document, in submission order.
-        for Prepared { mut record, submitted, ticket, tokens: doc_tokens } in commit_rx {
+        // Writer (this thread): documents in submission order, committed in groups (see
+        // [`Store::commit_documents`]): a group is written when the next document's answers are
+        // not in yet (so nothing waits behind the device), or at GROUP_DOCUMENTS or GROUP_SECONDS
+        // (so the queue shows documents indexed soon after their embeddings came back).
+        let mut group: Vec<(DocumentRecord, Vec<([u8; 32], Vec<f32>)>)> = Vec::new();
+        let mut group_started = Instant::now();
+        let mut write_group = |group: &mut Vec<(DocumentRecord, Vec<([u8; 32], Vec<f32>)>)>| {
+            if group.is_empty() {
+                return;
+            }
+            if write_error.is_some() {
+                group.clear(); // keep draining so the other stages finish; the error is reported below
+                return;
+            }
+            let write_started = Instant::now();
+            let commits = writer_store.commit_documents(group.iter().map(|(r, v)| (r, v.as_slice())));
+            let commits = match commits {
+                Ok(commits) => commits,
+                Err(e) => {
+                    for (record, _) in group.drain(..) {
+                        progress.stage(&record.path, FileStage::Finished { status: "failed", error: Some(e.to_string()), chunks: 0, pages: 0 });
+                    }
+                    write_error = Some(e);
+                    StageClock::add(&clock.write, write_started);
+                    return;
+                }
+            };
+            for ((mut record, mut new_embeddings), commit) in group.drain(..).zip(commits) {
+                if let Commit::MissingVectors(_) = commit {
+                    // Rolled back alone: embed what is missing and commit it by itself.
+                    match commit_with_vectors(&mut writer_store, embedder, &mut record, &mut new_embeddings) {
+                        Ok(reembedded) => chunks_reembedded += reembedded,
+                        Err(e) => {
+                            progress.stage(&record.path, FileStage::Finished { status: "failed", error: Some(e.to_string()), chunks: 0, pages: 0 });
+                            write_error = Some(e);
+                            continue;
+                        }
+                    }
+                }
+                progress.stage(
+                    &record.path,
+                    FileStage::Finished {
+                        status: record.status,
+                        error: record.error.clone(),
+                        chunks: record.chunks.len() as u64,
+                        pages: record.pages.len() as u32,
+                    },
+                );
+                if record.status == "indexed" {
+                    indexed += 1;
+                    chunks_written += record.chunks.len() as u64;
+                    chunks_embedded += new_embeddings.len() as u64;
+                    progress.chunks_embedded.fetch_add(new_embeddings.len() as u64, Ordering::Relaxed);
+                    if let Some(warning) = &record.error {
+                        warnings.lock().unwrap().push(Failure { path: record.path.clone(), error: warning.clone(), status: "indexed".into() });
+                    }
+                } else {
+                    failures.lock().unwrap().push(Failure {
+                        path: record.path.clone(),
+                        error: record.error.clone().unwrap_or_default(),
+                        status: record.status.into(),
+                    });
+                }
+            }
+            StageClock::add(&clock.write, write_started);
+        };
+        loop {
+            let next = if group.is_empty() {
+                commit_rx.recv().ok()
+            } else {
+                match commit_rx.try_recv() {
+                    Ok(p) => {
+                        let ready = p.ticket.as_ref().is_none_or(Ticket::is_answered);
+                        if !ready || group.len() >= GROUP_DOCUMENTS || group_started.elapsed().as_secs_f64() >= GROUP_SECONDS {
+                            write_group(&mut group);
+                        }
+                        Some(p)
+                    }
+                    Err(TryRecvError::Empty) => {
+                        write_group(&mut group);
+                        commit_rx.recv().ok()
+                    }
+                    Err(TryRecvError::Disconnected) => None,
+                }
+            };
+            let Some(Prepared { mut record, submitted, ticket, tokens: doc_tokens }) = next else { break };
             let mut new_embeddings = Vec::with_capacity(submitted.len());
             if let Some(ticket) = ticket {
                 let wait_started = Instant::now();
@@ -594,45 +685,12 @@ pub fn index_collected(
             // The engine is done with this document's tokens: the submitter may queue more.
             in_flight.release(doc_tokens);
             progress.files_done.fetch_add(1, Ordering::Relaxed);
-            if write_error.is_some() {
-                continue; // keep draining so the other stages finish; the error is reported below
+            if group.is_empty() {
+                group_started = Instant::now();
             }
-            let write_started = Instant::now();
-            let committed = commit_with_vectors(&mut writer_store, embedder, &mut record, &mut new_embeddings);
-            StageClock::add(&clock.write, write_started);
-            match committed {
-                Ok(reembedded) => chunks_reembedded += reembedded,
-                Err(e) => {
-                    progress.stage(&record.path, FileStage::Finished { status: "failed", error: Some(e.to_string()), chunks: 0, pages: 0 });
-                    write_error = Some(e);
-                    continue;
-                }
-            }
-            progress.stage(
-                &record.path,
-                FileStage::Finished {
-                    status: record.status,
-                    error: record.error.clone(),
-                    chunks: record.chunks.len() as u64,
-                    pages: record.pages.len() as u32,
-                },
-            );
-            if record.status == "indexed" {
-                indexed += 1;
-                chunks_written += record.chunks.len() as u64;
-                chunks_embedded += new_embeddings.len() as u64;
-                progress.chunks_embedded.fetch_add(new_embeddings.len() as u64, Ordering::Relaxed);
-                if let Some(warning) = &record.error {
-                    warnings.lock().unwrap().push(Failure { path: record.path.clone(), error: warning.clone(), status: "indexed".into() });
-                }
-            } else {
-                failures.lock().unwrap().push(Failure {
-                    path: record.path.clone(),
-                    error: record.error.clone().unwrap_or_default(),
-                    status: record.status.into(),
-                });
-            }
+            group.push((record, new_embeddings));
         }
+        write_group(&mut group);
     });
     if let Some(e) = write_error {
         return Err(e.into());

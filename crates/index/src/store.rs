@@ -144,9 +144,17 @@ impl Store {
     pub fn open(path: &Path, model: &str, dim: usize) -> Result<Store, StoreError> {
         let display = path.display().to_string();
         let conn = Connection::open(path).map_err(|e| open_error(&display, e))?;
+        // 16 KiB pages for a new index (an existing one keeps its own): a chunk's text, its vector
+        // and its full-text postings fit a page where 4 KiB pages spill into overflow pages, and a
+        // commit writes a third as many pages (half the writer's time, `examples/commit_cost.rs`).
+        conn.pragma_update(None, "page_size", 16_384).map_err(|e| open_error(&display, e))?;
         let store = Store { conn, path: display };
         store.configure()?;
         store.create_schema()?;
+        // The writer's page cache: 64 MiB rather than SQLite's 2 MiB. Inserting into the chunk and
+        // full-text b-trees re-reads their inner pages all the time; with the small cache each
+        // re-read is a system call (most of a commit's time, `examples/commit_cost.rs`).
+        store.conn.pragma_update(None, "cache_size", -65_536)?;
         store.check_model(model, dim, true)?;
         Ok(store)
     }
@@ -318,82 +326,31 @@ impl Store {
     /// If a chunk of the record would be left without a vector (its text's vector was dropped
     /// after the caller looked), nothing is written and the missing texts are returned.
     pub fn commit_document(&mut self, record: &DocumentRecord, new_embeddings: &[([u8; 32], Vec<f32>)]) -> Result<Commit, StoreError> {
-        let tx = self.conn.transaction()?;
-        let old_id: Option<i64> =
-            tx.query_row("SELECT id FROM documents WHERE path = ?1", params![record.path], |r| r.get(0)).optional()?;
-        let mut old_hashes: Vec<Vec<u8>> = Vec::new();
-        if let Some(id) = old_id {
-            old_hashes = tx
-                .prepare("SELECT DISTINCT text_hash FROM chunks WHERE document_id = ?1")?
-                .query_map(params![id], |r| r.get(0))?
-                .collect::<Result<_, _>>()?;
-            tx.execute("DELETE FROM chunks WHERE document_id = ?1", params![id])?;
-            tx.execute("DELETE FROM pages WHERE document_id = ?1", params![id])?;
-        }
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
-        let id: i64 = tx.query_row(
-            "INSERT INTO documents(path, content_hash, size, mtime, status, error, page_count, indexed_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-             ON CONFLICT(path) DO UPDATE SET content_hash = excluded.content_hash, size = excluded.size,
-                 mtime = excluded.mtime, status = excluded.status, error = excluded.error,
-                 page_count = excluded.page_count, indexed_at = excluded.indexed_at
-             RETURNING id",
-            params![
-                record.path,
-                record.content_hash,
-                record.size as i64,
-                record.mtime,
-                record.status,
-                record.error,
-                record.pages.len() as i64,
-                now
-            ],
-            |r| r.get(0),
-        )?;
-        {
-            let mut insert_page = tx.prepare_cached("INSERT INTO pages(document_id, page, text) VALUES (?1, ?2, ?3)")?;
-            for (i, page) in record.pages.iter().enumerate() {
-                insert_page.execute(params![id, i as i64 + 1, page])?;
-            }
-            let mut insert_embedding =
-                tx.prepare_cached("INSERT OR IGNORE INTO embeddings(text_hash, vector) VALUES (?1, ?2)")?;
-            for (hash, vector) in new_embeddings {
-                insert_embedding.execute(params![&hash[..], encode_vector(vector)])?;
-            }
-            let mut insert_chunk = tx.prepare_cached(
-                "INSERT INTO chunks(document_id, ordinal, text, text_hash, page_start, page_end, page_breaks,
-                                    char_start, char_end, tokens)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            )?;
-            for c in &record.chunks {
-                insert_chunk.execute(params![
-                    id,
-                    c.ordinal as i64,
-                    c.text,
-                    &c.text_hash[..],
-                    c.page_start,
-                    c.page_end,
-                    encode_breaks(&c.page_breaks),
-                    c.char_start as i64,
-                    c.char_end as i64,
-                    c.ids.len() as i64
-                ])?;
-            }
-        }
-        drop_unused_embeddings(&tx, &old_hashes)?;
-        let missing: Vec<[u8; 32]> = tx
-            .prepare_cached(
-                "SELECT DISTINCT text_hash FROM chunks WHERE document_id = ?1
-                 AND NOT EXISTS (SELECT 1 FROM embeddings WHERE embeddings.text_hash = chunks.text_hash)",
-            )?
-            .query_map(params![id], |r| r.get::<_, Vec<u8>>(0))?
-            .filter_map(|h| h.map(|h| <[u8; 32]>::try_from(h.as_slice()).ok()).transpose())
-            .collect::<Result<_, _>>()?;
-        if !missing.is_empty() {
-            return Ok(Commit::MissingVectors(missing)); // the transaction rolls back on drop
+        Ok(self.commit_documents([(record, new_embeddings)])?.remove(0))
+    }
+
+    /// [`commit_document`](Self::commit_document) for several documents in one transaction, each
+    /// inside its own savepoint: a document refused for a missing vector is rolled back alone and
+    /// the others are kept. One transaction per group rather than per document is what lets the
+    /// writer keep up with a GPU: every transaction pays its commit and adds a segment to the
+    /// full-text index that later inserts must merge (measured by `examples/commit_cost.rs`).
+    /// An error rolls back the whole group.
+    pub fn commit_documents<'a>(
+        &mut self,
+        documents: impl IntoIterator<Item = (&'a DocumentRecord, &'a [([u8; 32], Vec<f32>)])>,
+    ) -> Result<Vec<Commit>, StoreError> {
+        let mut tx = self.conn.transaction()?;
+        let mut out = Vec::new();
+        for (record, new_embeddings) in documents {
+            let savepoint = tx.savepoint()?;
+            let commit = write_document(&savepoint, record, new_embeddings)?;
+            if matches!(commit, Commit::Done) {
+                savepoint.commit()?;
+            } // else the savepoint rolls back on drop
+            out.push(commit);
         }
         tx.commit()?;
-        Ok(Commit::Done)
+        Ok(out)
     }
 
     /// Every chunk text that has no stored vector, once per text.
@@ -673,8 +630,87 @@ pub struct StoreCounts {
     pub embeddings: u64,
 }
 
-fn drop_unused_embeddings(tx: &rusqlite::Transaction, hashes: &[Vec<u8>]) -> Result<(), StoreError> {
-    let mut stmt = tx.prepare_cached(
+/// Writes one document (see [`Store::commit_document`]) inside the caller's transaction or
+/// savepoint, which it does not commit; `MissingVectors` means the caller must roll it back.
+fn write_document(conn: &Connection, record: &DocumentRecord, new_embeddings: &[([u8; 32], Vec<f32>)]) -> Result<Commit, StoreError> {
+    let old_id: Option<i64> =
+        conn.query_row("SELECT id FROM documents WHERE path = ?1", params![record.path], |r| r.get(0)).optional()?;
+    let mut old_hashes: Vec<Vec<u8>> = Vec::new();
+    if let Some(id) = old_id {
+        old_hashes = conn
+            .prepare_cached("SELECT DISTINCT text_hash FROM chunks WHERE document_id = ?1")?
+            .query_map(params![id], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        conn.execute("DELETE FROM chunks WHERE document_id = ?1", params![id])?;
+        conn.execute("DELETE FROM pages WHERE document_id = ?1", params![id])?;
+    }
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    let id: i64 = conn.query_row(
+        "INSERT INTO documents(path, content_hash, size, mtime, status, error, page_count, indexed_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+         ON CONFLICT(path) DO UPDATE SET content_hash = excluded.content_hash, size = excluded.size,
+             mtime = excluded.mtime, status = excluded.status, error = excluded.error,
+             page_count = excluded.page_count, indexed_at = excluded.indexed_at
+         RETURNING id",
+        params![
+            record.path,
+            record.content_hash,
+            record.size as i64,
+            record.mtime,
+            record.status,
+            record.error,
+            record.pages.len() as i64,
+            now
+        ],
+        |r| r.get(0),
+    )?;
+    {
+        let mut insert_page = conn.prepare_cached("INSERT INTO pages(document_id, page, text) VALUES (?1, ?2, ?3)")?;
+        for (i, page) in record.pages.iter().enumerate() {
+            insert_page.execute(params![id, i as i64 + 1, page])?;
+        }
+        let mut insert_embedding =
+            conn.prepare_cached("INSERT OR IGNORE INTO embeddings(text_hash, vector) VALUES (?1, ?2)")?;
+        for (hash, vector) in new_embeddings {
+            insert_embedding.execute(params![&hash[..], encode_vector(vector)])?;
+        }
+        let mut insert_chunk = conn.prepare_cached(
+            "INSERT INTO chunks(document_id, ordinal, text, text_hash, page_start, page_end, page_breaks,
+                                char_start, char_end, tokens)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        )?;
+        for c in &record.chunks {
+            insert_chunk.execute(params![
+                id,
+                c.ordinal as i64,
+                c.text,
+                &c.text_hash[..],
+                c.page_start,
+                c.page_end,
+                encode_breaks(&c.page_breaks),
+                c.char_start as i64,
+                c.char_end as i64,
+                c.ids.len() as i64
+            ])?;
+        }
+    }
+    drop_unused_embeddings(conn, &old_hashes)?;
+    let missing: Vec<[u8; 32]> = conn
+        .prepare_cached(
+            "SELECT DISTINCT text_hash FROM chunks WHERE document_id = ?1
+             AND NOT EXISTS (SELECT 1 FROM embeddings WHERE embeddings.text_hash = chunks.text_hash)",
+        )?
+        .query_map(params![id], |r| r.get::<_, Vec<u8>>(0))?
+        .filter_map(|h| h.map(|h| <[u8; 32]>::try_from(h.as_slice()).ok()).transpose())
+        .collect::<Result<_, _>>()?;
+    if !missing.is_empty() {
+        return Ok(Commit::MissingVectors(missing));
+    }
+    Ok(Commit::Done)
+}
+
+fn drop_unused_embeddings(conn: &Connection, hashes: &[Vec<u8>]) -> Result<(), StoreError> {
+    let mut stmt = conn.prepare_cached(
         "DELETE FROM embeddings WHERE text_hash = ?1 AND NOT EXISTS (SELECT 1 FROM chunks WHERE text_hash = ?1)",
     )?;
     for hash in hashes {
@@ -820,6 +856,28 @@ mod tests {
         assert_eq!(store.commit_document(&y, &[(shared.text_hash, vec![1.0, 0.0])]).unwrap(), Commit::Done);
         assert!(store.chunks_without_vectors().unwrap().is_empty());
         assert_eq!(store.load_vectors().unwrap().0.len(), 2, "both chunks are searchable by meaning");
+    }
+
+    /// Documents committed as a group: one refused for a missing vector is rolled back alone, the
+    /// others (before and after it, one of them replacing the document that held its text) stay.
+    #[test]
+    fn a_group_commit_rolls_back_only_the_document_missing_a_vector() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("i.db"), "m", 2).unwrap();
+        let (shared, other, third) = (chunk(0, "shared words"), chunk(0, "other words"), chunk(0, "third words"));
+        store.commit_document(&record("/x", "h1", vec![shared.clone()]), &[(shared.text_hash, vec![1.0, 0.0])]).unwrap();
+        // In one group: x edited (its old text's vector goes), y counting on that vector, z new.
+        let x = record("/x", "h2", vec![other.clone()]);
+        let y = record("/y", "h3", vec![shared.clone()]);
+        let z = record("/z", "h4", vec![third.clone()]);
+        let (xv, zv) = (vec![(other.text_hash, vec![0.0, 1.0])], vec![(third.text_hash, vec![0.5, 0.5])]);
+        let commits = store.commit_documents([(&x, xv.as_slice()), (&y, &[][..]), (&z, zv.as_slice())]).unwrap();
+        assert_eq!(commits, [Commit::Done, Commit::MissingVectors(vec![shared.text_hash]), Commit::Done]);
+        assert_eq!(store.document_state("/x").unwrap().unwrap().content_hash, "h2");
+        assert!(store.document_state("/y").unwrap().is_none(), "nothing of y was written");
+        assert_eq!(store.document_state("/z").unwrap().unwrap().content_hash, "h4");
+        assert!(store.chunks_without_vectors().unwrap().is_empty());
+        assert_eq!(store.counts().unwrap().chunks, 2);
     }
 
     #[test]
