@@ -225,8 +225,27 @@ fn the_app_api_takes_uploads_and_folders_streams_events_and_guards_paths() {
 fn with_summarize_the_server_summarizes_what_is_dropped_on_it() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let server = start(&["--db", dir.path().join("i.db").to_str().unwrap(), "--data-dir", data.to_str().unwrap(), "--summarize"]);
+    let server = start(&[
+        "--db",
+        dir.path().join("i.db").to_str().unwrap(),
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--summarize",
+        "--repetition-penalty",
+        "1.15",
+        "--no-repeat-ngram",
+        "6",
+    ]);
     let addr = server.addr.as_str();
+    // The state says which model summarizes, where, and with the settings given.
+    let (status, body) = request(addr, "GET", "/api/state", Some("s3cret"), None);
+    assert_eq!(status, 200, "{body}");
+    let summaries = &serde_json::from_str::<Value>(&body).unwrap()["summaries"];
+    assert_eq!(summaries["model"], "SmolLM2-135M-Instruct", "{summaries:#}");
+    assert_eq!(summaries["device"], "cpu");
+    assert_eq!(summaries["options"]["sampling"]["no_repeat_ngram"], 6);
+    assert!((summaries["options"]["sampling"]["repetition_penalty"].as_f64().unwrap() - 1.15).abs() < 1e-6, "{summaries:#}");
+    assert!(summaries["options"]["retry"]["no_repeat_ngram"].as_u64().is_some(), "retries are on by default: {summaries:#}");
     let mut events = TcpStream::connect(addr).unwrap();
     events
         .write_all(format!("GET /api/events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer s3cret\r\n\r\n").as_bytes())
@@ -255,6 +274,25 @@ fn with_summarize_the_server_summarizes_what_is_dropped_on_it() {
     // Asking again answers from the index (the same text is never summarized twice).
     let (status, body) = request(addr, "POST", "/api/summarize", Some("s3cret"), Some(&format!(r#"{{"paths": ["{path}"]}}"#)));
     assert_eq!((status, serde_json::from_str::<Value>(&body).unwrap()["queued"].as_u64()), (200, Some(1)), "{body}");
+}
+
+/// Summary settings that would forbid ordinary prose keep the server from starting, saying why;
+/// without --summarize the state says summaries are off.
+#[test]
+fn the_server_refuses_bad_summary_settings_and_says_when_summaries_are_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = warpfold()
+        .args(["serve", "--addr", "127.0.0.1:0", "--token", "s3cret", "--summarize", "--no-repeat-ngram", "1"])
+        .args(["--db", dir.path().join("i.db").to_str().unwrap(), "--data-dir", dir.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("summary settings") && stderr.contains("no-repeat n-gram"), "{stderr}");
+    let (server, _dir) = fresh(&[]);
+    let (status, body) = request(&server.addr, "GET", "/api/state", Some("s3cret"), None);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["summaries"], Value::Null);
 }
 
 /// Sends `head` (request line and headers, no blank line) and `body`; (status, body). A server

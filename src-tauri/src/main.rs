@@ -108,6 +108,7 @@ fn start_app(handle: &tauri::AppHandle) -> Result<App, AppError> {
             model: runtime::default_model("summarization", &models, |entry| tracing::warn!(model = %entry.name, "fetching the chat model with pip"))?,
             device: options.device.first()?,
             auto: true,
+            options: warpfold_app::summaries::SummarizeOptions::from_vars(|key| std::env::var(key).ok()).map_err(AppError::InvalidInput)?,
         });
     }
     App::start(config, started.embedder)

@@ -2,7 +2,7 @@
 // they draw and are redrawn at most once per frame.
 
 import { throttled } from "./dom";
-import { FILE_STATES, type AppState, type BinView, type Counts, type Device, type FileState, type Sample } from "./types";
+import { FILE_STATES, type AppState, type BinView, type Counts, type Device, type FileState, type Sample, type Summaries } from "./types";
 
 export const MAX_BINS = 64;
 export const MAX_SAMPLES = 600;
@@ -15,6 +15,7 @@ function zeroCounts(): Counts {
 
 class Store {
   model = "";
+  summaries: Summaries | null = null;
   device: Device | null = null;
   folders: string[] = [];
   files = new Map<string, FileState>();
@@ -37,6 +38,7 @@ class Store {
 
   load(s: AppState): void {
     this.model = s.model;
+    this.summaries = s.summaries ?? null;
     this.device = s.device;
     this.folders = s.folders ?? [];
     this.files = new Map((s.queue?.files ?? []).map((f) => [f.path, f]));

@@ -70,6 +70,18 @@ export interface Sample {
   memory_used_bytes: number | null;
 }
 
+export interface Summaries {
+  model: string;
+  file: string;
+  device: string;
+  auto: boolean;
+  options: {
+    sampling: { max_new_tokens: number; temperature: number; repetition_penalty: number; no_repeat_ngram: number };
+    chunk_tokens: number;
+    retry: { repetition_penalty: number; no_repeat_ngram: number } | null;
+  };
+}
+
 export interface AppState {
   model: string;
   device: Device;
@@ -77,6 +89,8 @@ export interface AppState {
   queue: { counts: Counts; files: FileState[] };
   bins: BinView[];
   samples: Sample[];
+  /** The chat model that writes summaries, where it runs and its settings; null: summaries off. */
+  summaries?: Summaries | null;
   /** Optional extras a server may send: what the index holds. */
   documents?: number;
   chunks?: number;

@@ -129,6 +129,8 @@ pub struct AppStateView {
     pub samples: Vec<Sample>,
     pub documents: u64,
     pub chunks: u64,
+    /// The chat model and its settings; None: summaries are off.
+    pub summaries: Option<crate::summaries::SummaryView>,
 }
 
 /// A live event: `event` names it (the SSE event name / Tauri event name), `data` carries it.

@@ -239,6 +239,7 @@ impl App {
             samples: self.inner.samples.lock().unwrap().iter().cloned().collect(),
             documents: counts.map_or(0, |c| c.documents),
             chunks: counts.map_or(0, |c| c.chunks),
+            summaries: self.inner.config.summaries.as_ref().map(SummaryConfig::view),
         }
     }
 

@@ -14,7 +14,8 @@ use crossbeam_channel::Receiver;
 use candle_core::Device;
 use warpfold_index::store::Store;
 use warpfold_index::summaries::StoredSummary;
-use warpfold_summarize::{ChatModel, SummarizeOptions, Summarizer};
+pub use warpfold_summarize::SummarizeOptions;
+use warpfold_summarize::{ChatModel, Summarizer};
 
 use crate::events::SummaryEvent;
 use crate::{App, AppEvent};
@@ -27,6 +28,41 @@ pub struct SummaryConfig {
     pub device: Device,
     /// Summarize every document once it is indexed.
     pub auto: bool,
+    /// Decoding, repetition controls, map-reduce chunking (the CLI's flags, or the desktop's
+    /// `WARPFOLD_SUMMARY_*` settings).
+    pub options: SummarizeOptions,
+}
+
+impl SummaryConfig {
+    /// The name summaries are stored under and the device view shows: the model file's stem.
+    pub fn model_name(&self) -> String {
+        self.model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+    }
+
+    /// What the UI shows about summaries: which model, where, and with which settings.
+    pub fn view(&self) -> SummaryView {
+        SummaryView {
+            model: self.model_name(),
+            file: self.model.display().to_string(),
+            device: match self.device.location() {
+                candle_core::DeviceLocation::Cpu => "cpu".into(),
+                candle_core::DeviceLocation::Cuda { gpu_id } => format!("cuda:{gpu_id}"),
+                other => format!("{other:?}"),
+            },
+            auto: self.auto,
+            options: self.options.clone(),
+        }
+    }
+}
+
+/// Summaries as the state view shows them.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SummaryView {
+    pub model: String,
+    pub file: String,
+    pub device: String,
+    pub auto: bool,
+    pub options: SummarizeOptions,
 }
 
 impl App {
@@ -39,10 +75,7 @@ impl App {
             batch.dedup();
             if chat.is_none() {
                 match ChatModel::load(&config.model, &config.device) {
-                    Ok(model) => {
-                        let name = config.model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-                        chat = Some((model, name));
-                    }
+                    Ok(model) => chat = Some((model, config.model_name())),
                     Err(e) => {
                         for path in batch {
                             self.publish_summary(path, None, Some(format!("the chat model did not load: {e}")));
@@ -52,7 +85,7 @@ impl App {
                 }
             }
             let (model, name) = chat.as_ref().expect("loaded");
-            if let Err(e) = self.summarize_batch(model, name, &batch) {
+            if let Err(e) = self.summarize_batch(model, name, &config.options, &batch) {
                 for path in batch {
                     self.publish_summary(path, None, Some(e.clone()));
                 }
@@ -60,7 +93,7 @@ impl App {
         }
     }
 
-    fn summarize_batch(&self, model: &ChatModel, name: &str, paths: &[String]) -> Result<(), String> {
+    fn summarize_batch(&self, model: &ChatModel, name: &str, options: &SummarizeOptions, paths: &[String]) -> Result<(), String> {
         let store = Store::open_existing(&self.inner.config.db).map_err(|e| e.to_string())?;
         let mut todo = Vec::new();
         for path in paths {
@@ -76,7 +109,7 @@ impl App {
             return Ok(());
         }
         let texts: Vec<String> = todo.iter().map(|(_, _, text)| text.clone()).collect();
-        let mut summarizer = Summarizer::new(model, SummarizeOptions::default())?;
+        let mut summarizer = Summarizer::new(model, options.clone())?;
         let results = summarizer.summarize_documents(&texts).map_err(|e| e.to_string())?;
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
         for ((path, hash, _), r) in todo.into_iter().zip(results) {

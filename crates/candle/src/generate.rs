@@ -16,6 +16,15 @@
 //!
 //! Sampling draws from each request's own seeded generator, so what a request generates does not
 //! depend on which other requests shared its batch.
+//!
+//! Why repetition controls live here, in [`sample`], and not in a caller: a greedy decoder falls
+//! into loops ("a report of a report of a report ...", issue 15) and nothing after the fact can
+//! undo a loop that has eaten the token budget; only the choice of each token can. Both controls
+//! read nothing but the request's own prompt and generated tokens, so they keep the property above,
+//! and both apply to greedy and sampled decoding alike: the repetition penalty (CTRL's, as
+//! llama.cpp and transformers define it) makes every token already seen less likely, and
+//! no-repeat n-gram blocking (transformers' `no_repeat_ngram_size`) bans outright the one token
+//! that would complete an n-gram the generation already holds.
 
 use std::time::Instant;
 
@@ -211,7 +220,7 @@ fn cached_attention(q: &Tensor, caches: &[SeqCache], l: usize, kv: usize, scale:
 }
 
 /// How tokens are chosen.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SamplingParams {
     /// Most tokens generated per request (the stop token included).
     pub max_new_tokens: usize,
@@ -220,16 +229,37 @@ pub struct SamplingParams {
     /// Nucleus sampling: the smallest set of tokens whose probability reaches `top_p` (1.0: all).
     pub top_p: f32,
     pub seed: u64,
+    /// The logit of every token already in the sequence (each generated token, and the prompt's
+    /// last [`penalty_prompt_tokens`](Self::penalty_prompt_tokens)) is divided by this when
+    /// positive and multiplied by it when negative, before temperature: either way the token gets
+    /// less likely. 1.0: off. Stop tokens are never penalized (a penalty must not keep a sequence
+    /// from ending).
+    pub repetition_penalty: f32,
+    /// How many of the prompt's last tokens the repetition penalty also covers (0: only what was
+    /// generated; a summary should be free to reuse the document's names and numbers).
+    pub penalty_prompt_tokens: usize,
+    /// A token that would complete an n-gram of this many tokens that the generation already
+    /// holds is banned (0: off; 1 would ban every generated token). It makes an exact loop
+    /// impossible, at a price: a name of n tokens or more can only be written once in full.
+    pub no_repeat_ngram: usize,
 }
 
 impl Default for SamplingParams {
     fn default() -> Self {
-        Self { max_new_tokens: 256, temperature: 0.0, top_p: 1.0, seed: 0 }
+        Self {
+            max_new_tokens: 256,
+            temperature: 0.0,
+            top_p: 1.0,
+            seed: 0,
+            repetition_penalty: 1.0,
+            penalty_prompt_tokens: 0,
+            no_repeat_ngram: 0,
+        }
     }
 }
 
 /// How requests share the model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct BatchOptions {
     /// Most sequences decoding together (1: one request at a time, the baseline).
     pub max_batch: usize,
@@ -304,8 +334,55 @@ impl Rng {
     }
 }
 
-/// Picks the next token from one row of logits.
-fn sample(logits: &[f32], params: &SamplingParams, rng: &mut Rng) -> u32 {
+/// What a request's sequence holds when its next token is chosen.
+#[derive(Debug, Clone, Copy, Default)]
+struct History<'a> {
+    prompt: &'a [u32],
+    generated: &'a [u32],
+    /// Tokens the repetition penalty leaves alone (the stop tokens).
+    exempt: &'a [u32],
+}
+
+/// Applies the repetition penalty and no-repeat n-gram blocking of `params` to one row of logits,
+/// in place. A ban that would leave no token at all is dropped (only possible with a vocabulary
+/// smaller than what was generated).
+fn apply_repetition_controls(logits: &mut [f32], history: &History, params: &SamplingParams) {
+    let vocab = logits.len();
+    if params.repetition_penalty != 1.0 && params.repetition_penalty > 0.0 {
+        let window = params.penalty_prompt_tokens.min(history.prompt.len());
+        let mut seen: Vec<u32> = history.prompt[history.prompt.len() - window..].iter().chain(history.generated).copied().collect();
+        seen.sort_unstable();
+        seen.dedup();
+        for t in seen {
+            let i = t as usize;
+            if i < vocab && !history.exempt.contains(&t) {
+                let x = logits[i];
+                logits[i] = if x > 0.0 { x / params.repetition_penalty } else { x * params.repetition_penalty };
+            }
+        }
+    }
+    let n = params.no_repeat_ngram;
+    let g = history.generated;
+    if n > 0 && g.len() + 1 >= n {
+        // The n-gram this token would complete starts with the last n - 1 generated tokens; every
+        // earlier occurrence of those bans the token that followed it.
+        let prefix = &g[g.len() + 1 - n..];
+        let mut banned: Vec<u32> = g.windows(n).filter(|w| &w[..n - 1] == prefix).map(|w| w[n - 1]).collect();
+        banned.sort_unstable();
+        banned.dedup();
+        banned.retain(|&t| (t as usize) < vocab);
+        if banned.len() < vocab {
+            for t in banned {
+                logits[t as usize] = f32::NEG_INFINITY;
+            }
+        }
+    }
+}
+
+/// Picks the next token from one row of logits, after the repetition controls of `params`.
+fn sample(logits: &mut [f32], history: &History, params: &SamplingParams, rng: &mut Rng) -> u32 {
+    apply_repetition_controls(logits, history, params);
+    let logits = &*logits;
     let argmax = || {
         let mut best = 0;
         for (i, &x) in logits.iter().enumerate() {
@@ -418,12 +495,13 @@ pub fn generate(
             stats.prefills += 1;
             stats.prompt_tokens += tokens;
             stats.prefill_seconds += started.elapsed().as_secs_f64();
-            for (((r, row), cache), budget) in joining.into_iter().zip(logits).zip(caches).zip(budgets) {
+            for (((r, mut row), cache), budget) in joining.into_iter().zip(logits).zip(caches).zip(budgets) {
                 if budget == 0 {
                     finish(r, false, &mut outputs, &mut results, &mut on_done);
                     continue;
                 }
-                let t = sample(&row, params, &mut rngs[r]);
+                let history = History { prompt: &prompts[r], generated: &outputs[r], exempt: stop };
+                let t = sample(&mut row, &history, params, &mut rngs[r]);
                 if stop.contains(&t) {
                     finish(r, true, &mut outputs, &mut results, &mut on_done);
                 } else if budget == 1 {
@@ -459,8 +537,9 @@ pub fn generate(
         stats.decode_seconds += started.elapsed().as_secs_f64();
         // 3. Sample; finished sequences leave.
         let mut still = Vec::with_capacity(active.len());
-        for (mut a, row) in active.into_iter().zip(logits) {
-            let t = sample(&row, params, &mut rngs[a.request]);
+        for (mut a, mut row) in active.into_iter().zip(logits) {
+            let history = History { prompt: &prompts[a.request], generated: &outputs[a.request], exempt: stop };
+            let t = sample(&mut row, &history, params, &mut rngs[a.request]);
             let produced = outputs[a.request].len() + 1;
             if stop.contains(&t) {
                 finish(a.request, true, &mut outputs, &mut results, &mut on_done);
@@ -484,22 +563,33 @@ pub fn generate(
 mod tests {
     use super::*;
 
+    /// A token chosen from a copy of `logits` for a sequence with nothing generated yet.
+    fn fresh(logits: &[f32], params: &SamplingParams, rng: &mut Rng) -> u32 {
+        sample(&mut logits.to_vec(), &History::default(), params, rng)
+    }
+
+    fn controlled(logits: &[f32], history: &History, params: &SamplingParams) -> Vec<f32> {
+        let mut row = logits.to_vec();
+        apply_repetition_controls(&mut row, history, params);
+        row
+    }
+
     #[test]
     fn greedy_picks_the_largest_logit_and_sampling_respects_top_p() {
         let logits = [0.1f32, 3.0, -1.0, 2.9];
         let greedy = SamplingParams { temperature: 0.0, ..Default::default() };
-        assert_eq!(sample(&logits, &greedy, &mut Rng::new(1, 0)), 1);
+        assert_eq!(fresh(&logits, &greedy, &mut Rng::new(1, 0)), 1);
         // top_p small: only the most likely token survives, whatever the draw.
         let nucleus = SamplingParams { temperature: 1.0, top_p: 0.1, ..Default::default() };
         let mut rng = Rng::new(7, 3);
-        assert!((0..200).all(|_| sample(&logits, &nucleus, &mut rng) == 1));
+        assert!((0..200).all(|_| fresh(&logits, &nucleus, &mut rng) == 1));
         // Probabilities at temperature 1: 0.506, 0.457, 0.028, 0.009 (tokens 1, 3, 0, 2). top_p 0.9
         // keeps tokens 1 and 3 (0.963); top_p 0.99 adds token 0 (0.991); only 1.0 keeps token 2.
         let mut counts = |top_p: f32| {
             let p = SamplingParams { temperature: 1.0, top_p, ..Default::default() };
             let mut seen = [0usize; 4];
             for _ in 0..4000 {
-                seen[sample(&logits, &p, &mut rng) as usize] += 1;
+                seen[fresh(&logits, &p, &mut rng) as usize] += 1;
             }
             seen
         };
@@ -511,9 +601,77 @@ mod tests {
         assert!(seen[2] > 5, "{seen:?}");
         let wide = SamplingParams { temperature: 1.0, top_p: 0.99, ..Default::default() };
         // The same seed and request draw the same stream.
-        let a: Vec<u32> = { let mut r = Rng::new(5, 2); (0..20).map(|_| sample(&logits, &wide, &mut r)).collect() };
-        let b: Vec<u32> = { let mut r = Rng::new(5, 2); (0..20).map(|_| sample(&logits, &wide, &mut r)).collect() };
+        let a: Vec<u32> = { let mut r = Rng::new(5, 2); (0..20).map(|_| fresh(&logits, &wide, &mut r)).collect() };
+        let b: Vec<u32> = { let mut r = Rng::new(5, 2); (0..20).map(|_| fresh(&logits, &wide, &mut r)).collect() };
         assert_eq!(a, b);
+    }
+
+    /// The penalty as llama.cpp and transformers apply it: a seen token's positive logit divided,
+    /// its negative logit multiplied, each seen token once however often it occurred; the prompt
+    /// only inside its window; stop tokens never.
+    #[test]
+    fn the_repetition_penalty_divides_positive_and_multiplies_negative_logits_of_seen_tokens() {
+        let logits = [2.0f32, 1.9, -1.0, 0.5, 3.0];
+        let params = SamplingParams { repetition_penalty: 2.0, ..Default::default() };
+        let generated = [0u32, 2, 0, 0];
+        let h = History { prompt: &[4, 3], generated: &generated, exempt: &[] };
+        assert_eq!(controlled(&logits, &h, &params), [1.0, 1.9, -2.0, 0.5, 3.0]);
+        // A window of one prompt token covers token 3 (the prompt's last), not token 4.
+        let windowed = SamplingParams { penalty_prompt_tokens: 1, ..params.clone() };
+        assert_eq!(controlled(&logits, &h, &windowed), [1.0, 1.9, -2.0, 0.25, 3.0]);
+        let whole = SamplingParams { penalty_prompt_tokens: 99, ..params.clone() };
+        assert_eq!(controlled(&logits, &h, &whole), [1.0, 1.9, -2.0, 0.25, 1.5]);
+        // Stop tokens keep their logits, so a penalty never keeps a sequence from ending.
+        let with_stop = History { exempt: &[4], ..h };
+        assert_eq!(controlled(&logits, &with_stop, &whole), [1.0, 1.9, -2.0, 0.25, 3.0]);
+        // 1.0 is off.
+        let off = SamplingParams { penalty_prompt_tokens: 99, ..Default::default() };
+        assert_eq!(controlled(&logits, &h, &off), logits);
+        // Greedy: token 0 (2.0) was generated; penalized to 1.0 it loses to token 1 (1.9).
+        let greedy = History { prompt: &[], generated: &[0], exempt: &[] };
+        assert_eq!(sample(&mut logits[..4].to_vec(), &greedy, &SamplingParams::default(), &mut Rng::new(0, 0)), 0);
+        assert_eq!(sample(&mut logits[..4].to_vec(), &greedy, &params, &mut Rng::new(0, 0)), 1);
+        // Sampled alike: at temperature 1, token 0 drops from 46% to 24% of the draws.
+        let sampled = SamplingParams { temperature: 1.0, ..params.clone() };
+        let mut rng = Rng::new(3, 1);
+        let zeros = (0..4000).filter(|_| sample(&mut logits[..4].to_vec(), &greedy, &sampled, &mut rng) == 0).count();
+        // exp(1) / (exp(1) + exp(1.9) + exp(-1) + exp(0.5)) = 0.238.
+        assert!((850..1150).contains(&zeros), "{zeros} of 4000");
+    }
+
+    /// A token that would complete an n-gram already generated is banned, greedy and sampled.
+    #[test]
+    fn no_repeat_ngram_bans_the_token_that_would_repeat_an_ngram() {
+        // Token 7 is the most likely; 1 next.
+        let logits = [0.0f32, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 5.0, 0.0];
+        // Generated "5 6 7 5 6": a 7 now would repeat the trigram (5, 6, 7).
+        let generated = [5u32, 6, 7, 5, 6];
+        let h = History { prompt: &[], generated: &generated, exempt: &[] };
+        let ngram = |n| SamplingParams { no_repeat_ngram: n, ..Default::default() };
+        let banned = |n| controlled(&logits, &h, &ngram(n)).iter().enumerate().filter(|(_, x)| **x == f32::NEG_INFINITY).map(|(i, _)| i).collect::<Vec<_>>();
+        assert_eq!(banned(3), [7]);
+        assert_eq!(banned(2), [7], "the bigram (6, 7)");
+        assert_eq!(banned(4), Vec::<usize>::new(), "(7, 5, 6) was never followed by anything");
+        assert_eq!(banned(1), [5, 6, 7], "unigrams: every generated token");
+        assert_eq!(banned(0), Vec::<usize>::new(), "off");
+        assert_eq!(banned(6), Vec::<usize>::new(), "longer than what was generated");
+        // Every earlier occurrence of the prefix bans its follower: "3 1 ... 3 2 ... 3" bans 1 and 2.
+        let h2 = History { prompt: &[], generated: &[3, 1, 4, 3, 2, 4, 3], exempt: &[] };
+        let row = controlled(&logits, &h2, &ngram(2));
+        assert!(row[1] == f32::NEG_INFINITY && row[2] == f32::NEG_INFINITY && row[7] == 5.0, "{row:?}");
+        // Greedy picks the best token left; sampling never draws a banned one.
+        assert_eq!(sample(&mut logits.to_vec(), &h, &SamplingParams::default(), &mut Rng::new(0, 0)), 7);
+        assert_eq!(sample(&mut logits.to_vec(), &h, &ngram(3), &mut Rng::new(0, 0)), 1);
+        let sampled = SamplingParams { temperature: 1.0, no_repeat_ngram: 3, ..Default::default() };
+        let mut rng = Rng::new(9, 0);
+        assert!((0..2000).all(|_| sample(&mut logits.to_vec(), &h, &sampled, &mut rng) != 7));
+        // The prompt is not the generation: an n-gram that only the prompt holds is allowed.
+        let in_prompt = History { prompt: &[5, 6, 7], generated: &[5, 6], exempt: &[] };
+        assert_eq!(sample(&mut logits.to_vec(), &in_prompt, &ngram(3), &mut Rng::new(0, 0)), 7);
+        // A ban that would leave nothing is dropped rather than picking from nothing.
+        let tiny = [1.0f32, 0.5];
+        let all = History { prompt: &[], generated: &[0, 1], exempt: &[] };
+        assert_eq!(controlled(&tiny, &all, &ngram(1)), tiny);
     }
 }
 
@@ -603,7 +761,9 @@ mod model_tests {
         let prompts: Vec<Vec<u32>> = [5, 17, 1, 30, 8, 12, 3].iter().map(|&l| rng.ids(l, cfg.vocab_size)).collect();
         for params in [
             SamplingParams { max_new_tokens: 12, ..Default::default() },
-            SamplingParams { max_new_tokens: 12, temperature: 0.8, top_p: 0.9, seed: 42 },
+            SamplingParams { max_new_tokens: 12, temperature: 0.8, top_p: 0.9, seed: 42, ..Default::default() },
+            // The repetition controls read only the request's own tokens.
+            SamplingParams { max_new_tokens: 12, repetition_penalty: 1.5, penalty_prompt_tokens: 4, no_repeat_ngram: 2, ..Default::default() },
         ] {
             // Three at a time and at most 40 prompt tokens per prefill: sequences join as others end.
             let batched = BatchOptions { max_batch: 3, prefill_tokens: 40, kv_tokens: usize::MAX };
@@ -630,6 +790,39 @@ mod model_tests {
             let (sequential, _) =
                 generate(&model, &prompts, &stop, &params, BatchOptions { max_batch: 1, prefill_tokens: 4096, kv_tokens: usize::MAX }, |_, _| {}).unwrap();
             assert_eq!(together, sequential);
+        }
+    }
+
+
+    /// Greedy decoding of a random model falls into a loop; with no-repeat n-gram blocking no
+    /// n-gram occurs twice in what it generates, and the penalty alone already breaks the loop.
+    #[test]
+    fn greedy_generation_that_loops_repeats_no_ngram_under_blocking() {
+        let (_, cfg) = variants().remove(1);
+        let model = random_model(&cfg, 5);
+        let mut rng = TestRng(41);
+        let prompts: Vec<Vec<u32>> = [6, 11, 3].iter().map(|&l| rng.ids(l, cfg.vocab_size)).collect();
+        let opts = BatchOptions { max_batch: 3, prefill_tokens: 4096, kv_tokens: usize::MAX };
+        let repeats = |tokens: &[u32], n: usize| {
+            let mut grams: Vec<&[u32]> = tokens.windows(n).collect();
+            let all = grams.len();
+            grams.sort();
+            grams.dedup();
+            all - grams.len()
+        };
+        let run = |params: SamplingParams| generate(&model, &prompts, &[], &params, opts, |_, _| {}).unwrap().0;
+        let plain = run(SamplingParams { max_new_tokens: 40, ..Default::default() });
+        assert!(plain.iter().all(|g| repeats(&g.tokens, 3) > 5), "greedy on random weights loops: {plain:?}");
+        for n in [2, 3] {
+            let blocked = run(SamplingParams { max_new_tokens: 40, no_repeat_ngram: n, ..Default::default() });
+            for g in &blocked {
+                assert_eq!(g.tokens.len(), 40);
+                assert_eq!(repeats(&g.tokens, n), 0, "n = {n}: {:?}", g.tokens);
+            }
+        }
+        let penalized = run(SamplingParams { max_new_tokens: 40, repetition_penalty: 1.5, ..Default::default() });
+        for (p, g) in plain.iter().zip(&penalized) {
+            assert!(repeats(&g.tokens, 3) < repeats(&p.tokens, 3), "{:?} vs {:?}", g.tokens, p.tokens);
         }
     }
 }

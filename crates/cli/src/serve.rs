@@ -70,6 +70,8 @@ pub struct ServeArgs {
     /// Default: the pinned SmolLM2-135M-Instruct, fetched on first use.
     #[arg(long)]
     pub chat_model: Option<PathBuf>,
+    #[command(flatten)]
+    pub summary: crate::summarize::SummaryArgs,
     /// The token clients must send; default: a random one, printed at start.
     #[arg(long, env = "WARPFOLD_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
@@ -606,6 +608,11 @@ fn serve(global: &GlobalOptions, args: &ServeArgs, random: impl FnOnce(&mut [u8]
             model: crate::summarize::chat_model_path(global, args.chat_model.as_ref())?,
             device: setup::backend_device(global)?,
             auto: true,
+            options: {
+                let options = args.summary.options();
+                options.check().map_err(|e| anyhow::anyhow!("summary settings: {e}"))?;
+                options
+            },
         });
     }
     let app = App::start(config, started.embedder).with_context(|| format!("starting on the index {}", db.display()))?;

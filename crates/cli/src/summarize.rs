@@ -6,6 +6,11 @@
 //! summaries are stored in the index by content hash, and a document whose summary by the same
 //! model is already there is not summarized again.
 //!
+//! Every option of the summarizer is a flag here, the repetition controls included (a penalty,
+//! no-repeat n-gram blocking, and the stronger pair a summary that loops is written again with);
+//! their defaults are `SummarizeOptions::default()`, the one place the app and the server read
+//! them from too.
+//!
 //! The benchmark runs the same documents twice in one process, packed and batched, then one
 //! document at a time (each document alone, its prompts one after another), and reports documents
 //! per minute and decode tokens per second for both.
@@ -23,9 +28,15 @@ use warpfold_engine::models::{self, Manifest};
 use warpfold_index::extract::{extract_file, Isolation};
 use warpfold_index::store::Store;
 use warpfold_index::summaries::StoredSummary;
-use warpfold_summarize::{ChatModel, SummarizeOptions, Summarizer};
+use warpfold_summarize::{ChatModel, RetrySettings, RetryStats, SummarizeOptions, Summarizer};
 
 use crate::{setup, GlobalOptions};
+
+/// The defaults of every option below: those of the summarize crate, which the app and the server
+/// use too.
+fn defaults() -> SummarizeOptions {
+    SummarizeOptions::default()
+}
 
 #[derive(Args, Debug, Clone)]
 pub struct ModelArgs {
@@ -33,40 +44,77 @@ pub struct ModelArgs {
     /// safetensors, tokenizer.json). Default: the pinned SmolLM2-135M-Instruct Q4_1, fetched on first use.
     #[arg(long)]
     pub decoder: Option<PathBuf>,
-    /// Most tokens generated per summary (and per chunk summary of a long document).
-    #[arg(long, default_value_t = 160)]
+    #[command(flatten)]
+    pub summary: SummaryArgs,
+}
+
+/// How summaries are written: `warpfold summarize`, `bench-summarize` and `serve --summarize`.
+#[derive(Args, Debug, Clone)]
+pub struct SummaryArgs {
+    /// Most tokens generated per summary (and per chunk summary of a long document); a summary the
+    /// budget ends is cut at its last sentence end.
+    #[arg(long, default_value_t = defaults().sampling.max_new_tokens)]
     pub max_tokens: usize,
     /// 0: greedy. Above 0: sample at this temperature.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = defaults().sampling.temperature)]
     pub temperature: f32,
     /// Nucleus sampling: keep the most likely tokens up to this probability mass.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = defaults().sampling.top_p)]
     pub top_p: f32,
     /// Seed of the sampler (each document draws its own stream from it).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = defaults().sampling.seed)]
     pub seed: u64,
+    /// Logits of tokens already generated are divided by this (multiplied when negative): above 1,
+    /// repetition gets less likely. 1: off.
+    #[arg(long, default_value_t = defaults().sampling.repetition_penalty)]
+    pub repetition_penalty: f32,
+    /// The repetition penalty also covers this many of the prompt's last tokens (0: only what was
+    /// generated, so a summary may reuse the document's names and numbers freely).
+    #[arg(long, default_value_t = defaults().sampling.penalty_prompt_tokens)]
+    pub penalty_prompt_tokens: usize,
+    /// A token that would repeat an n-gram of this many tokens already generated is banned. 0: off.
+    #[arg(long, default_value_t = defaults().sampling.no_repeat_ngram)]
+    pub no_repeat_ngram: usize,
+    /// A summary in which 4 words in a row occur 3 times is written again with this repetition
+    /// penalty ...
+    #[arg(long, default_value_t = defaults().retry.map_or(1.0, |r| r.repetition_penalty))]
+    pub retry_repetition_penalty: f32,
+    /// ... and this no-repeat n-gram size.
+    #[arg(long, default_value_t = defaults().retry.map_or(0, |r| r.no_repeat_ngram))]
+    pub retry_no_repeat_ngram: usize,
+    /// Keep summaries that loop as they are instead of writing them again.
+    #[arg(long, default_value_t = defaults().retry.is_none())]
+    pub no_retry: bool,
     /// Most tokens of document text in one prompt; longer documents are summarized by map-reduce.
-    #[arg(long, default_value_t = 1536)]
+    #[arg(long, default_value_t = defaults().chunk_tokens)]
     pub chunk_tokens: usize,
     /// Most sequences decoding together.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = defaults().batch.max_batch)]
     pub max_batch: usize,
     /// Most prompt tokens in one packed prefill.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = defaults().batch.prefill_tokens)]
     pub prefill_tokens: usize,
 }
 
-impl ModelArgs {
-    fn options(&self) -> SummarizeOptions {
+impl SummaryArgs {
+    pub(crate) fn options(&self) -> SummarizeOptions {
+        let d = defaults();
         SummarizeOptions {
             sampling: SamplingParams {
                 max_new_tokens: self.max_tokens,
                 temperature: self.temperature,
                 top_p: self.top_p,
                 seed: self.seed,
+                repetition_penalty: self.repetition_penalty,
+                penalty_prompt_tokens: self.penalty_prompt_tokens,
+                no_repeat_ngram: self.no_repeat_ngram,
             },
-            batch: BatchOptions { max_batch: self.max_batch.max(1), prefill_tokens: self.prefill_tokens.max(1), kv_tokens: usize::MAX },
+            batch: BatchOptions { max_batch: self.max_batch.max(1), prefill_tokens: self.prefill_tokens.max(1), ..d.batch },
             chunk_tokens: self.chunk_tokens,
+            retry: (!self.no_retry).then_some(RetrySettings {
+                repetition_penalty: self.retry_repetition_penalty,
+                no_repeat_ngram: self.retry_no_repeat_ngram,
+            }),
         }
     }
 }
@@ -180,10 +228,17 @@ struct DocumentLine<'a> {
     error: Option<&'a str>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     cached: bool,
+    /// Summaries of this document (its own, or of its chunks) that looped and were written again.
+    #[serde(skip_serializing_if = "is_zero")]
+    retried: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 pub fn run(global: &GlobalOptions, args: &SummarizeArgs) -> Result<ExitCode> {
-    let options = args.model.options();
+    let options = args.model.summary.options();
     options.check().map_err(anyhow::Error::msg)?;
     let docs = read_documents(&args.paths, args.extract_timeout)?;
     if docs.is_empty() {
@@ -206,6 +261,7 @@ pub fn run(global: &GlobalOptions, args: &SummarizeArgs) -> Result<ExitCode> {
     let texts: Vec<String> = todo.iter().map(|&i| docs[i].text.clone().expect("filtered")).collect();
     let mut summarizer = Summarizer::new(&chat, options).map_err(anyhow::Error::msg)?;
     let results = summarizer.summarize_documents(&texts)?;
+    let retried: Vec<usize> = (0..docs.len()).map(|i| todo.iter().position(|&t| t == i).map_or(0, |k| results[k].retried)).collect();
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
     for (&i, r) in todo.iter().zip(&results) {
         let s = StoredSummary {
@@ -230,7 +286,7 @@ pub fn run(global: &GlobalOptions, args: &SummarizeArgs) -> Result<ExitCode> {
         let line = match (&d.text, &cached[i]) {
             (Err(e), _) => {
                 failed += 1;
-                DocumentLine { path: &d.path, summary: None, tokens_in: 0, tokens_out: 0, seconds: 0.0, error: Some(e), cached: false }
+                DocumentLine { path: &d.path, summary: None, tokens_in: 0, tokens_out: 0, seconds: 0.0, error: Some(e), cached: false, retried: 0 }
             }
             (Ok(_), Some(s)) => DocumentLine {
                 path: &d.path,
@@ -240,6 +296,7 @@ pub fn run(global: &GlobalOptions, args: &SummarizeArgs) -> Result<ExitCode> {
                 seconds: if fresh { s.seconds } else { 0.0 },
                 error: None,
                 cached: !fresh,
+                retried: retried[i],
             },
             (Ok(_), None) => unreachable!("every readable document has a summary. This is a bug."),
         };
@@ -261,8 +318,9 @@ pub fn run(global: &GlobalOptions, args: &SummarizeArgs) -> Result<ExitCode> {
         }
     }
     let s = &summarizer.stats;
+    let r = &summarizer.retries;
     eprintln!(
-        "summarized {} documents in {:.1} s ({} prompts, {} prompt tokens in {} packed prefills, {} tokens decoded at {:.1} tokens/s, batches up to {}){}",
+        "summarized {} documents in {:.1} s ({} prompts, {} prompt tokens in {} packed prefills, {} tokens decoded at {:.1} tokens/s, batches up to {}; {} summaries looped, {} written again, {} still looping){}",
         todo.len(),
         summarizer.seconds,
         s.prompts,
@@ -271,6 +329,9 @@ pub fn run(global: &GlobalOptions, args: &SummarizeArgs) -> Result<ExitCode> {
         s.decode_tokens,
         rate(s.decode_tokens, s.decode_seconds),
         s.max_batch_seen,
+        r.flagged,
+        r.retried,
+        r.still_looping,
         if failed > 0 { format!("; {failed} could not be read") } else { String::new() }
     );
     // As `warpfold index`: the run completed, so 0, unreadable files listed (and in the JSON lines).
@@ -296,6 +357,8 @@ struct ModeReport {
     output_tokens_per_second: f64,
     prefill_tokens_per_second: f64,
     stats: GenerationStats,
+    /// Summaries that looped and were written again.
+    retries: RetryStats,
     summaries: Vec<String>,
 }
 
@@ -317,7 +380,7 @@ struct BenchReport {
     identical_summaries: usize,
 }
 
-fn mode_report(mode: &'static str, seconds: f64, stats: GenerationStats, summaries: Vec<String>, tokens_out: usize) -> ModeReport {
+fn mode_report(mode: &'static str, seconds: f64, stats: GenerationStats, retries: RetryStats, summaries: Vec<String>, tokens_out: usize) -> ModeReport {
     ModeReport {
         mode,
         documents: summaries.len(),
@@ -327,12 +390,13 @@ fn mode_report(mode: &'static str, seconds: f64, stats: GenerationStats, summari
         output_tokens_per_second: tokens_out as f64 / seconds.max(1e-9),
         prefill_tokens_per_second: rate(stats.prompt_tokens, stats.prefill_seconds),
         stats,
+        retries,
         summaries,
     }
 }
 
 pub fn run_bench(global: &GlobalOptions, args: &BenchSummarizeArgs) -> Result<ExitCode> {
-    let options = args.model.options();
+    let options = args.model.summary.options();
     options.check().map_err(anyhow::Error::msg)?;
     let samples;
     let paths = if args.paths.is_empty() {
@@ -357,7 +421,7 @@ pub fn run_bench(global: &GlobalOptions, args: &BenchSummarizeArgs) -> Result<Ex
     let packed = s.summarize_documents(&texts)?;
     let packed_seconds = started.elapsed().as_secs_f64();
     let packed_out = packed.iter().map(|r| r.tokens_out).sum();
-    let packed_report = mode_report("packed-and-batched", packed_seconds, s.stats.clone(), packed.into_iter().map(|r| r.summary).collect(), packed_out);
+    let packed_report = mode_report("packed-and-batched", packed_seconds, s.stats.clone(), s.retries, packed.into_iter().map(|r| r.summary).collect(), packed_out);
     eprintln!("  packed and batched: {packed_seconds:.1} s; one document at a time next");
 
     // 2. One document at a time, each alone, its prompts one after another.
@@ -365,6 +429,7 @@ pub fn run_bench(global: &GlobalOptions, args: &BenchSummarizeArgs) -> Result<Ex
     alone_opts.batch.max_batch = 1;
     let started = Instant::now();
     let mut stats = GenerationStats::default();
+    let mut retries = RetryStats::default();
     let mut summaries = Vec::new();
     let mut alone_out = 0;
     for t in &texts {
@@ -373,9 +438,10 @@ pub fn run_bench(global: &GlobalOptions, args: &BenchSummarizeArgs) -> Result<Ex
         alone_out += r.tokens_out;
         summaries.push(r.summary);
         warpfold_summarize::add_stats(&mut stats, &s.stats);
+        retries.add(&s.retries);
     }
     let alone_seconds = started.elapsed().as_secs_f64();
-    let alone_report = mode_report("one-at-a-time", alone_seconds, stats, summaries, alone_out);
+    let alone_report = mode_report("one-at-a-time", alone_seconds, stats, retries, summaries, alone_out);
 
     let identical = packed_report.summaries.iter().zip(&alone_report.summaries).filter(|(a, b)| a == b).count();
     let report = BenchReport {
@@ -407,4 +473,37 @@ pub fn run_bench(global: &GlobalOptions, args: &BenchSummarizeArgs) -> Result<Ex
         report.packed.documents,
     );
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Parsed {
+        #[command(flatten)]
+        model: ModelArgs,
+    }
+
+    fn parse(args: &[&str]) -> SummarizeOptions {
+        Parsed::try_parse_from(std::iter::once("warpfold").chain(args.iter().copied())).unwrap().model.summary.options()
+    }
+
+    /// With no flags the options are the summarize crate's defaults (one place for them, which the
+    /// app and the server use too); every repetition setting has its flag.
+    #[test]
+    fn summarize_flags_default_to_the_crate_defaults_and_set_every_repetition_option() {
+        assert_eq!(parse(&[]), SummarizeOptions::default());
+        let o = parse(&[
+            "--repetition-penalty", "1.3", "--penalty-prompt-tokens", "64", "--no-repeat-ngram", "5",
+            "--retry-repetition-penalty", "1.6", "--retry-no-repeat-ngram", "2", "--max-tokens", "100",
+        ]);
+        assert_eq!((o.sampling.repetition_penalty, o.sampling.penalty_prompt_tokens, o.sampling.no_repeat_ngram), (1.3, 64, 5));
+        assert_eq!(o.retry, Some(RetrySettings { repetition_penalty: 1.6, no_repeat_ngram: 2 }));
+        assert_eq!(o.sampling.max_new_tokens, 100);
+        assert_eq!(parse(&["--no-retry"]).retry, None);
+        assert!(parse(&["--no-repeat-ngram", "1"]).check().is_err());
+    }
 }

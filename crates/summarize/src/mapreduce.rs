@@ -39,6 +39,8 @@ pub struct Done {
     pub output_tokens: usize,
     /// When it finished, in seconds since the run began (what a document's `seconds` reports).
     pub finished_at: f64,
+    /// The first attempt looped and this is a second one (its tokens are counted in too).
+    pub retried: bool,
 }
 
 /// The model side of map-reduce.
@@ -66,6 +68,9 @@ pub struct DocumentSummary {
     pub rounds: usize,
     /// Seconds from the start of the run until this document's summary was ready.
     pub seconds: f64,
+    /// Summaries of this document (of its chunks, or the final one) that looped and were written
+    /// again.
+    pub retried: usize,
 }
 
 /// Why map-reduce could not finish.
@@ -209,6 +214,7 @@ pub fn summarize_documents<S: Summarize>(
             for o in &outs {
                 r.tokens_in += o.prompt_tokens;
                 r.tokens_out += o.output_tokens;
+                r.retried += usize::from(o.retried);
             }
             match doc_tasks[0].kind {
                 TaskKind::Whole | TaskKind::Combine => {
@@ -281,6 +287,7 @@ mod tests {
                         prompt_tokens: words(&t.text),
                         output_tokens: self.summary_words,
                         finished_at: 0.0,
+                        retried: false,
                     }
                 })
                 .collect();

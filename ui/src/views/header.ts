@@ -62,6 +62,20 @@ const FOLDER = "M2.5 5.5a1.5 1.5 0 0 1 1.5-1.5h3.6l1.8 2H16a1.5 1.5 0 0 1 1.5 1.
 
 function drawDevice() {
   $("model-name").textContent = store.model || "–";
+  const sm = store.summaries;
+  const summary = $("summary-model");
+  summary.parentElement!.hidden = !sm;
+  if (sm) {
+    summary.textContent = `${sm.model} on ${sm.device}`;
+    const o = sm.options;
+    summary.title = [
+      sm.file,
+      `up to ${o.sampling.max_new_tokens} tokens per summary, ${o.sampling.temperature ? `temperature ${o.sampling.temperature}` : "greedy"}`,
+      `repetition penalty ${o.sampling.repetition_penalty}${o.sampling.no_repeat_ngram ? `, no repeated ${o.sampling.no_repeat_ngram}-grams` : ""}`,
+      o.retry ? `a summary that loops is written again (penalty ${o.retry.repetition_penalty}, no repeated ${o.retry.no_repeat_ngram}-grams)` : "loops are not retried",
+      sm.auto ? "every indexed document is summarized" : "",
+    ].filter(Boolean).join("\n");
+  }
   const d = store.device;
   if (!d) return;
   const kind = (d.kind || "").toUpperCase();
