@@ -239,10 +239,13 @@ const GROUP_SECONDS: f64 = 0.25;
 /// cost no tokens, so the token budget alone would not bound them).
 const COMMIT_QUEUE_DOCUMENTS: usize = 4096;
 
-/// The tokens submitted and not yet committed may reach four bins of the engine's capacity (at
-/// least 16,384): enough to fill the next bins while the device runs one, bounded for memory.
+/// The tokens submitted and not yet committed may reach eight bins of the engine's capacity (at
+/// least 32,768): enough to fill the next bins while the device runs one, bounded for memory (a
+/// few MB of text). Four were too few on a GPU: the writer releases a document's tokens only
+/// when its last chunk is answered and every document before it too, so part of the budget is
+/// always held by answered chunks, and BERT-large's bins left 57-64% full (BENCHMARKS.md).
 fn in_flight_budget(bin_tokens: u32) -> u64 {
-    (4 * bin_tokens as u64).max(16_384)
+    (8 * bin_tokens as u64).max(32_768)
 }
 
 /// A budget of tokens between the submitter and the writer.
