@@ -262,7 +262,9 @@ const COMMIT_QUEUE_DOCUMENTS: usize = 4096;
 /// when its last chunk is answered and every document before it too, so part of the budget is
 /// always held by answered chunks, and BERT-large's bins left 57-64% full (BENCHMARKS.md).
 fn in_flight_budget(bin_tokens: u32) -> u64 {
-    (8 * bin_tokens as u64).max(32_768)
+    // WARPFOLD_IN_FLIGHT_BINS: a tuning knob for measuring (bench/gpu), not a user setting.
+    let bins = std::env::var("WARPFOLD_IN_FLIGHT_BINS").ok().and_then(|v| v.parse::<u64>().ok()).filter(|&b| b > 0).unwrap_or(8);
+    (bins * bin_tokens as u64).max(32_768)
 }
 
 /// A budget of tokens between the submitter and the writer.
