@@ -13,6 +13,12 @@
 
 #![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
 
+// The same allocator as the command line's (crates/cli/src/main.rs): candle allocates a buffer per
+// tensor op, and the indexer frees on one thread what another allocated; the system allocator pays
+// for both (page faults, arena locks) where mimalloc does not.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::PathBuf;
 
 use tauri::ipc::Channel;

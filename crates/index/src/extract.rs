@@ -229,6 +229,10 @@ pub fn extract_file(path: &Path, isolation: &Isolation) -> Result<Extracted, Ext
 /// The extraction worker's whole job: read `path`, extract, print the result as one JSON value on
 /// stdout. Returns the process exit code.
 pub fn worker_main(path: &Path) -> i32 {
+    if let Err(e) = apply_worker_limits() {
+        eprintln!("extract-worker: {e}");
+        return 4;
+    }
     let result = match std::fs::read(path) {
         Ok(bytes) => extract_pdf_in_process(&bytes),
         Err(e) => Err(ExtractError::Io(e.to_string())),
@@ -239,6 +243,46 @@ pub fn worker_main(path: &Path) -> i32 {
         Ok(()) => 0,
         Err(_) => 3,
     }
+}
+
+/// How the indexer tells its worker the limits to put on itself: "CPU_SECONDS ADDRESS_SPACE_BYTES".
+const WORKER_LIMITS_VAR: &str = "WARPFOLD_WORKER_LIMITS";
+
+/// The extraction worker's limits, set on itself before it reads the file: killed when the indexer
+/// dies (and gone at once if it already has), no core dumps, processor time (RLIMIT_CPU) and
+/// address space (RLIMIT_AS, 0: none) as the indexer asked in [`WORKER_LIMITS_VAR`].
+fn apply_worker_limits() -> Result<(), String> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: prctl, getppid and setrlimit on this process, with values owned here.
+        unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if libc::getppid() == 1 {
+                return Err("the indexer that started this worker is gone".into());
+            }
+            let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+        }
+        let Ok(text) = std::env::var(WORKER_LIMITS_VAR) else { return Ok(()) };
+        let parsed: Vec<u64> = text.split_whitespace().filter_map(|n| n.parse().ok()).collect();
+        let [cpu_seconds, memory_limit] = parsed[..] else {
+            return Err(format!("{WORKER_LIMITS_VAR}={text:?}: expected two numbers"));
+        };
+        // SAFETY: setrlimit on this process with rlimit values owned here.
+        unsafe {
+            let cpu = libc::rlimit { rlim_cur: cpu_seconds as _, rlim_max: (cpu_seconds + 1) as _ };
+            if libc::setrlimit(libc::RLIMIT_CPU, &cpu) != 0 {
+                return Err(format!("setting the time limit: {}", std::io::Error::last_os_error()));
+            }
+            if memory_limit > 0 {
+                let limit = libc::rlimit { rlim_cur: memory_limit as _, rlim_max: memory_limit as _ };
+                if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                    return Err(format!("setting the memory limit: {}", std::io::Error::last_os_error()));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn spawn_reader(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
@@ -260,26 +304,12 @@ pub fn extract_isolated(path: &Path, isolation: &Isolation) -> Result<Extracted,
     // runs at a low priority beside the indexer's other work) is not stopped for the machine's
     // load; a wall-clock limit of WALL_FACTOR times as long still catches one that blocks.
     let cpu_seconds = isolation.timeout.as_secs().max(1);
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: only async-signal-safe calls (setrlimit, prctl) between fork and exec.
-        unsafe {
-            command.pre_exec(move || {
-                // Die with the parent: a killed indexer must not leave a spinning worker behind.
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-                libc::setrlimit(libc::RLIMIT_CORE, &no_core);
-                let cpu = libc::rlimit { rlim_cur: cpu_seconds as _, rlim_max: (cpu_seconds + 1) as _ };
-                libc::setrlimit(libc::RLIMIT_CPU, &cpu);
-                if memory_limit > 0 {
-                    let limit = libc::rlimit { rlim_cur: memory_limit as _, rlim_max: memory_limit as _ };
-                    libc::setrlimit(libc::RLIMIT_AS, &limit);
-                }
-                Ok(())
-            });
-        }
-    }
+    // The worker sets its own limits first thing (see `apply_worker_limits`): a `pre_exec` hook
+    // here would make every spawn a fork() of this process, which copies the page tables of a
+    // process holding a CUDA context (tens of GiB of mappings) and stalls its other threads while
+    // it does (the device thread and the writer lost ~12 ms per PDF on a GPU: BENCHMARKS.md);
+    // without one, the spawn is a posix_spawn (vfork) that copies nothing.
+    command.env(WORKER_LIMITS_VAR, format!("{cpu_seconds} {memory_limit}"));
     let mut child = command
         .spawn()
         .map_err(|e| ExtractError::Worker(format!("cannot start {}: {e}", isolation.program.display())))?;

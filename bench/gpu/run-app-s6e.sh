@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Session 6, fifth run (issue 14.3): is the device thread slowed by the host's load? MiniLM's own rate
+# on the 600 PDFs' chunks alone, then beside 16 busy processes at nice 10 and at nice 19 (what the
+# extraction workers are during a run); then `warpfold index` at nice 0 and at nice -10 (the workers
+# still set themselves to nice 10). Runs on the machine left warm by run-app-s6d.sh.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/run-app-s6e.log") 2>&1
+export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib WARPFOLD_MODELS_DIR=/tmp/wf-models WARPFOLD_LOG=warn
+W=/tmp/warpfold
+[ -f /tmp/chunks.jsonl ] || { echo "run run-app-s6d.sh first"; exit 1; }
+P=$(dirname "$(find /tmp/d -name '*.pdf' | head -1)")
+embed() { $W --device cuda embed --json < /tmp/chunks.jsonl 2>&1 >/dev/null | tail -1 | python3 -c "import json,sys; r=json.load(sys.stdin); print(f'  {r[\"tokens_per_second\"]:.0f} tokens/s, {r[\"bins\"]} bins, {r[\"seconds\"]:.2f} s')"; }
+echo "=== embed alone"; embed
+for n in 10 19; do
+  for i in $(seq 16); do nice -n $n sh -c 'while :; do :; done' & done
+  sleep 0.5
+  echo "=== embed beside 16 busy processes at nice $n"; embed
+  kill $(jobs -p) 2>/dev/null; wait 2>/dev/null
+done
+for n in 0 -10; do
+  rm -f /tmp/e-run.db*
+  echo "=== warpfold index at nice $n"
+  nice -n $n $W --device cuda index $P --db /tmp/e-run.db 2>/dev/null | grep -E "tokens/s|time by stage"
+done
+echo "=== done"
