@@ -245,44 +245,67 @@ pub fn worker_main(path: &Path) -> i32 {
     }
 }
 
-/// How the indexer tells its worker the limits to put on itself: "CPU_SECONDS ADDRESS_SPACE_BYTES".
-const WORKER_LIMITS_VAR: &str = "WARPFOLD_WORKER_LIMITS";
-
-/// The extraction worker's limits, set on itself before it reads the file: killed when the indexer
-/// dies (and gone at once if it already has), no core dumps, processor time (RLIMIT_CPU) and
-/// address space (RLIMIT_AS, 0: none) as the indexer asked in [`WORKER_LIMITS_VAR`].
+/// What the worker does first: it dies with the indexer (and is gone at once if the indexer
+/// already is). Its limits were set before it started (see [`worker_command`]).
 fn apply_worker_limits() -> Result<(), String> {
     #[cfg(target_os = "linux")]
-    {
-        // SAFETY: prctl, getppid and setrlimit on this process, with values owned here.
-        unsafe {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            if libc::getppid() == 1 {
-                return Err("the indexer that started this worker is gone".into());
-            }
-            let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-            libc::setrlimit(libc::RLIMIT_CORE, &no_core);
-        }
-        let Ok(text) = std::env::var(WORKER_LIMITS_VAR) else { return Ok(()) };
-        let parsed: Vec<u64> = text.split_whitespace().filter_map(|n| n.parse().ok()).collect();
-        let [cpu_seconds, memory_limit] = parsed[..] else {
-            return Err(format!("{WORKER_LIMITS_VAR}={text:?}: expected two numbers"));
-        };
-        // SAFETY: setrlimit on this process with rlimit values owned here.
-        unsafe {
-            let cpu = libc::rlimit { rlim_cur: cpu_seconds as _, rlim_max: (cpu_seconds + 1) as _ };
-            if libc::setrlimit(libc::RLIMIT_CPU, &cpu) != 0 {
-                return Err(format!("setting the time limit: {}", std::io::Error::last_os_error()));
-            }
-            if memory_limit > 0 {
-                let limit = libc::rlimit { rlim_cur: memory_limit as _, rlim_max: memory_limit as _ };
-                if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
-                    return Err(format!("setting the memory limit: {}", std::io::Error::last_os_error()));
-                }
-            }
+    // SAFETY: prctl and getppid on this process.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        if libc::getppid() == 1 {
+            return Err("the indexer that started this worker is gone".into());
         }
     }
     Ok(())
+}
+
+/// util-linux's `prlimit`, which sets a program's limits and then runs it.
+fn prlimit_program() -> Option<&'static Path> {
+    static FOUND: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    FOUND.get_or_init(|| ["/usr/bin/prlimit", "/bin/prlimit"].iter().map(PathBuf::from).find(|p| p.is_file())).as_deref()
+}
+
+/// The command that runs the worker under its limits: no core dumps, `cpu_seconds` of processor
+/// time (RLIMIT_CPU) and `memory_limit` bytes of address space (RLIMIT_AS; 0: none), in force from
+/// the worker's first instruction.
+///
+/// Why through `prlimit` when there is one: setting the limits in a `pre_exec` hook makes the
+/// spawn a fork() of the indexer, which copies the page tables of a process that holds a CUDA
+/// context (tens of GiB of mappings) and stalls its other threads while it does: the device
+/// thread and the writer lost several milliseconds per PDF on a GPU (BENCHMARKS.md). Without a
+/// hook the spawn is a posix_spawn (vfork), which copies nothing, and `prlimit` sets the limits
+/// before it runs the worker. Without `prlimit` (it is in util-linux, on every common Linux
+/// system) the hook is the fallback.
+fn worker_command(isolation: &Isolation, cpu_seconds: u64, memory_limit: u64) -> Command {
+    if let Some(prlimit) = prlimit_program() {
+        let mut command = Command::new(prlimit);
+        command.arg("--core=0:0").arg(format!("--cpu={cpu_seconds}:{}", cpu_seconds + 1));
+        if memory_limit > 0 {
+            command.arg(format!("--as={memory_limit}:{memory_limit}"));
+        }
+        command.arg("--").arg(&isolation.program);
+        return command;
+    }
+    let mut command = Command::new(&isolation.program);
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: only async-signal-safe calls (setrlimit) between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+                libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+                let cpu = libc::rlimit { rlim_cur: cpu_seconds as _, rlim_max: (cpu_seconds + 1) as _ };
+                libc::setrlimit(libc::RLIMIT_CPU, &cpu);
+                if memory_limit > 0 {
+                    let limit = libc::rlimit { rlim_cur: memory_limit as _, rlim_max: memory_limit as _ };
+                    libc::setrlimit(libc::RLIMIT_AS, &limit);
+                }
+                Ok(())
+            });
+        }
+    }
+    command
 }
 
 fn spawn_reader(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
@@ -295,21 +318,15 @@ fn spawn_reader(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle
 
 /// Runs the worker on `path` and turns whatever it does into a result for this file.
 pub fn extract_isolated(path: &Path, isolation: &Isolation) -> Result<Extracted, ExtractError> {
-    let mut command = Command::new(&isolation.program);
-    command.args(&isolation.args).arg(path).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    // A panic's report is kept as the file's error: its message, never a backtrace.
-    command.env_remove("RUST_BACKTRACE").env_remove("RUST_LIB_BACKTRACE");
     let memory_limit = isolation.memory_limit_mib.saturating_mul(1 << 20);
     // The time limit is processor time (RLIMIT_CPU), so a worker that waits for a busy machine (it
     // runs at a low priority beside the indexer's other work) is not stopped for the machine's
     // load; a wall-clock limit of WALL_FACTOR times as long still catches one that blocks.
     let cpu_seconds = isolation.timeout.as_secs().max(1);
-    // The worker sets its own limits first thing (see `apply_worker_limits`): a `pre_exec` hook
-    // here would make every spawn a fork() of this process, which copies the page tables of a
-    // process holding a CUDA context (tens of GiB of mappings) and stalls its other threads while
-    // it does (the device thread and the writer lost ~12 ms per PDF on a GPU: BENCHMARKS.md);
-    // without one, the spawn is a posix_spawn (vfork) that copies nothing.
-    command.env(WORKER_LIMITS_VAR, format!("{cpu_seconds} {memory_limit}"));
+    let mut command = worker_command(isolation, cpu_seconds, memory_limit);
+    command.args(&isolation.args).arg(path).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // A panic's report is kept as the file's error: its message, never a backtrace.
+    command.env_remove("RUST_BACKTRACE").env_remove("RUST_LIB_BACKTRACE");
     let mut child = command
         .spawn()
         .map_err(|e| ExtractError::Worker(format!("cannot start {}: {e}", isolation.program.display())))?;
