@@ -12,8 +12,6 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/run-app-s6.log") 2>&1
 export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib WARPFOLD_MODELS_DIR=/tmp/wf-models WARPFOLD_LOG=warn
-PY=/opt/torch/.venv/bin/python
-[ -x "$PY" ] || PY=python3
 W=/tmp/warpfold
 [ -x $W ] || bash .gpu/run-on-gpu-machine.sh .gpu/warpfold.xz --version
 [ -d /tmp/wf-models/all-MiniLM-L6-v2 ] || { echo "no model: run the models call first"; exit 1; }
@@ -37,17 +35,7 @@ echo "=== 3. MiniLM's own rate on the chunks the app indexed"
 own_rate "" "$(ls -td /tmp/app-adaptive-*/index.db | head -1)"
 echo "=== 4. BERT-large architecture (random weights): device-bound, 2,000 PDFs"
 L=/tmp/wf-models/bert-large-random
-if [ ! -f $L/model.safetensors ]; then
-  mkdir -p /tmp/meta/bert-large && cp -r /tmp/wf-models/all-MiniLM-L6-v2/. /tmp/meta/bert-large/ && rm -f /tmp/meta/bert-large/model.safetensors
-  $PY - <<'PY'
-import json
-p = "/tmp/meta/bert-large/config.json"
-c = json.load(open(p))
-c.update(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096, max_position_embeddings=512)
-json.dump(c, open(p, "w"), indent=1)
-PY
-  $PY bench/gpu/make_random_encoder.py /tmp/meta/bert-large $L
-fi
+bash bench/gpu/make-bert-large.sh >/dev/null 2>&1
 $W --device cuda --model $L bench-index --pdfs 2000 --search-chunks 0 --work-dir /tmp/bl --out "$OUT/s6-large-bench-index.json" 2>&1 | tail -12
 python3 bench/gpu/app_core.py $W /tmp/bl/pdfs "$OUT/s6-large-app.json" --window adaptive --extra --model $L | grep -v '^  ' | tail -24
 own_rate $L "$(ls -td /tmp/app-adaptive-*/index.db | head -1)"

@@ -8,8 +8,6 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/run-app-s6b.log") 2>&1
 export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib WARPFOLD_MODELS_DIR=/tmp/wf-models WARPFOLD_LOG=warn
-PY=/opt/torch/.venv/bin/python
-[ -x "$PY" ] || PY=python3
 W=/tmp/warpfold
 rm -f $W; bash .gpu/run-on-gpu-machine.sh .gpu/warpfold.xz --version | tail -1
 [ -d /tmp/wf-models/all-MiniLM-L6-v2 ] || { echo "no model: run the models call first"; exit 1; }
@@ -32,17 +30,7 @@ for b in 8 4; do
   echo "in-flight $b:"; summary "$OUT/s6b-minilm-$b.json"
 done
 L=/tmp/wf-models/bert-large-random
-if [ ! -f $L/model.safetensors ]; then
-  mkdir -p /tmp/meta/bert-large && cp -r /tmp/wf-models/all-MiniLM-L6-v2/. /tmp/meta/bert-large/ && rm -f /tmp/meta/bert-large/model.safetensors
-  $PY - <<'PY'
-import json
-p = "/tmp/meta/bert-large/config.json"
-c = json.load(open(p))
-c.update(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096, max_position_embeddings=512)
-json.dump(c, open(p, "w"), indent=1)
-PY
-  $PY bench/gpu/make_random_encoder.py /tmp/meta/bert-large $L >/dev/null 2>&1
-fi
+bash bench/gpu/make-bert-large.sh >/dev/null 2>&1
 echo "=== 2. BERT-large (random weights), 600 then 2,000 PDFs: in-flight 4, then 8"
 for n in 600 2000; do for b in 4 8; do
   WARPFOLD_IN_FLIGHT_BINS=$b $W --device cuda --model $L bench-index --pdfs $n --search-chunks 0 --work-dir /tmp/bl$n-$b --out "$OUT/s6b-large-$n-$b.json" >/dev/null 2>&1

@@ -9,8 +9,6 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/run-app-s6f.log") 2>&1
 export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib WARPFOLD_MODELS_DIR=/tmp/wf-models WARPFOLD_LOG=warn
-PY=/opt/torch/.venv/bin/python
-[ -x "$PY" ] || PY=python3
 W=/tmp/warpfold
 O=/tmp/warpfold-before
 [ -x $W ] || bash .gpu/run-on-gpu-machine.sh .gpu/warpfold.xz --version | tail -1
@@ -20,17 +18,7 @@ nproc; date -u; echo "prlimit: $(command -v prlimit || echo missing)"
 $W --device cuda bench-index --pdfs 600 --search-chunks 0 --work-dir /tmp/f --out "$OUT/s6f-bench-index.json" 2>&1 | tail -2
 P=$(dirname "$(find /tmp/f -name '*.pdf' | head -1)")
 L=/tmp/wf-models/bert-large-random
-if [ ! -f $L/model.safetensors ]; then
-  mkdir -p /tmp/meta/bert-large && cp -r /tmp/wf-models/all-MiniLM-L6-v2/. /tmp/meta/bert-large/ && rm -f /tmp/meta/bert-large/model.safetensors
-  $PY - <<'PY'
-import json
-p = "/tmp/meta/bert-large/config.json"
-c = json.load(open(p))
-c.update(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096, max_position_embeddings=512)
-json.dump(c, open(p, "w"), indent=1)
-PY
-  $PY bench/gpu/make_random_encoder.py /tmp/meta/bert-large $L >/dev/null 2>&1
-fi
+bash bench/gpu/make-bert-large.sh >/dev/null 2>&1
 run() { # label binary "global args"
   rm -f /tmp/f-run.db*
   echo "--- $1"
