@@ -240,6 +240,43 @@ pub mod hostile {
     }
 }
 
+/// Text saved in Windows-1252, in UTF-16 with and without a byte-order mark, and in Shift_JIS is
+/// indexed and found by its words; each says how it was read.
+#[test]
+fn text_in_other_encodings_is_indexed_searchable_and_says_how_it_was_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    let utf16 = |text: &str, bom: bool| -> Vec<u8> {
+        let mut out = if bom { vec![0xff, 0xfe] } else { Vec::new() };
+        out.extend(text.encode_utf16().flat_map(u16::to_le_bytes));
+        out
+    };
+    std::fs::write(docs.join("dessert.txt"), b"The p\xe2tissier\x92s cr\xe8me br\xfbl\xe9e recipe needs vanilla, sugar and \x93patience\x94.").unwrap();
+    std::fs::write(docs.join("ledger.txt"), utf16("The harbour ledger lists forty crates of saffron from Valencia.", true)).unwrap();
+    std::fs::write(docs.join("export.txt"), utf16("Export of the lighthouse keeper's log: fog on the third night.", false)).unwrap();
+    let db = dir.path().join("index.db");
+    let report = index_json(&[&docs], &db, &[]);
+    assert_eq!((report["documents_indexed"].as_u64(), report["documents_failed"].as_u64()), (Some(3), Some(0)), "{report:#}");
+    let notes: BTreeMap<String, String> = report["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (Path::new(w["path"].as_str().unwrap()).file_name().unwrap().to_string_lossy().into_owned(), w["error"].as_str().unwrap().to_string()))
+        .collect();
+    assert!(notes["dessert.txt"].contains("windows-1252") && notes["dessert.txt"].contains("guessed"), "{notes:#?}");
+    assert!(notes["ledger.txt"].contains("UTF-16LE") && notes["ledger.txt"].contains("byte-order mark"), "{notes:#?}");
+    assert!(notes["export.txt"].contains("UTF-16LE") && notes["export.txt"].contains("zero bytes"), "{notes:#?}");
+    for (query, file) in [("crème brûlée recipe", "dessert.txt"), ("saffron from Valencia", "ledger.txt"), ("lighthouse keeper fog", "export.txt")] {
+        let out = warpfold().args(["search", query, "--db"]).arg(&db).args(["-k", "1", "--json"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let hits: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(hits[0]["path"].as_str().unwrap().ends_with(file), "{query}: {hits:#}");
+    }
+    let hits: Value = serde_json::from_slice(&warpfold().args(["search", "brûlée", "--db"]).arg(&db).args(["--json"]).output().unwrap().stdout).unwrap();
+    assert!(hits[0]["text"].as_str().unwrap().contains("crème brûlée"), "decoded, not mangled: {hits:#}");
+}
+
 #[test]
 fn every_bad_file_gets_its_own_status_and_the_good_ones_are_indexed() {
     let dir = tempfile::tempdir().unwrap();
@@ -258,7 +295,7 @@ fn every_bad_file_gets_its_own_status_and_the_good_ones_are_indexed() {
             .to_bytes(),
     );
     write("scan.pdf", &PdfDocument { pages: vec![Page::image_only(); 2], compress: true, ..Default::default() }.to_bytes());
-    write("latin1.txt", b"caf\xe9 au lait");
+    write("program.txt", b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x03\x00>\x00");
     write("blank.md", b"  \n\n ");
     write("panics.pdf", &hostile::panicking_pdf());
     write("hangs.pdf", &hostile::hanging_pdf());
@@ -291,7 +328,7 @@ fn every_bad_file_gets_its_own_status_and_the_good_ones_are_indexed() {
     expect("truncated.pdf", "failed", "truncated PDF");
     expect("encrypted.pdf", "failed", "needs a password");
     expect("scan.pdf", "no_text", "no text layer");
-    expect("latin1.txt", "failed", "not valid UTF-8");
+    expect("program.txt", "failed", "not text (a zero byte at offset 7");
     expect("blank.md", "no_text", "no words");
     expect("panics.pdf", "failed", "panicked");
     expect("hangs.pdf", "failed", "longer than 5 s");

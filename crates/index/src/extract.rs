@@ -32,8 +32,8 @@ pub enum ExtractError {
     NoTextLayer { pages: usize },
     #[error("the file holds no words, only whitespace")]
     Blank,
-    #[error("the file is not valid UTF-8 text (first invalid byte at offset {0})")]
-    NotUtf8(usize),
+    #[error("the file is not text ({0})")]
+    Binary(String),
     #[error("unsupported file type {0:?} (warpfold reads .pdf, .txt and .md)")]
     Unsupported(String),
     #[error("cannot read the file: {0}")]
@@ -182,13 +182,12 @@ pub fn extract_text_file(bytes: &[u8]) -> Result<Extracted, ExtractError> {
     if bytes.is_empty() {
         return Err(ExtractError::EmptyFile);
     }
-    let text = std::str::from_utf8(bytes).map_err(|e| ExtractError::NotUtf8(e.valid_up_to()))?;
-    // A byte-order mark is not text.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    if text.trim().is_empty() {
+    let decoded = crate::text::decode(bytes)?;
+    if decoded.text.trim().is_empty() {
         return Err(ExtractError::Blank);
     }
-    Ok(Extracted { pages: vec![normalize_page(text)], warnings: Vec::new() })
+    let warnings = decoded.note().into_iter().collect();
+    Ok(Extracted { pages: vec![normalize_page(&decoded.text)], warnings })
 }
 
 /// How PDF workers are started and bounded.
@@ -471,9 +470,12 @@ mod tests {
     }
 
     #[test]
-    fn text_files_are_checked_for_utf8() {
-        assert_eq!(extract_text_file(b"ok\r\nfine\n").unwrap().pages, vec!["ok\nfine".to_string()]);
-        assert_eq!(extract_text_file(b"abc\xffdef"), Err(ExtractError::NotUtf8(3)));
+    fn text_files_in_other_encodings_are_read_and_say_so_and_binary_ones_are_refused() {
+        assert_eq!(extract_text_file(b"ok\r\nfine\n").unwrap(), Extracted { pages: vec!["ok\nfine".to_string()], warnings: vec![] });
+        let latin1 = extract_text_file(b"caf\xe9 au lait, cr\xe8me br\xfbl\xe9e").unwrap();
+        assert_eq!(latin1.pages, vec!["café au lait, crème brûlée".to_string()]);
+        assert!(latin1.warnings[0].contains("windows-1252"), "{latin1:?}");
+        assert!(matches!(extract_text_file(b"MZ\x90\x00\x03\x00\x00\x00\x04\x00"), Err(ExtractError::Binary(_))));
         assert_eq!(extract_text_file(b""), Err(ExtractError::EmptyFile));
         assert_eq!(extract_text_file(b" \n\t\n"), Err(ExtractError::Blank));
     }

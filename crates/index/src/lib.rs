@@ -23,5 +23,6 @@ pub mod samples;
 pub mod search;
 pub mod store;
 pub mod summaries;
+pub mod text;
 
 pub use pipeline::{index_paths, IndexOptions, IndexReport, Progress};

@@ -1,16 +1,20 @@
-//! What a summary by the default chat model (SmolLM2-135M-Instruct, see tests/smollm2.rs) must be,
-//! on generated documents whose subject and five key facts are known (tests/known_documents):
-//! it names the subject, keeps some of the key facts, does not loop (no 4 words in a row three
-//! times), and is not a copy of the document's opening. One of the documents is long enough, at
-//! the chunk size used here, to go through map-reduce.
+//! What a summary by each default chat model must be, on generated documents whose subject and
+//! five key facts are known (tests/known_documents): it names the subject, keeps key facts, does not
+//! loop (no 4 words in a row three times), and is not a copy of the document's opening. One of the
+//! documents is long enough, at the chunk size used here, to go through map-reduce. The settings are
+//! the defaults except a smaller chunk, so that a short document (fast on a 2-core machine) still
+//! needs map-reduce.
 //!
-//! What a 135M model does reliably is modest, and the assertions say so: the subject every time,
-//! no loop every time (the first attempt at the bridge report loops and is written again), but
-//! key facts only a few in all: measured 0, 2 and 1 of 5 (the trial's count of patients and its
-//! leader, the company's growth), so at least 2 of 15 are required. The scores are printed; the
-//! same on longer documents is in examples/summary_settings.rs. The settings are the defaults
-//! except a smaller chunk, so that a short document (fast on a 2-core machine) still needs
-//! map-reduce.
+//! - SmolLM2-135M-Instruct, the CPU default: what a 135M model does reliably is modest, and the
+//!   assertions say so: the subject every time, no loop every time (the first attempt at the bridge
+//!   report loops and is written again), but key facts only a few in all: measured 0, 2 and 1 of 5
+//!   (the trial's count of patients and its leader, the company's growth), so at least 2 of 15.
+//! - Qwen2.5-Coder-1.5B-Instruct, the GPU default: a majority of each document's key facts (3 of
+//!   5), as the issue asks of a summary worth reading: the target, not met yet (the test is ignored,
+//!   see its comment).
+//!
+//! The scores are printed (and are in BENCHMARKS.md); the same on longer documents is in
+//! examples/summary_settings.rs.
 
 mod known_documents;
 
@@ -20,19 +24,37 @@ use candle_core::Device;
 use known_documents::{document, KnownDocument};
 use warpfold_summarize::{ChatModel, SummarizeOptions, Summarizer};
 
-fn model_path() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(p.is_file(), "{} is missing: run `warpfold models fetch` (scripts/test.sh does)", p.display());
+fn model_path(folder: &str, file: &str) -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models").join(folder).join(file);
+    assert!(p.is_file(), "{} is missing: run `warpfold models fetch {folder}` (scripts/test.sh does)", p.display());
     p
 }
 
-/// Key facts the three summaries must hold together (3 measured with the defaults, one of margin
-/// for another CPU's rounding flipping a greedy choice).
-const MIN_KEY_FACTS: usize = 2;
+/// SmolLM2-135M: key facts the three summaries must hold together (3 measured with the defaults,
+/// one of margin for another CPU's rounding flipping a greedy choice).
+const SMALL_MIN_KEY_FACTS_IN_ALL: usize = 2;
 
 #[test]
-fn summaries_name_the_subject_keep_key_facts_do_not_loop_and_do_not_copy_the_opening() {
-    let chat = ChatModel::load(&model_path(), &Device::Cpu).expect("the default model loads");
+fn summaries_by_the_small_model_name_the_subject_do_not_loop_and_do_not_copy_the_opening() {
+    judge(&model_path("SmolLM2-135M-Instruct", "SmolLM2-135M-Instruct.Q4_1.gguf"), SMALL_MIN_KEY_FACTS_IN_ALL, 0);
+}
+
+/// The target of issue 15 for the GPU default, not yet met: measured on this 2-core AMD EPYC
+/// (2026-12-01, 393 s) it named every subject and did not loop, but kept 2, 1 and 0 of the five key
+/// facts and took half of one summary from the opening (BENCHMARKS.md, summary quality). Ignored
+/// until it passes: it needs the 1.1 GB model (`warpfold models fetch Qwen2.5-Coder-1.5B-Instruct`)
+/// and ~5 minutes; run it with `cargo test --release -p warpfold-summarize --test summary_quality
+/// -- --ignored`.
+#[test]
+#[ignore = "the 1.5B model does not yet keep a majority of the key facts; needs its 1.1 GB download and ~5 min on 2 cores"]
+fn summaries_by_the_large_model_also_keep_a_majority_of_each_documents_key_facts() {
+    judge(&model_path("Qwen2.5-Coder-1.5B-Instruct", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"), 9, 3);
+}
+
+/// Summarizes the three documents with `model` and asserts what every summary must be, at least
+/// `min_in_all` key facts in the three, and at least `min_each` in each one.
+fn judge(model: &std::path::Path, min_in_all: usize, min_each: usize) {
+    let chat = ChatModel::load(model, &Device::Cpu).expect("the model loads");
     // Two documents that fit one prompt (590 and 543 tokens) and one of 1,066 tokens that, at
     // chunks of 1,280, goes through map-reduce (the splitter fills chunks to about half the
     // limit: it counts each word with its trailing space on its own).
@@ -65,14 +87,17 @@ fn summaries_name_the_subject_keep_key_facts_do_not_loop_and_do_not_copy_the_ope
         if KnownDocument::loops(&r.summary) {
             problems.push(format!("{}: 4 words in a row occur three times", d.title));
         }
+        if facts.len() < min_each {
+            problems.push(format!("{}: {} of 5 key facts, fewer than {min_each}", d.title, facts.len()));
+        }
         if copied >= 0.5 {
             problems.push(format!("{}: {copied:.2} of the summary is the opening's text", d.title));
         }
         total_facts += facts.len();
     }
-    eprintln!("key facts kept: {total_facts} of 15; {:?}", summarizer.retries);
-    if total_facts < MIN_KEY_FACTS {
-        problems.push(format!("{total_facts} of 15 key facts kept, fewer than {MIN_KEY_FACTS}"));
+    eprintln!("{}: key facts kept: {total_facts} of 15; {:?}; {:.1} s", model.display(), summarizer.retries, summarizer.seconds);
+    if total_facts < min_in_all {
+        problems.push(format!("{total_facts} of 15 key facts kept, fewer than {min_in_all}"));
     }
     assert!(problems.is_empty(), "{problems:#?}");
 }
