@@ -27,7 +27,7 @@ use warpfold_candle::generate::{BatchOptions, GenerationStats, SamplingParams};
 use warpfold_index::extract::{extract_file, Isolation};
 use warpfold_index::store::Store;
 use warpfold_index::summaries::StoredSummary;
-use warpfold_summarize::{ChatModel, RetrySettings, RetryStats, SummarizeOptions, Summarizer};
+use warpfold_summarize::{ChatModel, PromptStyle, RetrySettings, RetryStats, SummarizeOptions, Summarizer};
 
 use crate::{setup, GlobalOptions};
 
@@ -84,6 +84,10 @@ pub struct SummaryArgs {
     /// Keep summaries that loop as they are instead of writing them again.
     #[arg(long, default_value_t = defaults().retry.is_none())]
     pub no_retry: bool,
+    /// The prompts' wording: auto (by the model's size), brief (what small models follow best) or
+    /// detailed (more facts from models of 1B parameters and up).
+    #[arg(long, default_value = "auto")]
+    pub prompts: PromptStyle,
     /// Most tokens of document text in one prompt; longer documents are summarized by map-reduce.
     #[arg(long, default_value_t = defaults().chunk_tokens)]
     pub chunk_tokens: usize,
@@ -110,6 +114,7 @@ impl SummaryArgs {
             },
             batch: BatchOptions { max_batch: self.max_batch.max(1), prefill_tokens: self.prefill_tokens.max(1), ..d.batch },
             chunk_tokens: self.chunk_tokens,
+            prompts: self.prompts,
             retry: (!self.no_retry).then_some(RetrySettings {
                 repetition_penalty: self.retry_repetition_penalty,
                 no_repeat_ngram: self.retry_no_repeat_ngram,
@@ -490,6 +495,7 @@ mod tests {
         assert_eq!(o.retry, Some(RetrySettings { repetition_penalty: 1.6, no_repeat_ngram: 2 }));
         assert_eq!(o.sampling.max_new_tokens, 100);
         assert_eq!(parse(&["--no-retry"]).retry, None);
+        assert_eq!(parse(&["--prompts", "detailed"]).prompts, PromptStyle::Detailed);
         assert!(parse(&["--no-repeat-ngram", "1"]).check().is_err());
     }
 }

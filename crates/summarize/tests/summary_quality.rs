@@ -40,13 +40,13 @@ fn summaries_by_the_small_model_name_the_subject_do_not_loop_and_do_not_copy_the
 }
 
 /// The target of issue 15 for the GPU default, not yet met: measured on this 2-core AMD EPYC
-/// (2026-12-01, 393 s) it named every subject and did not loop, but kept 2, 1 and 0 of the five key
-/// facts and took half of one summary from the opening (BENCHMARKS.md, summary quality). Ignored
-/// until it passes: it needs the 1.1 GB model (`warpfold models fetch Qwen2.5-Coder-1.5B-Instruct`)
-/// and ~5 minutes; run it with `cargo test --release -p warpfold-summarize --test summary_quality
-/// -- --ignored`.
+/// (2026-12-01, ~2 minutes) with its detailed prompts (`PromptStyle`) it names every subject, does
+/// not loop and copies at most 35% from the opening, but keeps 2, 3 and 2 of the five key facts (7
+/// of 15; 3 with the brief prompts). Ignored until it passes: it needs the 1.1 GB model (`warpfold
+/// models fetch Qwen2.5-Coder-1.5B-Instruct`); run it with `cargo test --release -p
+/// warpfold-summarize --test summary_quality -- --ignored`.
 #[test]
-#[ignore = "the 1.5B model does not yet keep a majority of the key facts; needs its 1.1 GB download and ~5 min on 2 cores"]
+#[ignore = "the 1.5B model does not yet keep a majority of the key facts (7 of 15); needs its 1.1 GB download"]
 fn summaries_by_the_large_model_also_keep_a_majority_of_each_documents_key_facts() {
     judge(&model_path("Qwen2.5-Coder-1.5B-Instruct", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"), 9, 3);
 }
