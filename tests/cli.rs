@@ -6,14 +6,8 @@ use std::process::Stdio;
 use crate::common::warpfold;
 
 fn run_embed(stdin: &[u8], extra: &[&str]) -> (Vec<serde_json::Value>, String, i32) {
-    let mut child = warpfold()
-        .arg("embed")
-        .args(extra)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child =
+        warpfold().arg("embed").args(extra).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     child.stdin.take().unwrap().write_all(stdin).unwrap();
     let out = child.wait_with_output().unwrap();
     let lines = String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -96,8 +90,7 @@ fn score_matches_transformers_on_the_reference_decoders() {
     // (tests/fixtures/make_decoder_reference.py); `warpfold score` packs all sequences into one bin.
     for model in ["qwen2", "llama3"] {
         let dir = crate::common::repo().join("tests/fixtures/decoder_reference").join(model);
-        let expected: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+        let expected: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
         let sequences = expected["sequences"].as_array().unwrap();
         let mut input = String::new();
         for s in sequences {

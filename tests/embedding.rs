@@ -25,7 +25,6 @@ fn varied_texts() -> Vec<String> {
     texts
 }
 
-
 fn check_packed_equals_alone(dir: &ModelDir, texts: &[String]) {
     let (mut backend, encoder) = load(dir);
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
@@ -33,15 +32,11 @@ fn check_packed_equals_alone(dir: &ModelDir, texts: &[String]) {
     let pad = backend.info().pad_token_id;
     let seqs = |range: std::ops::Range<usize>| {
         let start = range.start;
-        ids[range].iter().enumerate().map(move |(i, ids)| TokenSequence {
-            tag: SequenceTag { request: 0, index: (start + i) as u32 },
-            ids,
-        })
+        ids[range].iter().enumerate().map(move |(i, ids)| TokenSequence { tag: SequenceTag { request: 0, index: (start + i) as u32 }, ids })
     };
 
-    let alone: Vec<Vec<f32>> = (0..ids.len())
-        .map(|i| backend.embed(&packed_bin(seqs(i..i + 1), 16, 1 << 16, pad)).unwrap().remove(0))
-        .collect();
+    let alone: Vec<Vec<f32>> =
+        (0..ids.len()).map(|i| backend.embed(&packed_bin(seqs(i..i + 1), 16, 1 << 16, pad)).unwrap().remove(0)).collect();
     // Everything in one packed bin, aligned to 16, then unaligned.
     for align in [16, 1] {
         let mixed = backend.embed(&packed_bin(seqs(0..ids.len()), align, 1 << 16, pad)).unwrap();

@@ -35,11 +35,7 @@ fn page_with(rng: &mut Rng, sentence: &str, font: Font) -> Page {
     let before = words(rng, n_before);
     let after = words(rng, n_after);
     Page {
-        blocks: vec![
-            TextBlock { font, text: before },
-            TextBlock { font, text: sentence.to_string() },
-            TextBlock { font, text: after },
-        ],
+        blocks: vec![TextBlock { font, text: before }, TextBlock { font, text: sentence.to_string() }, TextBlock { font, text: after }],
         image: false,
     }
 }
@@ -142,12 +138,8 @@ fn the_bundled_samples_answer_the_example_query() {
     let report = index_json(&[&samples], &db, &[]);
     assert_eq!((report["documents_indexed"].as_u64(), report["documents_failed"].as_u64()), (Some(7), Some(1)), "{report:#}");
     assert_eq!(report["failures"][0]["status"], "no_text", "the scan is reported as such: {report:#}");
-    let out = warpfold()
-        .args(["search", warpfold_index::samples::EXAMPLE_QUERY, "--db"])
-        .arg(&db)
-        .args(["-k", "3", "--json"])
-        .output()
-        .unwrap();
+    let out =
+        warpfold().args(["search", warpfold_index::samples::EXAMPLE_QUERY, "--db"]).arg(&db).args(["-k", "3", "--json"]).output().unwrap();
     let hits: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(hits[0]["path"].as_str().unwrap().ends_with("gardening/tomatoes.pdf"), "{hits:#}");
     assert_eq!(hits[0]["page"], 2, "the ripening advice is on page 2: {hits:#}");
@@ -201,7 +193,8 @@ pub mod hostile {
             &[
                 CATALOG.to_vec(),
                 b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_vec(),
-                b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /X0 5 0 R >> >> /Contents 4 0 R >>".to_vec(),
+                b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /X0 5 0 R >> >> /Contents 4 0 R >>"
+                    .to_vec(),
                 raw_stream("", b"/X0 Do"),
                 raw_stream(" /Type /XObject /Subtype /Form /BBox [0 0 10 10]", b"/X0 Do"),
             ],
@@ -252,7 +245,11 @@ fn text_in_other_encodings_is_indexed_searchable_and_says_how_it_was_read() {
         out.extend(text.encode_utf16().flat_map(u16::to_le_bytes));
         out
     };
-    std::fs::write(docs.join("dessert.txt"), b"The p\xe2tissier\x92s cr\xe8me br\xfbl\xe9e recipe needs vanilla, sugar and \x93patience\x94.").unwrap();
+    std::fs::write(
+        docs.join("dessert.txt"),
+        b"The p\xe2tissier\x92s cr\xe8me br\xfbl\xe9e recipe needs vanilla, sugar and \x93patience\x94.",
+    )
+    .unwrap();
     std::fs::write(docs.join("ledger.txt"), utf16("The harbour ledger lists forty crates of saffron from Valencia.", true)).unwrap();
     std::fs::write(docs.join("export.txt"), utf16("Export of the lighthouse keeper's log: fog on the third night.", false)).unwrap();
     let db = dir.path().join("index.db");
@@ -262,18 +259,26 @@ fn text_in_other_encodings_is_indexed_searchable_and_says_how_it_was_read() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|w| (Path::new(w["path"].as_str().unwrap()).file_name().unwrap().to_string_lossy().into_owned(), w["error"].as_str().unwrap().to_string()))
+        .map(|w| {
+            (
+                Path::new(w["path"].as_str().unwrap()).file_name().unwrap().to_string_lossy().into_owned(),
+                w["error"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
     assert!(notes["dessert.txt"].contains("windows-1252") && notes["dessert.txt"].contains("guessed"), "{notes:#?}");
     assert!(notes["ledger.txt"].contains("UTF-16LE") && notes["ledger.txt"].contains("byte-order mark"), "{notes:#?}");
     assert!(notes["export.txt"].contains("UTF-16LE") && notes["export.txt"].contains("zero bytes"), "{notes:#?}");
-    for (query, file) in [("crème brûlée recipe", "dessert.txt"), ("saffron from Valencia", "ledger.txt"), ("lighthouse keeper fog", "export.txt")] {
+    for (query, file) in
+        [("crème brûlée recipe", "dessert.txt"), ("saffron from Valencia", "ledger.txt"), ("lighthouse keeper fog", "export.txt")]
+    {
         let out = warpfold().args(["search", query, "--db"]).arg(&db).args(["-k", "1", "--json"]).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let hits: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert!(hits[0]["path"].as_str().unwrap().ends_with(file), "{query}: {hits:#}");
     }
-    let hits: Value = serde_json::from_slice(&warpfold().args(["search", "brûlée", "--db"]).arg(&db).args(["--json"]).output().unwrap().stdout).unwrap();
+    let hits: Value =
+        serde_json::from_slice(&warpfold().args(["search", "brûlée", "--db"]).arg(&db).args(["--json"]).output().unwrap().stdout).unwrap();
     assert!(hits[0]["text"].as_str().unwrap().contains("crème brûlée"), "decoded, not mangled: {hits:#}");
 }
 
@@ -478,15 +483,8 @@ fn a_killed_run_resumes_to_exactly_the_uninterrupted_index() {
 
     // Start a run, SIGKILL it once some documents are committed.
     let killed_db = dir.path().join("killed.db");
-    let mut child = warpfold()
-        .arg("index")
-        .arg(&docs)
-        .arg("--db")
-        .arg(&killed_db)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child =
+        warpfold().arg("index").arg(&docs).arg("--db").arg(&killed_db).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(300);
     let committed = loop {
         assert!(Instant::now() < deadline, "the run never committed a document");

@@ -207,7 +207,16 @@ fn no_chunk_is_left_without_its_vector_and_the_check_repairs_an_index_that_lost_
     std::fs::create_dir(&docs).unwrap();
     let moving = "The lighthouse keeper logged every passing ship in a leather-bound book by lamplight.";
     let db = root.join("i.db");
-    let check = |db: &Path| json_of(&run_bounded({ let mut c = warpfold(); c.args(["index", "--check", "--json", "--db"]).arg(db); c }, Duration::from_secs(300)));
+    let check = |db: &Path| {
+        json_of(&run_bounded(
+            {
+                let mut c = warpfold();
+                c.args(["index", "--check", "--json", "--db"]).arg(db);
+                c
+            },
+            Duration::from_secs(300),
+        ))
+    };
     // Many files, each edited so that its text moves to the next file in the same run: whichever
     // order the stages take, a chunk's text loses its vector when its old file commits first.
     for i in 0..12 {
@@ -226,7 +235,8 @@ fn no_chunk_is_left_without_its_vector_and_the_check_repairs_an_index_that_lost_
     // An index damaged by hand (a vector deleted): the check embeds it again, and only it.
     {
         let store = warpfold_index::store::Store::open_existing(&db).unwrap();
-        let deleted = store.connection().execute("DELETE FROM embeddings WHERE text_hash IN (SELECT text_hash FROM embeddings LIMIT 1)", []).unwrap();
+        let deleted =
+            store.connection().execute("DELETE FROM embeddings WHERE text_hash IN (SELECT text_hash FROM embeddings LIMIT 1)", []).unwrap();
         assert_eq!(deleted, 1);
     }
     let repaired = check(&db);
@@ -249,7 +259,14 @@ fn a_parser_panic_is_stored_without_a_backtrace_and_sqlite_errors_are_said_once(
 
     let garbage = root.join("garbage.db");
     std::fs::write(&garbage, vec![7u8; 8192]).unwrap();
-    let out = run_bounded({ let mut c = warpfold(); c.args(["search", "anything", "--db"]).arg(&garbage); c }, Duration::from_secs(300));
+    let out = run_bounded(
+        {
+            let mut c = warpfold();
+            c.args(["search", "anything", "--db"]).arg(&garbage);
+            c
+        },
+        Duration::from_secs(300),
+    );
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.matches("not a database").count(), 1, "{stderr}");

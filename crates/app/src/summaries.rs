@@ -10,8 +10,8 @@
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crossbeam_channel::Receiver;
 use candle_core::Device;
+use crossbeam_channel::Receiver;
 use warpfold_index::store::Store;
 use warpfold_index::summaries::StoredSummary;
 pub use warpfold_summarize::SummarizeOptions;

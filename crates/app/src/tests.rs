@@ -73,7 +73,12 @@ fn events_for(rx: &mut broadcast::Receiver<AppEvent>, seen: &mut Vec<AppEvent>, 
         seen.push(event);
     }
     let path = path.display().to_string();
-    seen.iter().filter_map(|e| match e { AppEvent::Queue(f) if f.path == path => Some(f.state), _ => None }).collect()
+    seen.iter()
+        .filter_map(|e| match e {
+            AppEvent::Queue(f) if f.path == path => Some(f.state),
+            _ => None,
+        })
+        .collect()
 }
 
 #[test]
@@ -115,12 +120,18 @@ fn a_watched_folder_is_followed_through_create_slow_append_rename_and_delete() {
     let text = chunk_text(&app, &b).expect("beta.md is in the index");
     assert!(text.contains("zanzibarquokka") && text.contains("Line 0"), "the whole file was read: {text}");
     let b_states = events_for(&mut rx, &mut seen, &b);
-    assert_eq!(b_states.iter().filter(|s| **s == QueueState::Extracting).count(), 1, "read exactly once, after the writes settled: {b_states:?}");
+    assert_eq!(
+        b_states.iter().filter(|s| **s == QueueState::Extracting).count(),
+        1,
+        "read exactly once, after the writes settled: {b_states:?}"
+    );
 
     // Renamed: the entries move, nothing is read again.
     let c = root.join("gamma.txt");
     std::fs::rename(&a, &c).unwrap();
-    eventually("the rename followed", || indexed(&app).contains(&c.display().to_string()) && !indexed(&app).contains(&a.display().to_string()));
+    eventually("the rename followed", || {
+        indexed(&app).contains(&c.display().to_string()) && !indexed(&app).contains(&a.display().to_string())
+    });
     assert!(events_for(&mut rx, &mut seen, &c).iter().all(|s| *s != QueueState::Extracting), "a renamed file is not extracted again");
     assert_eq!(app.search("where do herons nest", 3).unwrap()[0].path, c.display().to_string());
     assert!(app.document(&c.display().to_string()).unwrap().detail.is_some());
@@ -146,7 +157,9 @@ fn a_restart_catches_up_with_changes_made_while_closed() {
     {
         let app = start(data.path(), &loaded);
         app.add_folder(&root.display().to_string()).unwrap();
-        eventually("three files indexed", || indexed(&app).len() == 3 && [&x, &y, &z].iter().all(|p| state_of(&app, p) == Some(QueueState::Done)));
+        eventually("three files indexed", || {
+            indexed(&app).len() == 3 && [&x, &y, &z].iter().all(|p| state_of(&app, p) == Some(QueueState::Done))
+        });
         app.stop();
     }
     // While closed: delete x, rename y, edit z, add w.
@@ -200,7 +213,9 @@ fn the_webview_may_only_name_paths_the_user_chose() {
     let bin = &state.bins[0];
     assert_eq!(bin.padding + bin.sequences.iter().map(|&n| n as u64).sum::<u64>(), bin.aligned.iter().map(|&n| n as u64).sum::<u64>());
     assert!(bin.fill > 0.0 && bin.fill <= 1.0 && bin.free < bin.capacity as u64);
-    eventually("a sample with throughput", || app.state().samples.iter().any(|s| s.tokens_per_s > 0.0 && s.padded_equivalent_per_s >= s.tokens_per_s));
+    eventually("a sample with throughput", || {
+        app.state().samples.iter().any(|s| s.tokens_per_s > 0.0 && s.padded_equivalent_per_s >= s.tokens_per_s)
+    });
     app.stop();
 }
 
@@ -236,7 +251,9 @@ fn paths_that_climb_or_link_out_of_a_chosen_folder_are_refused_alike_whether_or_
 
     let climbing = format!("{}/../../../../../../etc/passwd", root.display());
     let climbing_to_nothing = format!("{}/../../../../../../etc/no-such-file", root.display());
-    for path in [climbing.as_str(), climbing_to_nothing.as_str(), link.to_str().unwrap(), "/etc/passwd", "/etc/no-such-file", "relative.txt"] {
+    for path in
+        [climbing.as_str(), climbing_to_nothing.as_str(), link.to_str().unwrap(), "/etc/passwd", "/etc/no-such-file", "relative.txt"]
+    {
         let errors = [app.file_bytes(path).unwrap_err(), app.document(path).unwrap_err(), app.openable(path).unwrap_err()];
         for e in errors {
             assert_eq!(e.kind(), "path_not_allowed", "{path}: {e}");
@@ -307,6 +324,8 @@ fn the_app_embeds_at_start_what_lost_its_vector() {
     drop(store);
     let app = start(data.path(), &loaded);
     eventually("the chunk has its vector again", || Store::open_existing(&db).unwrap().chunks_without_vectors().unwrap().is_empty());
-    eventually("and search finds it by meaning", || app.search("animals using tools by the sea", 1).is_ok_and(|h| h.first().is_some_and(|h| h.path == file.display().to_string())));
+    eventually("and search finds it by meaning", || {
+        app.search("animals using tools by the sea", 1).is_ok_and(|h| h.first().is_some_and(|h| h.path == file.display().to_string()))
+    });
     app.stop();
 }

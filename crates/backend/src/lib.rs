@@ -211,23 +211,14 @@ pub fn validate_bin(bin: &Bin) -> Result<(), BackendError> {
     let bad = |why: String| Err(BackendError::InvalidBin(why));
     let n = bin.seq_lens.len();
     if bin.cu_seqlens.len() != n + 1 || bin.tags.len() != n {
-        return bad(format!(
-            "{} sequences but {} boundaries and {} tags",
-            n,
-            bin.cu_seqlens.len(),
-            bin.tags.len()
-        ));
+        return bad(format!("{} sequences but {} boundaries and {} tags", n, bin.cu_seqlens.len(), bin.tags.len()));
     }
     if bin.cu_seqlens.first() != Some(&0) {
         return bad("cu_seqlens must start at 0".into());
     }
     let total = *bin.cu_seqlens.last().unwrap() as usize;
     if bin.input_ids.len() != total || bin.position_ids.len() != total {
-        return bad(format!(
-            "tape has {} ids and {} positions, boundaries say {total}",
-            bin.input_ids.len(),
-            bin.position_ids.len()
-        ));
+        return bad(format!("tape has {} ids and {} positions, boundaries say {total}", bin.input_ids.len(), bin.position_ids.len()));
     }
     for i in 0..n {
         let (_, slot, real) = bin.slot(i);

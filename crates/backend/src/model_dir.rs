@@ -62,9 +62,8 @@ impl ModelDir {
         let pooling = read_json(&dir.join("1_Pooling/config.json"))?
             .map(|v| if v["pooling_mode_cls_token"].as_bool() == Some(true) { Pooling::Cls } else { Pooling::Mean })
             .unwrap_or(Pooling::Mean);
-        let max_seq_length = read_json(&dir.join("sentence_bert_config.json"))?
-            .and_then(|v| v["max_seq_length"].as_u64())
-            .map(|n| n as usize);
+        let max_seq_length =
+            read_json(&dir.join("sentence_bert_config.json"))?.and_then(|v| v["max_seq_length"].as_u64()).map(|n| n as usize);
         let name = dir
             .canonicalize()
             .ok()
@@ -78,11 +77,8 @@ fn read_json(path: &Path) -> Result<Option<serde_json::Value>, ModelDirError> {
     if !path.is_file() {
         return Ok(None);
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ModelDirError::Unreadable { path: path.to_path_buf(), message: e.to_string() })?;
-    serde_json::from_str(&text)
-        .map(Some)
-        .map_err(|e| ModelDirError::Unreadable { path: path.to_path_buf(), message: e.to_string() })
+    let text = std::fs::read_to_string(path).map_err(|e| ModelDirError::Unreadable { path: path.to_path_buf(), message: e.to_string() })?;
+    serde_json::from_str(&text).map(Some).map_err(|e| ModelDirError::Unreadable { path: path.to_path_buf(), message: e.to_string() })
 }
 
 #[cfg(test)]
@@ -99,5 +95,4 @@ mod tests {
         assert!(err.contains("model.safetensors"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
-
 }

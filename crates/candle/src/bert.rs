@@ -74,15 +74,11 @@ impl Config {
             return Err(format!("hidden_act {:?} is not supported", self.hidden_act));
         }
         if self.num_attention_heads == 0 || !self.hidden_size.is_multiple_of(self.num_attention_heads) {
-            return Err(format!(
-                "hidden_size {} is not a multiple of num_attention_heads {}",
-                self.hidden_size, self.num_attention_heads
-            ));
+            return Err(format!("hidden_size {} is not a multiple of num_attention_heads {}", self.hidden_size, self.num_attention_heads));
         }
         Ok(())
     }
 }
-
 
 struct Embeddings {
     word: Embedding,
@@ -324,11 +320,14 @@ impl BertModel {
             .into_iter()
             .map(|p| if p.is_empty() { vb.clone() } else { vb.pp(p) })
             .find(|v| v.contains_tensor("embeddings.word_embeddings.weight"))
-            .ok_or_else(|| candle_core::Error::Msg("no embeddings.word_embeddings.weight (with or without a bert./model. prefix) in the weights".into()))?;
+            .ok_or_else(|| {
+                candle_core::Error::Msg(
+                    "no embeddings.word_embeddings.weight (with or without a bert./model. prefix) in the weights".into(),
+                )
+            })?;
         let embeddings = Embeddings::new(cfg, vb.pp("embeddings"))?;
-        let layers = (0..cfg.num_hidden_layers)
-            .map(|i| Layer::new(cfg, vb.pp(format!("encoder.layer.{i}"))))
-            .collect::<Result<Vec<_>>>()?;
+        let layers =
+            (0..cfg.num_hidden_layers).map(|i| Layer::new(cfg, vb.pp(format!("encoder.layer.{i}")))).collect::<Result<Vec<_>>>()?;
         Ok(Self {
             embeddings,
             layers,
@@ -432,10 +431,8 @@ impl BertModel {
                 segment.extend(std::iter::repeat_n(i as u32, real));
             }
         }
-        let staged = self.staging.upload(
-            &self.device,
-            &[&bin.input_ids, &bin.position_ids, &bin.cu_seqlens, &bin.seq_lens, &rows, &segment],
-        )?;
+        let staged =
+            self.staging.upload(&self.device, &[&bin.input_ids, &bin.position_ids, &bin.cu_seqlens, &bin.seq_lens, &rows, &segment])?;
         let [ids, positions, cu, lens, rows, segment] = staged.as_slice() else { unreachable!("six parts were uploaded") };
         let x = self.hidden_states_staged(bin, ids, positions, cu)?;
         let pooled = match self.pooling {

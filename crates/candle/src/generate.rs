@@ -397,8 +397,7 @@ fn sample(logits: &mut [f32], history: &History, params: &SamplingParams, rng: &
     }
     let t = params.temperature as f64;
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-    let mut probs: Vec<(u32, f64)> =
-        logits.iter().enumerate().map(|(i, &x)| (i as u32, ((x as f64 - max) / t).exp())).collect();
+    let mut probs: Vec<(u32, f64)> = logits.iter().enumerate().map(|(i, &x)| (i as u32, ((x as f64 - max) / t).exp())).collect();
     let z: f64 = probs.iter().map(|p| p.1).sum();
     probs.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     // Keep the head whose mass reaches top_p (at least one token).
@@ -459,7 +458,11 @@ pub fn generate(
     let mut waiting_next = waiting.next();
     let mut active: Vec<Active> = Vec::new();
     let max_batch = opts.max_batch.max(1);
-    let finish = |request: usize, stopped: bool, outputs: &mut Vec<Vec<u32>>, results: &mut Vec<Option<Generation>>, on_done: &mut dyn FnMut(usize, &Generation)| {
+    let finish = |request: usize,
+                  stopped: bool,
+                  outputs: &mut Vec<Vec<u32>>,
+                  results: &mut Vec<Option<Generation>>,
+                  on_done: &mut dyn FnMut(usize, &Generation)| {
         let g = Generation { tokens: std::mem::take(&mut outputs[request]), stopped };
         on_done(request, &g);
         results[request] = Some(g);
@@ -488,8 +491,7 @@ pub fn generate(
         if !joining.is_empty() {
             let started = Instant::now();
             let refs: Vec<&[u32]> = joining.iter().map(|&r| prompts[r].as_slice()).collect();
-            let budgets: Vec<usize> =
-                joining.iter().map(|&r| params.max_new_tokens.min(max_pos - prompts[r].len())).collect();
+            let budgets: Vec<usize> = joining.iter().map(|&r| params.max_new_tokens.min(max_pos - prompts[r].len())).collect();
             let (logits, caches) = model.prefill(&prompt_bin(&refs), &budgets)?;
             let logits = logits.to_vec2::<f32>()?;
             stats.prefills += 1;
@@ -526,7 +528,8 @@ pub fn generate(
         // 2. One decode step for every running sequence.
         let started = Instant::now();
         let tokens: Vec<u32> = active.iter().map(|a| a.next).collect();
-        let mut caches: Vec<SeqCache> = active.iter_mut().map(|a| std::mem::replace(&mut a.cache, SeqCache { layers: Vec::new(), len: 0 })).collect();
+        let mut caches: Vec<SeqCache> =
+            active.iter_mut().map(|a| std::mem::replace(&mut a.cache, SeqCache { layers: Vec::new(), len: 0 })).collect();
         let logits = model.decode_step(&tokens, &mut caches)?.to_vec2::<f32>()?;
         for (a, c) in active.iter_mut().zip(caches) {
             a.cache = c;
@@ -601,8 +604,14 @@ mod tests {
         assert!(seen[2] > 5, "{seen:?}");
         let wide = SamplingParams { temperature: 1.0, top_p: 0.99, ..Default::default() };
         // The same seed and request draw the same stream.
-        let a: Vec<u32> = { let mut r = Rng::new(5, 2); (0..20).map(|_| fresh(&logits, &wide, &mut r)).collect() };
-        let b: Vec<u32> = { let mut r = Rng::new(5, 2); (0..20).map(|_| fresh(&logits, &wide, &mut r)).collect() };
+        let a: Vec<u32> = {
+            let mut r = Rng::new(5, 2);
+            (0..20).map(|_| fresh(&logits, &wide, &mut r)).collect()
+        };
+        let b: Vec<u32> = {
+            let mut r = Rng::new(5, 2);
+            (0..20).map(|_| fresh(&logits, &wide, &mut r)).collect()
+        };
         assert_eq!(a, b);
     }
 
@@ -648,7 +657,14 @@ mod tests {
         let generated = [5u32, 6, 7, 5, 6];
         let h = History { prompt: &[], generated: &generated, exempt: &[] };
         let ngram = |n| SamplingParams { no_repeat_ngram: n, ..Default::default() };
-        let banned = |n| controlled(&logits, &h, &ngram(n)).iter().enumerate().filter(|(_, x)| **x == f32::NEG_INFINITY).map(|(i, _)| i).collect::<Vec<_>>();
+        let banned = |n| {
+            controlled(&logits, &h, &ngram(n))
+                .iter()
+                .enumerate()
+                .filter(|(_, x)| **x == f32::NEG_INFINITY)
+                .map(|(i, _)| i)
+                .collect::<Vec<_>>()
+        };
         assert_eq!(banned(3), [7]);
         assert_eq!(banned(2), [7], "the bigram (6, 7)");
         assert_eq!(banned(4), Vec::<usize>::new(), "(7, 5, 6) was never followed by anything");
@@ -763,7 +779,13 @@ mod model_tests {
             SamplingParams { max_new_tokens: 12, ..Default::default() },
             SamplingParams { max_new_tokens: 12, temperature: 0.8, top_p: 0.9, seed: 42, ..Default::default() },
             // The repetition controls read only the request's own tokens.
-            SamplingParams { max_new_tokens: 12, repetition_penalty: 1.5, penalty_prompt_tokens: 4, no_repeat_ngram: 2, ..Default::default() },
+            SamplingParams {
+                max_new_tokens: 12,
+                repetition_penalty: 1.5,
+                penalty_prompt_tokens: 4,
+                no_repeat_ngram: 2,
+                ..Default::default()
+            },
         ] {
             // Three at a time and at most 40 prompt tokens per prefill: sequences join as others end.
             let batched = BatchOptions { max_batch: 3, prefill_tokens: 40, kv_tokens: usize::MAX };
@@ -787,12 +809,18 @@ mod model_tests {
                 assert!(together[i].stopped || together[i].tokens.len() == 12);
             }
             // Sampled: the same call in one-at-a-time mode draws exactly the same tokens.
-            let (sequential, _) =
-                generate(&model, &prompts, &stop, &params, BatchOptions { max_batch: 1, prefill_tokens: 4096, kv_tokens: usize::MAX }, |_, _| {}).unwrap();
+            let (sequential, _) = generate(
+                &model,
+                &prompts,
+                &stop,
+                &params,
+                BatchOptions { max_batch: 1, prefill_tokens: 4096, kv_tokens: usize::MAX },
+                |_, _| {},
+            )
+            .unwrap();
             assert_eq!(together, sequential);
         }
     }
-
 
     /// Greedy decoding of a random model falls into a loop; with no-repeat n-gram blocking no
     /// n-gram occurs twice in what it generates, and the penalty alone already breaks the loop.

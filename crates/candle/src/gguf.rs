@@ -75,8 +75,7 @@ impl GgufFile {
     pub fn open(path: &Path) -> Result<Self, GgufError> {
         let file = File::open(path).map_err(|source| GgufError::Open { path: path.to_path_buf(), source })?;
         let mut reader = BufReader::new(file);
-        let content = Content::read(&mut reader)
-            .map_err(|e| GgufError::Malformed { path: path.to_path_buf(), message: e.to_string() })?;
+        let content = Content::read(&mut reader).map_err(|e| GgufError::Malformed { path: path.to_path_buf(), message: e.to_string() })?;
         Ok(Self { path: path.to_path_buf(), content })
     }
 
@@ -121,11 +120,7 @@ impl GgufFile {
     fn opt_strings(&self, key: &str) -> Result<Option<Vec<String>>, GgufError> {
         let Some(v) = self.content.metadata.get(key) else { return Ok(None) };
         let items = v.to_vec().map_err(|e| self.bad(key, e))?;
-        items
-            .iter()
-            .map(|x| x.to_string().cloned().map_err(|e| self.bad(key, e)))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Some)
+        items.iter().map(|x| x.to_string().cloned().map_err(|e| self.bad(key, e))).collect::<Result<Vec<_>, _>>().map(Some)
     }
 
     /// `general.architecture`.
@@ -249,12 +244,7 @@ impl GgufFile {
             let qkv_bias = family == Family::Qwen2 || cfg.attention_bias;
             let o_bias = family == Family::Llama && cfg.attention_bias;
             layers.push(DecoderLayer {
-                qkv: loader.proj(
-                    &[(p("attn_q"), heads * hd), (p("attn_k"), kv * hd), (p("attn_v"), kv * hd)],
-                    h,
-                    qkv_bias,
-                    dtype,
-                )?,
+                qkv: loader.proj(&[(p("attn_q"), heads * hd), (p("attn_k"), kv * hd), (p("attn_v"), kv * hd)], h, qkv_bias, dtype)?,
                 o_proj: loader.proj(&[(p("attn_output"), h)], heads * hd, o_bias, dtype)?,
                 gate_up: loader.proj(&[(p("ffn_gate"), i), (p("ffn_up"), i)], h, false, dtype)?,
                 down_proj: loader.proj(&[(p("ffn_down"), h)], i, false, dtype)?,
@@ -305,9 +295,7 @@ impl WeightMode {
         match self {
             WeightMode::Dense => true,
             WeightMode::Quantized => false,
-            WeightMode::Auto => {
-                device.is_cuda() || matches!(dtype, GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1 | GgmlDType::Q8_1)
-            }
+            WeightMode::Auto => device.is_cuda() || matches!(dtype, GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1 | GgmlDType::Q8_1),
         }
     }
 }
@@ -401,8 +389,7 @@ impl Loader<'_> {
                 for w in &weights {
                     bytes.extend_from_slice(&w.data().map_err(|e| self.err(first, e))?);
                 }
-                let storage = QStorage::from_data(Cow::Owned(bytes), self.device, weights[0].dtype())
-                    .map_err(|e| self.err(first, e))?;
+                let storage = QStorage::from_data(Cow::Owned(bytes), self.device, weights[0].dtype()).map_err(|e| self.err(first, e))?;
                 QTensor::new(storage, (total, in_dim)).map_err(|e| self.err(first, e))?
             };
             let w = QMatMul::from_qtensor(w).map_err(|e| self.err(first, e))?;

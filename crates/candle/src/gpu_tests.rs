@@ -26,8 +26,7 @@ fn reference_head(q: &[f32], k: &[f32], v: &[f32], len: usize, hd: usize, causal
     let mut out = vec![0f32; len * hd];
     for i in 0..len {
         let keys = if causal { i + 1 } else { len };
-        let scores: Vec<f32> =
-            (0..keys).map(|j| (0..hd).map(|d| q[i * hd + d] * k[j * hd + d]).sum::<f32>() * scale).collect();
+        let scores: Vec<f32> = (0..keys).map(|j| (0..hd).map(|d| q[i * hd + d] * k[j * hd + d]).sum::<f32>() * scale).collect();
         let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         let weights: Vec<f32> = scores.iter().map(|s| (s - max).exp()).collect();
         let total: f32 = weights.iter().sum();
@@ -153,7 +152,8 @@ fn gpu_out_of_memory_splits_the_bin_and_retries_with_no_sequence_lost() {
 
     let refused = Arc::new(AtomicUsize::new(0));
     let backend = TightDecoder { model, limit: 400, refused: refused.clone() };
-    let config = SchedulerConfig { bin_tokens: 2048, min_sequences: 64, max_wait: std::time::Duration::from_millis(50), ..Default::default() };
+    let config =
+        SchedulerConfig { bin_tokens: 2048, min_sequences: 64, max_wait: std::time::Duration::from_millis(50), ..Default::default() };
     let engine = Engine::start(backend, config);
     let results = engine.embed(Lane::Bulk, seqs.clone());
     let stats = engine.shutdown();
@@ -166,7 +166,12 @@ fn gpu_out_of_memory_splits_the_bin_and_retries_with_no_sequence_lost() {
         assert!((v[0] - alone[i]).abs() <= 0.02, "sequence {i}: {} after the splits vs {} alone", v[0], alone[i]);
     }
     assert!(stats.capacity_limit.is_some_and(|c| c <= 2048), "the capacity adapts: {stats:?}");
-    eprintln!("{} bins refused for memory, {} splits, capacity learnt {:?}", refused.load(Ordering::Relaxed), stats.oom_splits, stats.capacity_limit);
+    eprintln!(
+        "{} bins refused for memory, {} splits, capacity learnt {:?}",
+        refused.load(Ordering::Relaxed),
+        stats.oom_splits,
+        stats.capacity_limit
+    );
 }
 
 /// The decoders `bench/gpu/hf_logits.py` wrote references for: `WARPFOLD_HF_REFERENCE`, one or more
@@ -204,7 +209,9 @@ fn gpu_decoder_logits_match_transformers_on_the_same_weights() {
         let get = |name: String| reference.get(&name).unwrap_or_else(|| panic!("{}: no {name}", dir.display())).clone();
         let n = (0..).take_while(|i| reference.contains_key(&format!("prompt.{i}"))).count();
         assert!(n > 1, "{}: fewer than 2 prompts", dir.display());
-        let ids = |name: String| get(name).to_dtype(DType::I64).unwrap().to_vec1::<i64>().unwrap().into_iter().map(|x| x as u32).collect::<Vec<u32>>();
+        let ids = |name: String| {
+            get(name).to_dtype(DType::I64).unwrap().to_vec1::<i64>().unwrap().into_iter().map(|x| x as u32).collect::<Vec<u32>>()
+        };
         let prompts: Vec<Vec<u32>> = (0..n).map(|i| ids(format!("prompt.{i}"))).collect();
         let continuations: Vec<Vec<u32>> = (0..n).map(|i| ids(format!("continuation.{i}"))).collect();
         let steps = continuations[0].len();
@@ -276,7 +283,10 @@ fn gpu_fused_kernels_match_candles_own_ops() {
         let targets: Vec<u32> = rng.ids(rows, vocab);
         let tg = Tensor::new(targets.as_slice(), &Device::Cpu).unwrap();
         let want = crate::fused::target_log_probs(&logits.to_dtype(DType::F32).unwrap(), &tg).unwrap().to_vec1::<f32>().unwrap();
-        let got = crate::fused::target_log_probs(&logits.to_device(&cuda).unwrap(), &tg.to_device(&cuda).unwrap()).unwrap().to_vec1::<f32>().unwrap();
+        let got = crate::fused::target_log_probs(&logits.to_device(&cuda).unwrap(), &tg.to_device(&cuda).unwrap())
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
         let worst = got.iter().zip(&want).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
         eprintln!("target_log_probs, vocab {vocab}: max |diff| {worst:.2e} (values near {:.1})", want[0]);
         assert!(worst <= 1e-3, "vocab {vocab}: {worst}");

@@ -5,14 +5,14 @@
 //! cargo features forwarded from the binary, so a CPU build never compiles or links GPU code.
 
 pub mod bert;
+mod cpu_ops;
 pub mod fused;
 pub mod generate;
 pub mod gguf;
-pub mod llama;
-pub mod staging;
-mod cpu_ops;
 #[cfg(all(test, feature = "flash-attn"))]
 mod gpu_tests;
+pub mod llama;
+pub mod staging;
 
 use std::path::Path;
 
@@ -43,9 +43,7 @@ pub fn select_device(choice: DeviceChoice) -> Result<Device, BackendError> {
 /// CUDA device `ordinal` (`cuda:N`), with a clear error when this build or this machine has none.
 pub fn cuda_device(ordinal: usize) -> Result<Device, BackendError> {
     if !cfg!(feature = "cuda") {
-        return Err(BackendError::Start(
-            "this warpfold was built without CUDA; rebuild with `--features cuda` (see README)".into(),
-        ));
+        return Err(BackendError::Start("this warpfold was built without CUDA; rebuild with `--features cuda` (see README)".into()));
     }
     Device::new_cuda(ordinal).map_err(|e| BackendError::Start(format!("no usable CUDA device cuda:{ordinal}: {e}")))
 }
@@ -132,10 +130,8 @@ impl BertBackend {
 }
 
 fn read_config(path: &Path) -> Result<bert::Config, BackendError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| BackendError::WeightsNotFound(format!("{}: {e}", path.display())))?;
-    let cfg: bert::Config =
-        serde_json::from_str(&text).map_err(|e| BackendError::Start(format!("{}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(|e| BackendError::WeightsNotFound(format!("{}: {e}", path.display())))?;
+    let cfg: bert::Config = serde_json::from_str(&text).map_err(|e| BackendError::Start(format!("{}: {e}", path.display())))?;
     cfg.check().map_err(|e| BackendError::Start(format!("{}: {e}", path.display())))?;
     Ok(cfg)
 }
@@ -203,10 +199,9 @@ impl DecoderBackend {
     /// CUDA (FlashAttention-2's varlen kernel with the `flash-attn` feature), f32 on the CPU.
     pub fn load(dir: &Path, device: &Device) -> Result<Self, BackendError> {
         let config_path = dir.join("config.json");
-        let text = std::fs::read_to_string(&config_path)
-            .map_err(|e| BackendError::WeightsNotFound(format!("{}: {e}", config_path.display())))?;
-        let cfg: llama::Config =
-            serde_json::from_str(&text).map_err(|e| BackendError::Start(format!("{}: {e}", config_path.display())))?;
+        let text =
+            std::fs::read_to_string(&config_path).map_err(|e| BackendError::WeightsNotFound(format!("{}: {e}", config_path.display())))?;
+        let cfg: llama::Config = serde_json::from_str(&text).map_err(|e| BackendError::Start(format!("{}: {e}", config_path.display())))?;
         cfg.check().map_err(|e| BackendError::Start(format!("{}: {e}", config_path.display())))?;
         let mut weights: Vec<_> = std::fs::read_dir(dir)
             .map_err(|e| BackendError::WeightsNotFound(format!("{}: {e}", dir.display())))?
@@ -218,8 +213,8 @@ impl DecoderBackend {
             return Err(BackendError::WeightsNotFound(format!("no *.safetensors in {}", dir.display())));
         }
         let dtype = if device.is_cuda() { candle_core::DType::BF16 } else { candle_core::DType::F32 };
-        let model = llama::load(&cfg, &weights, device, dtype)
-            .map_err(|e| BackendError::Start(format!("loading {}: {e}", dir.display())))?;
+        let model =
+            llama::load(&cfg, &weights, device, dtype).map_err(|e| BackendError::Start(format!("loading {}: {e}", dir.display())))?;
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let family = cfg.family().map(|f| format!("{f:?}").to_lowercase()).unwrap_or_default();
         let info = BackendInfo {
@@ -258,10 +253,9 @@ fn backend_error_tokens(e: candle_core::Error, tokens: usize) -> BackendError {
 /// What this backend's own `start` put in a [`Started`].
 fn pending_of<T: 'static>(started: Started) -> Result<T, BackendError> {
     match started {
-        Started::Pending(p) => p
-            .downcast::<T>()
-            .map(|b| *b)
-            .map_err(|_| BackendError::Inference("a bin started by another backend. This is a bug.".into())),
+        Started::Pending(p) => {
+            p.downcast::<T>().map(|b| *b).map_err(|_| BackendError::Inference("a bin started by another backend. This is a bug.".into()))
+        }
         Started::Done(_) => Err(BackendError::Inference("a bin finished twice. This is a bug.".into())),
     }
 }

@@ -192,10 +192,10 @@ impl Config {
                         .ok_or("llama3 rope scaling without original_max_position_embeddings")?,
                 };
                 match rope {
-                    Rope::Llama3 { factor, low_freq_factor: lo, high_freq_factor: hi, .. }
-                        if factor <= 0.0 || lo <= 0.0 || hi <= lo =>
-                    {
-                        Err(format!("llama3 rope scaling needs factor > 0 and 0 < low_freq_factor < high_freq_factor (got {factor}, {lo}, {hi})"))
+                    Rope::Llama3 { factor, low_freq_factor: lo, high_freq_factor: hi, .. } if factor <= 0.0 || lo <= 0.0 || hi <= lo => {
+                        Err(format!(
+                            "llama3 rope scaling needs factor > 0 and 0 < low_freq_factor < high_freq_factor (got {factor}, {lo}, {hi})"
+                        ))
                     }
                     rope => Ok(rope),
                 }
@@ -364,11 +364,7 @@ pub fn varlen_causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, slots: &Varle
             // (kv, rep*b, hd) x (kv, hd, keys) -> (kv, rep, b, keys)
             let scores = (qb.matmul(&kb.t()?)? * softmax_scale as f64)?.reshape((kv, rep, b, keys))?;
             let diag = causal_block.narrow(0, 0, b)?.narrow(1, 0, b)?;
-            let mask = if q0 == 0 {
-                diag
-            } else {
-                Tensor::cat(&[&Tensor::zeros((b, q0), DType::F32, q.device())?, &diag], 1)?
-            };
+            let mask = if q0 == 0 { diag } else { Tensor::cat(&[&Tensor::zeros((b, q0), DType::F32, q.device())?, &diag], 1)? };
             let probs = candle_nn::ops::softmax_last_dim(&scores.broadcast_add(&mask)?)?;
             // (kv, rep*b, keys) x (kv, keys, hd) -> (kv, rep, b, hd) -> (b, kv, rep, hd) -> (b, heads, hd)
             let ctx = probs.reshape((kv, rep * b, keys))?.matmul(&vb)?.reshape((kv, rep, b, hd))?;
@@ -392,7 +388,10 @@ const SMALL_BATCH_ROWS: usize = 64;
 #[derive(Debug, Clone)]
 pub(crate) enum Proj {
     Dense(Linear),
-    Quant { weight: QMatMul, bias: Option<Tensor> },
+    Quant {
+        weight: QMatMul,
+        bias: Option<Tensor>,
+    },
     /// Projections that could not be fused into one matrix (quantized with different block
     /// types): run one after the other, outputs concatenated on the last dimension.
     Cat(Vec<Proj>),
@@ -656,10 +655,7 @@ impl LlamaModel {
         validate_bin(bin).map_err(|e| candle_core::Error::Msg(e.to_string()))?;
         let longest = bin.seq_lens.iter().copied().max().unwrap_or(0) as usize;
         if longest > self.config.max_position_embeddings {
-            candle_core::bail!(
-                "a sequence of {longest} tokens exceeds the model's {} positions",
-                self.config.max_position_embeddings
-            );
+            candle_core::bail!("a sequence of {longest} tokens exceeds the model's {} positions", self.config.max_position_embeddings);
         }
         if let Some(&id) = bin.input_ids.iter().find(|&&id| id as usize >= self.config.vocab_size) {
             candle_core::bail!("token id {id} is outside the vocabulary of {}", self.config.vocab_size);
@@ -731,10 +727,9 @@ impl LlamaModel {
             segment.extend(std::iter::repeat_n(i as u32, real - 1));
             last.push((start + real - 1) as u32);
         }
-        let staged = self.staging.upload(
-            &self.device,
-            &[&bin.input_ids, &bin.position_ids, &bin.cu_seqlens, &rows, &targets, &segment, &last, &bin.seq_lens],
-        )?;
+        let staged = self
+            .staging
+            .upload(&self.device, &[&bin.input_ids, &bin.position_ids, &bin.cu_seqlens, &rows, &targets, &segment, &last, &bin.seq_lens])?;
         let [ids, positions, cu, rows_t, targets_t, segment_t, last_t, lens_t] = staged.as_slice() else {
             unreachable!("eight parts were uploaded")
         };
@@ -860,9 +855,18 @@ pub mod stage_profile {
         let _ = device.synchronize();
         let stages = TIMES.with(|t| std::mem::take(&mut t.borrow_mut().1));
         let total: f64 = stages.iter().map(|s| s.1.as_secs_f64()).sum();
-        eprintln!("profile: bin of {} tokens ({} sequences), {:.1} ms in timed stages", bin.computed_tokens(), bin.num_sequences(), total * 1e3);
+        eprintln!(
+            "profile: bin of {} tokens ({} sequences), {:.1} ms in timed stages",
+            bin.computed_tokens(),
+            bin.num_sequences(),
+            total * 1e3
+        );
         for (name, took, calls) in stages {
-            eprintln!("profile:   {name:<24} {:>9.1} ms {:>5.1}% ({calls} calls)", took.as_secs_f64() * 1e3, 100.0 * took.as_secs_f64() / total.max(1e-12));
+            eprintln!(
+                "profile:   {name:<24} {:>9.1} ms {:>5.1}% ({calls} calls)",
+                took.as_secs_f64() * 1e3,
+                100.0 * took.as_secs_f64() / total.max(1e-12)
+            );
         }
     }
 }
@@ -1107,7 +1111,11 @@ pub(crate) mod tests {
                 sum += row[seq[t] as usize] as f64 - lse;
             }
             let expected = if seq.len() > 1 { sum / (seq.len() - 1) as f64 } else { 0.0 };
-            assert!((scores[i].mean_log_likelihood as f64 - expected).abs() <= 1e-5, "{i}: {} vs {expected}", scores[i].mean_log_likelihood);
+            assert!(
+                (scores[i].mean_log_likelihood as f64 - expected).abs() <= 1e-5,
+                "{i}: {} vs {expected}",
+                scores[i].mean_log_likelihood
+            );
         }
     }
 
@@ -1121,9 +1129,7 @@ pub(crate) mod tests {
             for t in start..start + real {
                 for h in 0..heads {
                     let g = h / (heads / kv);
-                    let s: Vec<f32> = (start..=t)
-                        .map(|j| q[t][h].iter().zip(&k[j][g]).map(|(a, b)| a * b).sum::<f32>() * scale)
-                        .collect();
+                    let s: Vec<f32> = (start..=t).map(|j| q[t][h].iter().zip(&k[j][g]).map(|(a, b)| a * b).sum::<f32>() * scale).collect();
                     let m = s.iter().copied().fold(f32::MIN, f32::max);
                     let e: Vec<f32> = s.iter().map(|x| (x - m).exp()).collect();
                     let z: f32 = e.iter().sum();
@@ -1252,22 +1258,23 @@ pub(crate) mod tests {
             let dir = root.join(name);
             let cfg: Config = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
             let model = load(&cfg, &[dir.join("model.safetensors")], &Device::Cpu, DType::F32).unwrap();
-            let expected: serde_json::Value =
-                serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+            let expected: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
             let cases = expected["sequences"].as_array().unwrap();
-            let ids: Vec<Vec<u32>> = cases
-                .iter()
-                .map(|c| c["input_ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect())
-                .collect();
+            let ids: Vec<Vec<u32>> =
+                cases.iter().map(|c| c["input_ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()).collect();
             let scores = model.score(&bin_of(&ids, 16)).unwrap();
             for (case, got) in cases.iter().zip(&scores) {
                 let want_ll = case["mean_log_likelihood"].as_f64().unwrap() as f32;
-                let want_hidden: Vec<f32> =
-                    case["last_hidden"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
+                let want_hidden: Vec<f32> = case["last_hidden"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
                 assert_eq!(got.scored_tokens, case["scored_tokens"].as_u64().unwrap() as usize, "{name}");
                 let d_ll = (got.mean_log_likelihood - want_ll).abs();
                 let d_h = max_abs_diff(&got.last_hidden, &want_hidden);
-                assert!(d_ll <= 1e-4, "{name}, {} tokens: mean log-likelihood {} vs {want_ll}", got.scored_tokens + 1, got.mean_log_likelihood);
+                assert!(
+                    d_ll <= 1e-4,
+                    "{name}, {} tokens: mean log-likelihood {} vs {want_ll}",
+                    got.scored_tokens + 1,
+                    got.mean_log_likelihood
+                );
                 assert!(d_h <= 1e-4, "{name}, {} tokens: last hidden differs by {d_h}", got.scored_tokens + 1);
                 (worst_ll, worst_hidden) = (worst_ll.max(d_ll), worst_hidden.max(d_h));
                 checked += 1;

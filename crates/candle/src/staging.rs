@@ -220,7 +220,8 @@ mod cuda {
             let buffer = match self.results.iter().position(|(b, busy)| !busy && b.len() >= n) {
                 Some(i) => i,
                 None => {
-                    let b = unsafe { self.stream.context().alloc_pinned_with_flags::<f32>(n.next_power_of_two().max(1 << 16), 0) }.map_err(err)?;
+                    let b = unsafe { self.stream.context().alloc_pinned_with_flags::<f32>(n.next_power_of_two().max(1 << 16), 0) }
+                        .map_err(err)?;
                     match self.results.iter().position(|(_, busy)| !busy) {
                         Some(i) => {
                             self.results[i].0 = b;

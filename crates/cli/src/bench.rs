@@ -14,9 +14,9 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use warpfold_engine::corpus::{self, CorpusKind};
+use warpfold_engine::multi::DeviceCounters;
 use warpfold_engine::packer::{aligned_len, pack};
 use warpfold_engine::tokenize::TextEncoder;
-use warpfold_engine::multi::DeviceCounters;
 use warpfold_engine::{Batching, Engine, EngineError, Lane, SchedulerConfig, StatsSnapshot};
 
 use crate::{setup, GlobalOptions};
@@ -203,10 +203,8 @@ fn run_corpus(
     eprintln!("bench {}: {} documents -> {} chunks, {} tokens", kind.name(), docs.len(), ids.len(), real_tokens);
 
     let packed_cfg = SchedulerConfig { batching: Batching::Packed, ..setup::scheduler_config(global) };
-    let padded_cfg = SchedulerConfig {
-        batching: Batching::Padded { batch_size: global.batch_size.max(1) },
-        ..setup::scheduler_config(global)
-    };
+    let padded_cfg =
+        SchedulerConfig { batching: Batching::Padded { batch_size: global.batch_size.max(1) }, ..setup::scheduler_config(global) };
     let (mut packed, packed_vecs) = run_engine(global, dir, "warpfold packed", packed_cfg, &ids)?;
     let (mut padded, padded_vecs) = run_engine(global, dir, &format!("warpfold padded (batch {})", global.batch_size), padded_cfg, &ids)?;
     let (d, c) = compare(&packed_vecs, &padded_vecs);

@@ -119,7 +119,14 @@ pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<ExitCode> {
             }
         };
         let real_tokens: usize = ids.iter().map(Vec::len).sum();
-        eprintln!("bench {} on {} devices: {} documents -> {} sequences, {} tokens", kind.name(), on.len(), docs.len(), ids.len(), real_tokens);
+        eprintln!(
+            "bench {} on {} devices: {} documents -> {} sequences, {} tokens",
+            kind.name(),
+            on.len(),
+            docs.len(),
+            ids.len(),
+            real_tokens
+        );
         let (single, one_run) = measure(one, &ids, "1 device")?;
         let (multi, all_run) = measure(start(&on)?, &ids, &format!("{} devices", on.len()))?;
         let check = check(&single, &multi, &all_run, args.decoder.is_none());
@@ -198,11 +205,8 @@ fn check(single: &Answers, multi: &Answers, run: &DevicesRun, embeddings: bool) 
     let answered_ok = multi.iter().filter(|r| r.is_ok()).count();
     let ran: u64 = run.per_device.iter().map(|d| d.sequences).sum();
     // Compare where both runs answered; the one-device run must have answered everything.
-    let (a, b): (Vec<Vec<f32>>, Vec<Vec<f32>>) = single
-        .iter()
-        .zip(multi)
-        .filter_map(|(x, y)| Some((x.as_ref().ok()?.clone(), y.as_ref().ok()?.clone())))
-        .unzip();
+    let (a, b): (Vec<Vec<f32>>, Vec<Vec<f32>>) =
+        single.iter().zip(multi).filter_map(|(x, y)| Some((x.as_ref().ok()?.clone(), y.as_ref().ok()?.clone()))).unzip();
     let (diff, cosine) = compare(&a, &b);
     let all_single = single.iter().all(Result::is_ok);
     // Embeddings: unit vectors, same model on another device and in other bins. Decoder: a mean

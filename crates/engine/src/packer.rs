@@ -106,8 +106,7 @@ pub fn first_fit_decreasing(lengths: &[u32], capacity: u32) -> Result<PackPlan, 
     check_sizes(lengths, capacity)?;
     // One u64 key per item: length descending in the high half, arrival index in the low half, so an
     // unstable sort gives a stable order without a comparator closure.
-    let mut keys: Vec<u64> =
-        lengths.iter().enumerate().map(|(i, &l)| (u64::from(!l) << 32) | i as u64).collect();
+    let mut keys: Vec<u64> = lengths.iter().enumerate().map(|(i, &l)| (u64::from(!l) << 32) | i as u64).collect();
     keys.sort_unstable();
     Ok(first_fit_in_order(keys.into_iter().map(|k| k as u32), lengths, capacity))
 }

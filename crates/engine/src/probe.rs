@@ -210,7 +210,10 @@ mod tests {
             assert!(r.largest_ok_tokens <= limit, "{r:?}");
             assert!(f64::from(r.largest_ok_tokens) >= f64::from(limit) * 0.97 - 16.0, "within precision: {r:?}");
             assert_eq!(r.capacity_tokens % 16, 0);
-            assert!(r.capacity_tokens <= (f64::from(r.largest_ok_tokens) * 0.9) as u32 && r.capacity_tokens + 16 > (f64::from(r.largest_ok_tokens) * 0.9) as u32 - 16);
+            assert!(
+                r.capacity_tokens <= (f64::from(r.largest_ok_tokens) * 0.9) as u32
+                    && r.capacity_tokens + 16 > (f64::from(r.largest_ok_tokens) * 0.9) as u32 - 16
+            );
             assert!(r.trials.iter().all(|&(t, ok)| ok == (t <= limit)), "every trial's outcome is the device's");
             assert!(dev.calls <= 30, "bisection, not a linear walk: {} forwards", dev.calls);
         }

@@ -179,10 +179,12 @@ impl EngineStats {
     }
 
     pub(crate) fn record_bin(&self, bin: &Bin) {
-        let slots: Vec<(u32, u32)> = (0..bin.num_sequences()).map(|i| {
-            let (_, slot, real) = bin.slot(i);
-            (real as u32, slot as u32)
-        }).collect();
+        let slots: Vec<(u32, u32)> = (0..bin.num_sequences())
+            .map(|i| {
+                let (_, slot, real) = bin.slot(i);
+                (real as u32, slot as u32)
+            })
+            .collect();
         let longest = slots.iter().map(|s| s.0).max().unwrap_or(0) as u64;
         self.padded_equivalent_tokens.fetch_add(longest * slots.len() as u64, Ordering::Relaxed);
         let at_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
@@ -482,7 +484,13 @@ impl Engine {
                 let capacity = self.config.bin_tokens as usize;
                 let _ = reply.send((index, Err(EngineError::SequenceTooLong { tokens: ids.len(), aligned, capacity })));
             } else {
-                accepted.push(Pending { tag: SequenceTag { request, index }, ids, reply: reply.clone(), arrived, cancelled: cancelled.clone() });
+                accepted.push(Pending {
+                    tag: SequenceTag { request, index },
+                    ids,
+                    reply: reply.clone(),
+                    arrived,
+                    cancelled: cancelled.clone(),
+                });
             }
         }
         if !accepted.is_empty() {
@@ -719,8 +727,8 @@ impl Dispatcher {
                 // After an out-of-memory error, pack against the learnt capacity; a sequence longer
                 // than it still gets a bin of its own (and its own error if it cannot run alone).
                 let longest = lengths.iter().copied().max().unwrap_or(0);
-                let plan = pack(&lengths, self.capacity().max(longest))
-                    .expect("submit() rejects sequences longer than a bin. This is a bug.");
+                let plan =
+                    pack(&lengths, self.capacity().max(longest)).expect("submit() rejects sequences longer than a bin. This is a bug.");
                 let mut slots: Vec<Option<Pending>> = items.into_iter().map(Some).collect();
                 let mut out: Vec<PlannedBin> = plan
                     .bins

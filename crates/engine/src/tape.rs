@@ -89,20 +89,11 @@ pub fn packed_bin<'a>(
     capacity: u32,
     pad_token_id: u32,
 ) -> Bin {
-    build_bin(
-        Layout::Packed,
-        sequences,
-        |len| crate::packer::aligned_len(len as u32, align) as usize,
-        capacity,
-        pad_token_id,
-    )
+    build_bin(Layout::Packed, sequences, |len| crate::packer::aligned_len(len as u32, align) as usize, capacity, pad_token_id)
 }
 
 /// A padded batch: every slot as long as the longest sequence, the way Hugging Face batches.
-pub fn padded_bin<'a>(
-    sequences: impl ExactSizeIterator<Item = TokenSequence<'a>> + Clone,
-    pad_token_id: u32,
-) -> Bin {
+pub fn padded_bin<'a>(sequences: impl ExactSizeIterator<Item = TokenSequence<'a>> + Clone, pad_token_id: u32) -> Bin {
     let longest = sequences.clone().map(|s| s.ids.len()).max().unwrap_or(0);
     let capacity = (longest * sequences.len()) as u32;
     build_bin(Layout::Padded, sequences, |_| longest, capacity, pad_token_id)

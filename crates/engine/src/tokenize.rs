@@ -34,8 +34,7 @@ pub struct TextEncoder {
 
 impl TextEncoder {
     pub fn from_file(path: &Path, max_tokens: usize) -> Result<Self, TextError> {
-        let mut tokenizer =
-            Tokenizer::from_file(path).map_err(|e| TextError::Tokenizer(format!("{}: {e}", path.display())))?;
+        let mut tokenizer = Tokenizer::from_file(path).map_err(|e| TextError::Tokenizer(format!("{}: {e}", path.display())))?;
         tokenizer.with_padding(None);
         tokenizer.with_truncation(None).map_err(|e| TextError::Tokenizer(e.to_string()))?;
         Ok(Self { tokenizer, max_tokens })
@@ -93,13 +92,7 @@ impl TextEncoder {
     }
 
     /// Spans of at most `budget` tokens without special tokens (`specials` are counted on top).
-    pub fn chunk_with_budget(
-        &self,
-        text: &str,
-        budget: usize,
-        overlap: usize,
-        specials: usize,
-    ) -> Result<Vec<TextChunk>, TextError> {
+    pub fn chunk_with_budget(&self, text: &str, budget: usize, overlap: usize, specials: usize) -> Result<Vec<TextChunk>, TextError> {
         let enc = self.tokenizer.encode(text, false).map_err(|e| TextError::Tokenizer(e.to_string()))?;
         let budget = budget.max(1);
         let overlap = overlap.min(budget / 2);
@@ -122,11 +115,7 @@ impl TextEncoder {
                     end_tok = cut;
                 }
             }
-            chunks.push(TextChunk {
-                start: offsets[start_tok].0,
-                end: offsets[end_tok - 1].1,
-                tokens: end_tok - start_tok + specials,
-            });
+            chunks.push(TextChunk { start: offsets[start_tok].0, end: offsets[end_tok - 1].1, tokens: end_tok - start_tok + specials });
             if end_tok >= n {
                 break;
             }

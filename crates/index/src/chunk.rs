@@ -144,8 +144,7 @@ pub fn chunk_document(encoder: &TextEncoder, pages: &[String], overlap: usize) -
             let chunk_text = text[start..end].to_string();
             let page_start = page_of(start);
             let page_end = page_of(end.saturating_sub(1).max(start));
-            let page_breaks =
-                (page_start + 1..=page_end).map(|p| (page_starts[p as usize - 1] - start, p)).collect();
+            let page_breaks = (page_start + 1..=page_end).map(|p| (page_starts[p as usize - 1] - start, p)).collect();
             let char_start = cursor.char_offset(start);
             let char_end = cursor.char_offset(end);
             chunks.push(DocumentChunk {

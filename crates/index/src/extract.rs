@@ -213,7 +213,9 @@ pub fn extract_file(path: &Path, isolation: &Isolation) -> Result<Extracted, Ext
     match file_kind(path) {
         Some(FileKind::Text) => {
             let (bytes, _) = crate::files::read_checked(path, crate::pipeline::DEFAULT_MAX_TEXT_BYTES).map_err(|e| match e {
-                crate::files::ReadError::TooLarge { size_mib, limit_mib } => ExtractError::TooLarge { size_mib: format!("{size_mib:.1}"), limit_mib },
+                crate::files::ReadError::TooLarge { size_mib, limit_mib } => {
+                    ExtractError::TooLarge { size_mib: format!("{size_mib:.1}"), limit_mib }
+                }
                 other => ExtractError::Io(other.to_string()),
             })?;
             extract_text_file(&bytes)
@@ -326,9 +328,7 @@ pub fn extract_isolated(path: &Path, isolation: &Isolation) -> Result<Extracted,
     command.args(&isolation.args).arg(path).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     // A panic's report is kept as the file's error: its message, never a backtrace.
     command.env_remove("RUST_BACKTRACE").env_remove("RUST_LIB_BACKTRACE");
-    let mut child = command
-        .spawn()
-        .map_err(|e| ExtractError::Worker(format!("cannot start {}: {e}", isolation.program.display())))?;
+    let mut child = command.spawn().map_err(|e| ExtractError::Worker(format!("cannot start {}: {e}", isolation.program.display())))?;
     let stdout = spawn_reader(child.stdout.take().expect("piped"));
     let stderr = spawn_reader(child.stderr.take().expect("piped"));
     let deadline = Instant::now() + isolation.timeout * WALL_FACTOR;
@@ -457,11 +457,8 @@ mod tests {
         assert!(matches!(extract_pdf_in_process(b"\x89PNG\r\n\x1a\nrest"), Err(ExtractError::NotPdf(_))));
         let image = PdfDocument { pages: vec![Page::image_only(), Page::image_only()], ..Default::default() };
         assert_eq!(extract_pdf_in_process(&image.to_bytes()), Err(ExtractError::NoTextLayer { pages: 2 }));
-        let locked = PdfDocument {
-            pages: vec![Page::text(Font::Helvetica, "secret")],
-            encrypt_with_unknown_password: true,
-            ..Default::default()
-        };
+        let locked =
+            PdfDocument { pages: vec![Page::text(Font::Helvetica, "secret")], encrypt_with_unknown_password: true, ..Default::default() };
         assert_eq!(extract_pdf_in_process(&locked.to_bytes()), Err(ExtractError::Encrypted));
         let good = PdfDocument { pages: vec![Page::text(Font::Helvetica, "some text"); 3], ..Default::default() };
         let bytes = good.to_bytes();

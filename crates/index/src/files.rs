@@ -118,7 +118,11 @@ fn collect_inside(paths: &[PathBuf], roots: Option<&[PathBuf]>) -> Result<Collec
         let real = match std::fs::canonicalize(path) {
             Ok(real) => real,
             Err(e) => {
-                out.refused.push(Refusal { path: display_lossless(path), error: format!("cannot resolve the path: {e}"), status: "failed" });
+                out.refused.push(Refusal {
+                    path: display_lossless(path),
+                    error: format!("cannot resolve the path: {e}"),
+                    status: "failed",
+                });
                 continue;
             }
         };
@@ -213,7 +217,9 @@ fn walk(dir: &Path, boundary: &[PathBuf], out: &mut Collected) {
                     Ok(meta) if meta.is_file() => out.refused.push(not_utf8(&real)),
                     Ok(meta) if meta.is_dir() => {} // links to folders are never followed
                     Ok(meta) => out.refused.push(not_regular(&path, &meta.file_type())),
-                    Err(e) => out.refused.push(Refusal { path: display_lossless(&path), error: format!("cannot read it: {e}"), status: "failed" }),
+                    Err(e) => {
+                        out.refused.push(Refusal { path: display_lossless(&path), error: format!("cannot read it: {e}"), status: "failed" })
+                    }
                 },
             }
         } else if !file_type.is_file() {
@@ -320,7 +326,11 @@ mod tests {
         let skipped: Vec<&str> = found.refused.iter().map(|r| r.path.as_str()).collect();
         let (x, host) = (root.join("x.md"), root.join("sub/host.txt"));
         assert_eq!(skipped, [host.to_str().unwrap(), x.to_str().unwrap()]);
-        assert!(found.refused.iter().all(|r| r.status == "skipped" && r.error.contains("outside the chosen folder")), "{:?}", found.refused);
+        assert!(
+            found.refused.iter().all(|r| r.status == "skipped" && r.error.contains("outside the chosen folder")),
+            "{:?}",
+            found.refused
+        );
 
         // The watcher's paths: a link (or a path through a link) out of the watched folder is not read.
         let via_watcher = collect_within(&[root.join("x.md"), root.join("out-dir")], std::slice::from_ref(&root)).unwrap();

@@ -180,8 +180,7 @@ fn content_stream(page: &Page) -> Vec<u8> {
     let mut y = TOP;
     for block in &page.blocks {
         for line in wrap(&block.text, LINE_CHARS) {
-            writeln!(ops, "BT /{} 10 Tf {LEFT} {y} Td {} Tj ET", block.font.resource_name(), hex_string(block.font, &line))
-                .unwrap();
+            writeln!(ops, "BT /{} 10 Tf {LEFT} {y} Td {} Tj ET", block.font.resource_name(), hex_string(block.font, &line)).unwrap();
             y -= LEADING;
         }
         y -= LEADING / 2.0;
@@ -214,11 +213,8 @@ impl Writer {
         id
     }
     fn stream(&mut self, dict_extra: &str, data: &[u8], compress: bool) -> usize {
-        let body = if compress {
-            raw_stream(&format!(" /Filter /FlateDecode{dict_extra}"), &deflate(data))
-        } else {
-            raw_stream(dict_extra, data)
-        };
+        let body =
+            if compress { raw_stream(&format!(" /Filter /FlateDecode{dict_extra}"), &deflate(data)) } else { raw_stream(dict_extra, data) };
         self.add(body)
     }
     fn finish(self, root: usize, trailer_extra: &str) -> Vec<u8> {
@@ -235,12 +231,8 @@ impl Writer {
         for offset in offsets {
             writeln!(table, "{offset:010} 00000 n ").unwrap();
         }
-        write!(
-            table,
-            "trailer\n<< /Size {} /Root {root} 0 R{trailer_extra} >>\nstartxref\n{xref}\n%%EOF\n",
-            self.objects.len() + 1
-        )
-        .unwrap();
+        write!(table, "trailer\n<< /Size {} /Root {root} 0 R{trailer_extra} >>\nstartxref\n{xref}\n%%EOF\n", self.objects.len() + 1)
+            .unwrap();
         out.extend_from_slice(table.as_bytes());
         out
     }
@@ -252,8 +244,7 @@ impl PdfDocument {
         let catalog = w.reserve();
         let pages_id = w.reserve();
         let fonts: Vec<(Font, usize)> = Font::ALL.iter().map(|&f| (f, w.add(f.dictionary()))).collect();
-        let font_resources: String =
-            fonts.iter().map(|(f, id)| format!("/{} {id} 0 R ", f.resource_name())).collect();
+        let font_resources: String = fonts.iter().map(|(f, id)| format!("/{} {id} 0 R ", f.resource_name())).collect();
         let image = if self.pages.iter().any(|p| p.image) {
             // 64x64 8-bit grey gradient: the kind of thing a scanner produces, minus the text.
             let pixels: Vec<u8> = (0..64 * 64).map(|i| ((i % 64) * 4) as u8).collect();
@@ -314,16 +305,34 @@ pub fn raw_stream(dict_extra: &str, data: &[u8]) -> Vec<u8> {
 /// Sentences that identify one page of one generated document, for tests that must find them again.
 pub fn planted_sentence(document: usize, page: usize) -> String {
     const SUBJECTS: [&str; 16] = [
-        "violet heron", "copper lantern", "granite owl", "amber tramcar", "silver fox", "cobalt kettle",
-        "jade compass", "scarlet kite", "ivory walrus", "bronze beetle", "crimson yacht", "olive tortoise",
-        "saffron balloon", "teal accordion", "pewter squirrel", "coral typewriter",
+        "violet heron",
+        "copper lantern",
+        "granite owl",
+        "amber tramcar",
+        "silver fox",
+        "cobalt kettle",
+        "jade compass",
+        "scarlet kite",
+        "ivory walrus",
+        "bronze beetle",
+        "crimson yacht",
+        "olive tortoise",
+        "saffron balloon",
+        "teal accordion",
+        "pewter squirrel",
+        "coral typewriter",
     ];
     const ACTIONS: [&str; 8] = [
-        "counted the lanterns", "repaired the umbrellas", "painted the fences", "weighed the pumpkins",
-        "polished the telescopes", "folded the maps", "tuned the violins", "sorted the postcards",
+        "counted the lanterns",
+        "repaired the umbrellas",
+        "painted the fences",
+        "weighed the pumpkins",
+        "polished the telescopes",
+        "folded the maps",
+        "tuned the violins",
+        "sorted the postcards",
     ];
-    const PLACES: [&str; 8] =
-        ["harbour", "monastery", "observatory", "railway yard", "glacier", "bazaar", "lighthouse", "vineyard"];
+    const PLACES: [&str; 8] = ["harbour", "monastery", "observatory", "railway yard", "glacier", "bazaar", "lighthouse", "vineyard"];
     // Distinct subjects for documents 0..=2 with pages 0..=4 (k < 16); the other words vary too.
     let k = document * 5 + page;
     format!(

@@ -354,7 +354,9 @@ fn prepare(path: &Path, store: &Store, embedder: &Embedder, options: &IndexOptio
     let read_started = Instant::now();
     let kind = file_kind(path);
     let read = match kind {
-        Some(FileKind::Text) => files::read_checked(path, options.max_text_bytes).map(|(bytes, meta)| (content_hash(&bytes), Some(bytes), meta)),
+        Some(FileKind::Text) => {
+            files::read_checked(path, options.max_text_bytes).map(|(bytes, meta)| (content_hash(&bytes), Some(bytes), meta))
+        }
         _ => files::open_checked(path)
             .and_then(|(file, meta)| hash_file(file).map(|hash| (hash, None, meta)).map_err(|e| ReadError::Io(e.to_string()))),
     };
@@ -517,7 +519,11 @@ pub fn index_collected(
         progress.stage(&r.path, FileStage::Finished { status: r.status, error: Some(r.error.clone()), chunks: 0, pages: 0 });
         progress.files_done.fetch_add(1, Ordering::Relaxed);
         let failure = Failure { path: r.path, error: r.error, status: r.status.into() };
-        if r.status == "skipped" { skipped_files.push(failure) } else { refused_failures.push(failure) }
+        if r.status == "skipped" {
+            skipped_files.push(failure)
+        } else {
+            refused_failures.push(failure)
+        }
     }
     let stats_before = embedder.engine.stats();
     let jobs = options.jobs.max(1);
@@ -623,7 +629,8 @@ pub fn index_collected(
                 Ok(commits) => commits,
                 Err(e) => {
                     for (record, _) in group.drain(..) {
-                        progress.stage(&record.path, FileStage::Finished { status: "failed", error: Some(e.to_string()), chunks: 0, pages: 0 });
+                        progress
+                            .stage(&record.path, FileStage::Finished { status: "failed", error: Some(e.to_string()), chunks: 0, pages: 0 });
                     }
                     write_error = Some(e);
                     StageClock::add(&clock.write, write_started);
@@ -637,7 +644,10 @@ pub fn index_collected(
                     match commit_with_vectors(&mut writer_store, embedder, &mut record, &mut new_embeddings) {
                         Ok(reembedded) => chunks_reembedded += reembedded,
                         Err(e) => {
-                            progress.stage(&record.path, FileStage::Finished { status: "failed", error: Some(e.to_string()), chunks: 0, pages: 0 });
+                            progress.stage(
+                                &record.path,
+                                FileStage::Finished { status: "failed", error: Some(e.to_string()), chunks: 0, pages: 0 },
+                            );
                             write_error = Some(e);
                             continue;
                         }
@@ -658,7 +668,11 @@ pub fn index_collected(
                     chunks_embedded += new_embeddings.len() as u64;
                     progress.chunks_embedded.fetch_add(new_embeddings.len() as u64, Ordering::Relaxed);
                     if let Some(warning) = &record.error {
-                        warnings.lock().unwrap().push(Failure { path: record.path.clone(), error: warning.clone(), status: "indexed".into() });
+                        warnings.lock().unwrap().push(Failure {
+                            path: record.path.clone(),
+                            error: warning.clone(),
+                            status: "indexed".into(),
+                        });
                     }
                 } else {
                     failures.lock().unwrap().push(Failure {
@@ -754,7 +768,11 @@ pub fn index_collected(
         mean_bin_fill: {
             let bins = (stats_after.bins - stats_before.bins) as f64;
             let computed = (stats_after.computed_tokens - stats_before.computed_tokens) as f64;
-            if bins > 0.0 { computed / (bins * embedder.engine.config().bin_tokens as f64) } else { 0.0 }
+            if bins > 0.0 {
+                computed / (bins * embedder.engine.config().bin_tokens as f64)
+            } else {
+                0.0
+            }
         },
         seconds,
         tokens_per_second: tokens as f64 / seconds.max(1e-9),

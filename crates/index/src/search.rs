@@ -152,10 +152,10 @@ fn floor_boundary(text: &str, mut i: usize) -> usize {
 
 /// Words too common to place a snippet by.
 const STOPWORDS: &[&str] = &[
-    "an", "of", "to", "in", "on", "at", "by", "is", "it", "or", "as", "be", "we", "he", "if", "so", "do", "no", "my",
-    "me", "up", "the", "and", "for", "are", "but", "not", "you", "all", "any", "can", "her", "was", "one", "our", "out", "his",
-    "has", "how", "its", "who", "did", "yes", "she", "him", "what", "when", "with", "that", "this", "from", "they",
-    "have", "were", "been", "into", "near", "than", "then", "them", "some", "where", "which", "there",
+    "an", "of", "to", "in", "on", "at", "by", "is", "it", "or", "as", "be", "we", "he", "if", "so", "do", "no", "my", "me", "up", "the",
+    "and", "for", "are", "but", "not", "you", "all", "any", "can", "her", "was", "one", "our", "out", "his", "has", "how", "its", "who",
+    "did", "yes", "she", "him", "what", "when", "with", "that", "this", "from", "they", "have", "were", "been", "into", "near", "than",
+    "then", "them", "some", "where", "which", "there",
 ];
 
 /// Whether a lowercase word is too common to rank or place a snippet by.
@@ -173,11 +173,8 @@ fn same_stem(a: &str, b: &str) -> bool {
 /// The window of the chunk holding the most distinct query words (whole words or their inflected
 /// forms, case-insensitive, stopwords ignored), and where its first such word starts (byte offset).
 pub fn snippet(chunk: &str, query: &str) -> (String, usize) {
-    let wanted: HashSet<String> = query
-        .split(|c: char| !c.is_alphanumeric())
-        .map(str::to_lowercase)
-        .filter(|w| w.chars().count() > 2 && !is_stopword(w))
-        .collect();
+    let wanted: HashSet<String> =
+        query.split(|c: char| !c.is_alphanumeric()).map(str::to_lowercase).filter(|w| w.chars().count() > 2 && !is_stopword(w)).collect();
     // (byte offset, query word) for every whole-word occurrence in the chunk.
     let mut hits: Vec<(usize, String)> = Vec::new();
     let mut word_start = None;
@@ -237,14 +234,7 @@ fn keyword_rankings(store: &Store, query: &str, k: usize) -> Result<(Vec<i64>, V
 }
 
 /// Fuses the three rankings and reads the top `k` chunks with their snippets.
-fn fuse(
-    store: &Store,
-    query: &str,
-    nearest: &[(i64, f32)],
-    keyword: &[i64],
-    phrase: &[i64],
-    k: usize,
-) -> Result<Vec<Hit>, StoreError> {
+fn fuse(store: &Store, query: &str, nearest: &[(i64, f32)], keyword: &[i64], phrase: &[i64], k: usize) -> Result<Vec<Hit>, StoreError> {
     let cosines: HashMap<i64, f32> = nearest.iter().copied().collect();
     let semantic: Vec<i64> = nearest.iter().map(|(id, _)| *id).collect();
     let mut hits = Vec::with_capacity(k);
@@ -272,13 +262,7 @@ fn fuse(
 
 /// Hybrid search over the index, one step after the other: `query_vector` is the embedding of
 /// `query`.
-pub fn hybrid_search(
-    store: &Store,
-    vectors: &VectorIndex,
-    query: &str,
-    query_vector: &[f32],
-    k: usize,
-) -> Result<Vec<Hit>, StoreError> {
+pub fn hybrid_search(store: &Store, vectors: &VectorIndex, query: &str, query_vector: &[f32], k: usize) -> Result<Vec<Hit>, StoreError> {
     let nearest = vectors.top(query_vector, depth(k));
     let (keyword, phrase) = keyword_rankings(store, query, k)?;
     fuse(store, query, &nearest, &keyword, &phrase, k)

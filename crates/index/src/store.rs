@@ -261,10 +261,7 @@ impl Store {
                  INSERT INTO chunks_fts(chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
              END;",
         )?;
-        self.conn.execute(
-            "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?1)",
-            params![SCHEMA_VERSION],
-        )?;
+        self.conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?1)", params![SCHEMA_VERSION])?;
         Ok(())
     }
 
@@ -283,18 +280,13 @@ impl Store {
     /// has none yet.
     pub fn check_model(&self, model: &str, dim: usize, claim: bool) -> Result<(), StoreError> {
         match self.model()? {
-            Some((found, found_dim)) if found != model || found_dim != dim => Err(StoreError::ModelMismatch {
-                path: self.path.clone(),
-                found,
-                found_dim,
-                wanted: model.to_string(),
-                wanted_dim: dim,
-            }),
+            Some((found, found_dim)) if found != model || found_dim != dim => {
+                Err(StoreError::ModelMismatch { path: self.path.clone(), found, found_dim, wanted: model.to_string(), wanted_dim: dim })
+            }
             Some(_) => Ok(()),
             None if claim => {
                 self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('model', ?1)", params![model])?;
-                self.conn
-                    .execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('dimension', ?1)", params![dim.to_string()])?;
+                self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('dimension', ?1)", params![dim.to_string()])?;
                 Ok(())
             }
             None => Ok(()),
@@ -405,7 +397,8 @@ impl Store {
     /// if it was not in the index.
     pub fn remove_document(&mut self, path: &str) -> Result<bool, StoreError> {
         let tx = self.conn.transaction()?;
-        let Some(id): Option<i64> = tx.query_row("SELECT id FROM documents WHERE path = ?1", params![path], |r| r.get(0)).optional()? else {
+        let Some(id): Option<i64> = tx.query_row("SELECT id FROM documents WHERE path = ?1", params![path], |r| r.get(0)).optional()?
+        else {
             return Ok(false);
         };
         let hashes: Vec<Vec<u8>> = tx
@@ -486,9 +479,9 @@ impl Store {
         let dim = self.model()?.map(|(_, d)| d).unwrap_or(0);
         let mut ids = Vec::new();
         let mut flat = Vec::new();
-        let mut stmt = self.conn.prepare(
-            "SELECT chunks.id, embeddings.vector FROM chunks JOIN embeddings ON embeddings.text_hash = chunks.text_hash",
-        )?;
+        let mut stmt = self
+            .conn
+            .prepare("SELECT chunks.id, embeddings.vector FROM chunks JOIN embeddings ON embeddings.text_hash = chunks.text_hash")?;
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
             let bytes = row.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
@@ -507,8 +500,7 @@ impl Store {
         let Some((all, any)) = fts_expressions(query) else {
             return Ok(Vec::new());
         };
-        let mut stmt =
-            self.conn.prepare_cached("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2")?;
+        let mut stmt = self.conn.prepare_cached("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2")?;
         let mut ids: Vec<i64> = stmt.query_map(params![all, limit as i64], |r| r.get(0))?.collect::<Result<_, _>>()?;
         if ids.len() < limit {
             let seen: HashSet<i64> = ids.iter().copied().collect();
@@ -521,14 +513,12 @@ impl Store {
     /// Chunks holding the query's words as one phrase (in order, adjacent), best BM25 first; empty
     /// for one-word queries, which the keyword ranking already covers.
     pub fn phrase_search(&self, query: &str, limit: usize) -> Result<Vec<i64>, StoreError> {
-        let words: Vec<String> =
-            query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+        let words: Vec<String> = query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
         if words.len() < 2 {
             return Ok(Vec::new());
         }
         let phrase = format!("\"{}\"", words.join(" "));
-        let mut stmt =
-            self.conn.prepare_cached("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2")?;
+        let mut stmt = self.conn.prepare_cached("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2")?;
         let ids = stmt.query_map(params![phrase, limit as i64], |r| r.get(0))?.collect::<Result<_, _>>()?;
         Ok(ids)
     }
@@ -633,8 +623,7 @@ pub struct StoreCounts {
 /// Writes one document (see [`Store::commit_document`]) inside the caller's transaction or
 /// savepoint, which it does not commit; `MissingVectors` means the caller must roll it back.
 fn write_document(conn: &Connection, record: &DocumentRecord, new_embeddings: &[([u8; 32], Vec<f32>)]) -> Result<Commit, StoreError> {
-    let old_id: Option<i64> =
-        conn.query_row("SELECT id FROM documents WHERE path = ?1", params![record.path], |r| r.get(0)).optional()?;
+    let old_id: Option<i64> = conn.query_row("SELECT id FROM documents WHERE path = ?1", params![record.path], |r| r.get(0)).optional()?;
     let mut old_hashes: Vec<Vec<u8>> = Vec::new();
     if let Some(id) = old_id {
         old_hashes = conn
@@ -669,8 +658,7 @@ fn write_document(conn: &Connection, record: &DocumentRecord, new_embeddings: &[
         for (i, page) in record.pages.iter().enumerate() {
             insert_page.execute(params![id, i as i64 + 1, page])?;
         }
-        let mut insert_embedding =
-            conn.prepare_cached("INSERT OR IGNORE INTO embeddings(text_hash, vector) VALUES (?1, ?2)")?;
+        let mut insert_embedding = conn.prepare_cached("INSERT OR IGNORE INTO embeddings(text_hash, vector) VALUES (?1, ?2)")?;
         for (hash, vector) in new_embeddings {
             insert_embedding.execute(params![&hash[..], encode_vector(vector)])?;
         }
@@ -710,9 +698,8 @@ fn write_document(conn: &Connection, record: &DocumentRecord, new_embeddings: &[
 }
 
 fn drop_unused_embeddings(conn: &Connection, hashes: &[Vec<u8>]) -> Result<(), StoreError> {
-    let mut stmt = conn.prepare_cached(
-        "DELETE FROM embeddings WHERE text_hash = ?1 AND NOT EXISTS (SELECT 1 FROM chunks WHERE text_hash = ?1)",
-    )?;
+    let mut stmt =
+        conn.prepare_cached("DELETE FROM embeddings WHERE text_hash = ?1 AND NOT EXISTS (SELECT 1 FROM chunks WHERE text_hash = ?1)")?;
     for hash in hashes {
         stmt.execute(params![hash])?;
     }
@@ -724,8 +711,7 @@ fn drop_unused_embeddings(conn: &Connection, hashes: &[Vec<u8>]) -> Result<(), S
 /// query has nothing else: they match nearly every chunk, cost the most to rank and change the
 /// order the least (the phrase ranking still uses them).
 pub fn fts_expressions(query: &str) -> Option<(String, String)> {
-    let words: Vec<String> =
-        query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+    let words: Vec<String> = query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
     let content: Vec<&String> = words.iter().filter(|w| !crate::search::is_stopword(w)).collect();
     let chosen: Vec<&String> = if content.is_empty() { words.iter().collect() } else { content };
     let quoted: Vec<String> = chosen.iter().map(|w| format!("\"{w}\"")).collect();
@@ -769,7 +755,10 @@ mod tests {
         let mut store = Store::open(&dir.path().join("i.db"), "m", 2).unwrap();
         let (a, b, c) = (chunk(0, "alpha words"), chunk(1, "beta words"), chunk(0, "gamma words"));
         store
-            .commit_document(&record("/x", "h1", vec![a.clone(), b.clone()]), &[(a.text_hash, vec![1.0, 0.0]), (b.text_hash, vec![0.0, 1.0])])
+            .commit_document(
+                &record("/x", "h1", vec![a.clone(), b.clone()]),
+                &[(a.text_hash, vec![1.0, 0.0]), (b.text_hash, vec![0.0, 1.0])],
+            )
             .unwrap();
         store.commit_document(&record("/y", "h2", vec![chunk(0, "alpha words")]), &[]).unwrap();
         assert_eq!(store.counts().unwrap(), StoreCounts { documents: 2, indexed: 2, chunks: 3, embeddings: 2 });
@@ -809,7 +798,9 @@ mod tests {
         let only_gone = chunk(0, "only in the gone file");
         store.commit_document(&record(&gone, "h", vec![only_gone.clone()]), &[(only_gone.text_hash, vec![1.0, 1.0])]).unwrap();
         let kept_chunk = chunk(0, "kept text");
-        store.commit_document(&record(&kept.display().to_string(), "k", vec![kept_chunk.clone()]), &[(kept_chunk.text_hash, vec![0.0, 1.0])]).unwrap();
+        store
+            .commit_document(&record(&kept.display().to_string(), "k", vec![kept_chunk.clone()]), &[(kept_chunk.text_hash, vec![0.0, 1.0])])
+            .unwrap();
         assert_eq!(store.prune_missing().unwrap(), vec![gone]);
         assert_eq!(store.counts().unwrap(), StoreCounts { documents: 1, indexed: 1, chunks: 1, embeddings: 1 });
     }
@@ -821,7 +812,10 @@ mod tests {
         let a = chunk(0, "renamed words");
         let (more, other) = (chunk(1, "more"), chunk(0, "other"));
         store
-            .commit_document(&record("/old.pdf", "h", vec![a.clone(), more.clone()]), &[(a.text_hash, vec![1.0, 0.0]), (more.text_hash, vec![0.5, 0.5])])
+            .commit_document(
+                &record("/old.pdf", "h", vec![a.clone(), more.clone()]),
+                &[(a.text_hash, vec![1.0, 0.0]), (more.text_hash, vec![0.5, 0.5])],
+            )
             .unwrap();
         store.commit_document(&record("/other.pdf", "o", vec![other.clone()]), &[(other.text_hash, vec![0.0, 1.0])]).unwrap();
         assert!(store.rename_document("/old.pdf", "/new.pdf").unwrap());
@@ -847,7 +841,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut store = Store::open(&dir.path().join("i.db"), "m", 2).unwrap();
         let (shared, other) = (chunk(0, "shared words"), chunk(0, "other words"));
-        assert_eq!(store.commit_document(&record("/x", "h1", vec![shared.clone()]), &[(shared.text_hash, vec![1.0, 0.0])]).unwrap(), Commit::Done);
+        assert_eq!(
+            store.commit_document(&record("/x", "h1", vec![shared.clone()]), &[(shared.text_hash, vec![1.0, 0.0])]).unwrap(),
+            Commit::Done
+        );
         assert!(store.embedded_hashes(&[shared.text_hash]).unwrap().contains(&shared.text_hash), "y's submitter sees the vector");
         store.commit_document(&record("/x", "h2", vec![other.clone()]), &[(other.text_hash, vec![0.0, 1.0])]).unwrap();
         let y = record("/y", "h3", vec![shared.clone()]);
@@ -886,10 +883,18 @@ mod tests {
         let path = dir.path().join("i.db");
         let mut store = Store::open(&path, "m", 2).unwrap();
         let (a, b) = (chunk(0, "first text"), chunk(1, "second text"));
-        store.commit_document(&record("/x", "h", vec![a.clone(), b.clone()]), &[(a.text_hash, vec![1.0, 0.0]), (b.text_hash, vec![0.0, 1.0])]).unwrap();
+        store
+            .commit_document(
+                &record("/x", "h", vec![a.clone(), b.clone()]),
+                &[(a.text_hash, vec![1.0, 0.0]), (b.text_hash, vec![0.0, 1.0])],
+            )
+            .unwrap();
         store.connection().execute("DELETE FROM embeddings WHERE text_hash = ?1", params![&b.text_hash[..]]).unwrap();
         let missing = store.chunks_without_vectors().unwrap();
-        assert_eq!(missing, vec![MissingVector { text_hash: b.text_hash, text: "second text".into(), chunks: 1, example_path: "/x".into() }]);
+        assert_eq!(
+            missing,
+            vec![MissingVector { text_hash: b.text_hash, text: "second text".into(), chunks: 1, example_path: "/x".into() }]
+        );
         store.add_embeddings(&[(b.text_hash, vec![0.0, 1.0])]).unwrap();
         assert!(store.chunks_without_vectors().unwrap().is_empty());
 

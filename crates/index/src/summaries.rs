@@ -47,7 +47,10 @@ impl Store {
     /// Has any summary been stored yet? Readers ask before reading, so that a read-only index
     /// (which cannot have the table created) answers "none" instead of failing.
     fn has_summaries(&self) -> Result<bool, StoreError> {
-        Ok(self.connection().query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'summaries'", [], |r| r.get::<_, i64>(0))? > 0)
+        Ok(self
+            .connection()
+            .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'summaries'", [], |r| r.get::<_, i64>(0))?
+            > 0)
     }
 
     /// Stores (or replaces) the summary of a text by its content hash and model.

@@ -160,7 +160,9 @@ mod tests {
 
     #[test]
     fn binary_files_are_refused_with_what_gave_them_away() {
-        let Err(ExtractError::Binary(why)) = decode(b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00") else { panic!("an executable is not text") };
+        let Err(ExtractError::Binary(why)) = decode(b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00") else {
+            panic!("an executable is not text")
+        };
         assert!(why.contains("zero byte at offset 7"), "{why}");
         let noise: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8 | 1).collect();
         assert!(matches!(decode(&noise), Err(ExtractError::Binary(_))), "control bytes all over: {:?}", decode(&noise).map(|d| d.how));

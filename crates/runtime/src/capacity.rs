@@ -129,9 +129,8 @@ impl<B: Backend> ProbeDevice for ModelProbe<'_, B> {
 
     fn try_tokens(&mut self, tokens: u32) -> Result<(), (bool, String)> {
         let tokens = tokens as usize;
-        let lengths: Vec<usize> = (0..tokens.div_ceil(self.sequence_tokens))
-            .map(|i| self.sequence_tokens.min(tokens - i * self.sequence_tokens))
-            .collect();
+        let lengths: Vec<usize> =
+            (0..tokens.div_ceil(self.sequence_tokens)).map(|i| self.sequence_tokens.min(tokens - i * self.sequence_tokens)).collect();
         // The pad id is a real id in every vocabulary (and memory does not depend on the ids).
         let sequences: Vec<Vec<u32>> = lengths.iter().map(|&n| vec![self.pad; n]).collect();
         tracing::info!(tokens, sequences = sequences.len(), "VRAM probe: trying a bin");

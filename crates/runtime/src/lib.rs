@@ -226,14 +226,20 @@ pub struct StartedEmbedder {
 /// Loads the embedding model in `dir` on the options' devices and starts the engine.
 pub fn start_embedder(options: &EngineOptions, dir: &ModelDir) -> Result<StartedEmbedder, RuntimeError> {
     let StartedEngine { engine, devices } = start_embedding_engine(options, dir, &options.device.devices()?, options.scheduler_config())?;
-    let encoder = TextEncoder::from_file(&dir.tokenizer, engine.info().max_sequence_tokens).map_err(|e| RuntimeError::Model(e.to_string()))?;
+    let encoder =
+        TextEncoder::from_file(&dir.tokenizer, engine.info().max_sequence_tokens).map_err(|e| RuntimeError::Model(e.to_string()))?;
     let memory = memory_reader(&options.device.first()?);
     tracing::info!(model = %dir.name, "engine started");
     Ok(StartedEmbedder { embedder: Arc::new(Embedder { encoder, engine }), model: dir.name.clone(), devices, memory })
 }
 
 /// The embedding model in `dir` on `devices`, with `config` (its cost model set from the model).
-pub fn start_embedding_engine(options: &EngineOptions, dir: &ModelDir, devices: &[Device], mut config: SchedulerConfig) -> Result<StartedEngine, RuntimeError> {
+pub fn start_embedding_engine(
+    options: &EngineOptions,
+    dir: &ModelDir,
+    devices: &[Device],
+    mut config: SchedulerConfig,
+) -> Result<StartedEngine, RuntimeError> {
     config.cost = cost_model(&dir.config);
     let load = |device: &Device| {
         BertBackend::load(dir, device).map_err(|e| RuntimeError::Model(format!("loading the model in {}: {e}", dir.dir.display())))
@@ -242,11 +248,17 @@ pub fn start_embedding_engine(options: &EngineOptions, dir: &ModelDir, devices: 
 }
 
 /// The decoder in `dir` (a Llama-family folder) on `devices`, with `config` (scoring).
-pub fn start_decoder_engine(options: &EngineOptions, dir: &Path, devices: &[Device], mut config: SchedulerConfig) -> Result<StartedEngine, RuntimeError> {
+pub fn start_decoder_engine(
+    options: &EngineOptions,
+    dir: &Path,
+    devices: &[Device],
+    mut config: SchedulerConfig,
+) -> Result<StartedEngine, RuntimeError> {
     config.cost = cost_model(&dir.join("config.json"));
     let load = |device: &Device| {
         let loading = std::time::Instant::now();
-        let backend = DecoderBackend::load(dir, device).map_err(|e| RuntimeError::Model(format!("loading the decoder in {}: {e}", dir.display())))?;
+        let backend =
+            DecoderBackend::load(dir, device).map_err(|e| RuntimeError::Model(format!("loading the decoder in {}: {e}", dir.display())))?;
         tracing::info!(seconds = loading.elapsed().as_secs_f64(), "decoder loaded");
         Ok(backend)
     };
@@ -278,7 +290,12 @@ pub fn large_chat_model(models_root: &Path, on_fetch: impl FnOnce(&models::Model
 /// memory for it); without a choice, the default for `device`: the ≥1B model on a GPU, where it
 /// decodes fast and writes summaries a reader can trust (BENCHMARKS.md, summary quality), and
 /// SmolLM2-135M on a CPU, where the larger model decodes a few tokens a second.
-pub fn chat_model(choice: Option<&Path>, device: &Device, models_root: &Path, on_fetch: impl FnOnce(&models::ModelEntry)) -> Result<PathBuf, RuntimeError> {
+pub fn chat_model(
+    choice: Option<&Path>,
+    device: &Device,
+    models_root: &Path,
+    on_fetch: impl FnOnce(&models::ModelEntry),
+) -> Result<PathBuf, RuntimeError> {
     match choice {
         Some(path) if path.exists() => Ok(path.to_path_buf()),
         Some(name) => {
@@ -310,7 +327,11 @@ fn installed(entry: &models::ModelEntry, models_root: &Path, on_fetch: impl FnOn
 }
 
 /// The embedding model's folder: `model` if given, else the default one (fetched if missing).
-pub fn embedding_model_dir(model: Option<&Path>, models_root: &Path, on_fetch: impl FnOnce(&models::ModelEntry)) -> Result<ModelDir, RuntimeError> {
+pub fn embedding_model_dir(
+    model: Option<&Path>,
+    models_root: &Path,
+    on_fetch: impl FnOnce(&models::ModelEntry),
+) -> Result<ModelDir, RuntimeError> {
     let dir = match model {
         Some(dir) => dir.to_path_buf(),
         None => default_model("embedding", models_root, on_fetch)?,
@@ -364,7 +385,12 @@ mod tests {
     fn the_desktop_reads_the_same_options_from_its_environment() {
         let options = EngineOptions::from_vars(vars(&[])).unwrap();
         assert_eq!((options.device, options.bin_tokens, options.vram_budget, options.align), (DeviceSpec::Auto, None, None, 16));
-        let options = EngineOptions::from_vars(vars(&[("WARPFOLD_DEVICE", "cuda:0,cuda:1"), ("WARPFOLD_VRAM_BUDGET", "8GiB"), ("WARPFOLD_BIN_TOKENS", "8192")])).unwrap();
+        let options = EngineOptions::from_vars(vars(&[
+            ("WARPFOLD_DEVICE", "cuda:0,cuda:1"),
+            ("WARPFOLD_VRAM_BUDGET", "8GiB"),
+            ("WARPFOLD_BIN_TOKENS", "8192"),
+        ]))
+        .unwrap();
         assert_eq!(options.device, DeviceSpec::List(vec![OneDevice::Cuda(0), OneDevice::Cuda(1)]));
         assert_eq!((options.vram_budget, options.bin_tokens), (Some(8 << 30), Some(8192)));
         let err = EngineOptions::from_vars(vars(&[("WARPFOLD_VRAM_BUDGET", "lots")])).unwrap_err();

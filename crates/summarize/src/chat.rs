@@ -64,9 +64,9 @@ impl ChatFormat {
     /// A system and a user message, then the opening of the assistant's turn.
     pub fn render(self, system: &str, user: &str) -> String {
         match self {
-            ChatFormat::ChatMl => format!(
-                "<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
-            ),
+            ChatFormat::ChatMl => {
+                format!("<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n")
+            }
             ChatFormat::Llama3 => format!(
                 "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n{system}<|eot_id|>\
                  <|start_header_id|>user<|end_header_id|>\n\n{user}<|eot_id|>\
@@ -85,7 +85,8 @@ impl ChatFormat {
 }
 
 /// The split regexes of the pre-tokenizers llama.cpp names (its `llama-vocab.cpp`).
-const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const LLAMA3_SPLIT: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 fn pre_tokenizer(pre: Option<&str>) -> Result<PreTokenizerWrapper, String> {
@@ -122,8 +123,7 @@ pub fn tokenizer_from_meta(meta: &TokenizerMeta) -> Result<Tokenizer, String> {
     if meta.merges.is_empty() {
         return Err("tokenizer.ggml.merges is missing or empty".into());
     }
-    let vocab: tokenizers::models::bpe::Vocab =
-        meta.tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
+    let vocab: tokenizers::models::bpe::Vocab = meta.tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
     let merges = meta
         .merges
         .iter()
@@ -173,9 +173,12 @@ impl ChatModel {
         let beside = path.parent().map(|p| p.join("tokenizer.json")).filter(|p| p.is_file());
         let (tokenizer, template) = match beside {
             Some(json) => {
-                let t = Tokenizer::from_file(&json)
-                    .map_err(|e| ChatError::Tokenizer { path: json.clone(), message: e.to_string() })?;
-                let template = file.tokenizer_meta().ok().and_then(|m| m.chat_template).or_else(|| read_hf_template(path.parent().unwrap_or(Path::new("."))));
+                let t = Tokenizer::from_file(&json).map_err(|e| ChatError::Tokenizer { path: json.clone(), message: e.to_string() })?;
+                let template = file
+                    .tokenizer_meta()
+                    .ok()
+                    .and_then(|m| m.chat_template)
+                    .or_else(|| read_hf_template(path.parent().unwrap_or(Path::new("."))));
                 (t, template)
             }
             None => {
@@ -194,13 +197,9 @@ impl ChatModel {
             .map_err(|e| ChatError::Model { path: dir.to_path_buf(), message: e.to_string() })?;
         let json = dir.join("tokenizer.json");
         if !json.is_file() {
-            return Err(ChatError::Tokenizer {
-                path: dir.to_path_buf(),
-                message: "no tokenizer: tokenizer.json is missing".into(),
-            });
+            return Err(ChatError::Tokenizer { path: dir.to_path_buf(), message: "no tokenizer: tokenizer.json is missing".into() });
         }
-        let tokenizer =
-            Tokenizer::from_file(&json).map_err(|e| ChatError::Tokenizer { path: json.clone(), message: e.to_string() })?;
+        let tokenizer = Tokenizer::from_file(&json).map_err(|e| ChatError::Tokenizer { path: json.clone(), message: e.to_string() })?;
         Self::assemble(backend.into_model(), tokenizer, read_hf_template(dir), dir)
     }
 
@@ -223,11 +222,7 @@ impl ChatModel {
         if tokenizer.get_vocab_size(true) > model.config.vocab_size {
             return Err(ChatError::Tokenizer {
                 path: source.to_path_buf(),
-                message: format!(
-                    "the tokenizer has {} tokens, the model {}",
-                    tokenizer.get_vocab_size(true),
-                    model.config.vocab_size
-                ),
+                message: format!("the tokenizer has {} tokens, the model {}", tokenizer.get_vocab_size(true), model.config.vocab_size),
             });
         }
         let specials = tokenizer.get_added_tokens_decoder().values().filter(|t| t.special).map(|t| t.content.clone()).collect();

@@ -97,7 +97,9 @@ impl SummarizeOptions {
             return Err(format!("temperature must be 0 (greedy) or positive, not {}", self.sampling.temperature));
         }
         let retry = self.retry.map(|r| (r.repetition_penalty, r.no_repeat_ngram));
-        for (what, penalty, n) in [("", self.sampling.repetition_penalty, self.sampling.no_repeat_ngram)].into_iter().chain(retry.map(|(p, n)| ("retry ", p, n))) {
+        for (what, penalty, n) in
+            [("", self.sampling.repetition_penalty, self.sampling.no_repeat_ngram)].into_iter().chain(retry.map(|(p, n)| ("retry ", p, n)))
+        {
             if !(1.0..=10.0).contains(&penalty) {
                 return Err(format!("{what}repetition penalty must be in [1, 10] (1: off; below 1 favours repetition), not {penalty}"));
             }
@@ -285,14 +287,7 @@ impl<'a> Summarizer<'a> {
             let budget = BatchOptions::kv_tokens_for(free, 0.1, c.num_hidden_layers, c.kv_heads(), c.head_dim(), 2);
             options.batch.kv_tokens = options.batch.kv_tokens.min(budget);
         }
-        Ok(Self {
-            chat,
-            options,
-            stats: GenerationStats::default(),
-            retries: RetryStats::default(),
-            seconds: 0.0,
-            started: Instant::now(),
-        })
+        Ok(Self { chat, options, stats: GenerationStats::default(), retries: RetryStats::default(), seconds: 0.0, started: Instant::now() })
     }
 
     /// Summarizes documents (their plain text), long ones by map-reduce.
@@ -307,14 +302,9 @@ impl<'a> Summarizer<'a> {
         let run_start = self.started;
         let mut finished = vec![0f64; prompts.len()];
         let prompts: Vec<Vec<u32>> = prompts.iter().map(|p| p.to_vec()).collect();
-        let (generations, stats) = generate(
-            &self.chat.model,
-            &prompts,
-            &self.chat.stop_ids,
-            sampling,
-            self.options.batch,
-            |r, _| finished[r] = run_start.elapsed().as_secs_f64(),
-        )
+        let (generations, stats) = generate(&self.chat.model, &prompts, &self.chat.stop_ids, sampling, self.options.batch, |r, _| {
+            finished[r] = run_start.elapsed().as_secs_f64()
+        })
         .map_err(|e| ChatError::Inference(e.to_string()))?;
         add_stats(&mut self.stats, &stats);
         generations
@@ -363,7 +353,11 @@ fn summaries_with_retry<E>(
     retries.flagged += flagged.len();
     match options.retry_sampling() {
         Some(stronger) if !flagged.is_empty() => {
-            tracing::info!(flagged = flagged.len(), of = out.len(), "summaries that loop are written again with stronger repetition settings");
+            tracing::info!(
+                flagged = flagged.len(),
+                of = out.len(),
+                "summaries that loop are written again with stronger repetition settings"
+            );
             for (&i, a) in flagged.iter().zip(run(&flagged, &stronger)?) {
                 retries.retried += 1;
                 retries.still_looping += usize::from(output::loops(&a.summary));
@@ -434,7 +428,11 @@ mod tests {
         assert!(retry.repetition_penalty > d.sampling.repetition_penalty);
         assert!(retry.no_repeat_ngram >= 2, "the retry blocks repeated n-grams");
         assert!(d.sampling.no_repeat_ngram == 0 || retry.no_repeat_ngram < d.sampling.no_repeat_ngram);
-        assert_eq!(SamplingParams { repetition_penalty: d.sampling.repetition_penalty, no_repeat_ngram: d.sampling.no_repeat_ngram, ..retry }, d.sampling, "only the repetition settings change");
+        assert_eq!(
+            SamplingParams { repetition_penalty: d.sampling.repetition_penalty, no_repeat_ngram: d.sampling.no_repeat_ngram, ..retry },
+            d.sampling,
+            "only the repetition settings change"
+        );
         // Settings that would favour repetition or forbid every repeated word are refused by name.
         let with = |f: &dyn Fn(&mut SummarizeOptions)| {
             let mut o = SummarizeOptions::default();
@@ -444,7 +442,9 @@ mod tests {
         assert!(with(&|o| o.sampling.repetition_penalty = 0.9).unwrap_err().contains("repetition penalty"));
         assert!(with(&|o| o.sampling.repetition_penalty = f32::NAN).is_err());
         assert!(with(&|o| o.sampling.no_repeat_ngram = 1).unwrap_err().contains("no-repeat n-gram"));
-        assert!(with(&|o| o.retry = Some(RetrySettings { repetition_penalty: 0.5, no_repeat_ngram: 3 })).unwrap_err().starts_with("retry "));
+        assert!(with(&|o| o.retry = Some(RetrySettings { repetition_penalty: 0.5, no_repeat_ngram: 3 }))
+            .unwrap_err()
+            .starts_with("retry "));
         with(&|o| {
             o.sampling.repetition_penalty = 1.0;
             o.sampling.no_repeat_ngram = 0;
@@ -495,10 +495,17 @@ mod tests {
             "Summarize the following document in a few sentences. Say what it is about, and keep its key facts: names, numbers, dates and amounts.\n\nTEXT"
         );
         let detailed = instruction(&whole, PromptStyle::Detailed);
-        assert!(detailed.contains("four to six sentences") && detailed.contains("written exactly as stated") && detailed.ends_with("\n\nTEXT"), "{detailed}");
+        assert!(
+            detailed.contains("four to six sentences") && detailed.contains("written exactly as stated") && detailed.ends_with("\n\nTEXT"),
+            "{detailed}"
+        );
         let part = Task { document: 0, kind: TaskKind::Part { level: 0, index: 1, of: 3 }, text: "T".into() };
-        assert!(instruction(&part, PromptStyle::Brief).starts_with("Summarize the following text, part 2 of 3 of a longer document, in a few sentences. Keep its key facts"));
-        assert_eq!(SummarizeOptions::from_vars(|k| (k == "WARPFOLD_SUMMARY_PROMPTS").then(|| "brief".to_string())).unwrap().prompts, PromptStyle::Brief);
+        assert!(instruction(&part, PromptStyle::Brief)
+            .starts_with("Summarize the following text, part 2 of 3 of a longer document, in a few sentences. Keep its key facts"));
+        assert_eq!(
+            SummarizeOptions::from_vars(|k| (k == "WARPFOLD_SUMMARY_PROMPTS").then(|| "brief".to_string())).unwrap().prompts,
+            PromptStyle::Brief
+        );
     }
 
     /// Summaries that loop, and only those, are generated again with the retry settings, in one

@@ -20,10 +20,7 @@ pub const LOOP_NGRAM_TIMES: usize = 3;
 
 /// Lowercase words with the punctuation around them removed.
 fn words(text: &str) -> Vec<String> {
-    text.split_whitespace()
-        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase())
-        .filter(|w| !w.is_empty())
-        .collect()
+    text.split_whitespace().map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase()).filter(|w| !w.is_empty()).collect()
 }
 
 /// The first word n-gram (of `n` words) that occurs at least `times` times in `text`, with its

@@ -84,17 +84,38 @@ fn logits_of_a_packed_prefill_equal_each_prompt_alone() {
 #[test]
 fn greedy_output_is_identical_packed_and_batched_and_one_at_a_time() {
     let chat = load();
-    let prompts: Vec<Vec<u32>> =
-        TEXTS.iter().map(|t| chat.encode_chat(SYSTEM_PROMPT, &format!("Summarize: {t}")).unwrap()).collect();
+    let prompts: Vec<Vec<u32>> = TEXTS.iter().map(|t| chat.encode_chat(SYSTEM_PROMPT, &format!("Summarize: {t}")).unwrap()).collect();
     let params = SamplingParams { max_new_tokens: 24, ..Default::default() };
     // Two at a time: the third and fourth join as the first ones finish (continuous batching).
-    let (batched, stats) =
-        generate(&chat.model, &prompts, &chat.stop_ids, &params, BatchOptions { max_batch: 2, prefill_tokens: 4096, kv_tokens: usize::MAX }, |_, _| {}).unwrap();
+    let (batched, stats) = generate(
+        &chat.model,
+        &prompts,
+        &chat.stop_ids,
+        &params,
+        BatchOptions { max_batch: 2, prefill_tokens: 4096, kv_tokens: usize::MAX },
+        |_, _| {},
+    )
+    .unwrap();
     assert_eq!(stats.max_batch_seen, 2);
-    let (all, _) =
-        generate(&chat.model, &prompts, &chat.stop_ids, &params, BatchOptions { max_batch: 8, prefill_tokens: 4096, kv_tokens: usize::MAX }, |_, _| {}).unwrap();
+    let (all, _) = generate(
+        &chat.model,
+        &prompts,
+        &chat.stop_ids,
+        &params,
+        BatchOptions { max_batch: 8, prefill_tokens: 4096, kv_tokens: usize::MAX },
+        |_, _| {},
+    )
+    .unwrap();
     for (i, p) in prompts.iter().enumerate() {
-        let (alone, _) = generate(&chat.model, std::slice::from_ref(p), &chat.stop_ids, &params, BatchOptions { max_batch: 1, prefill_tokens: 4096, kv_tokens: usize::MAX }, |_, _| {}).unwrap();
+        let (alone, _) = generate(
+            &chat.model,
+            std::slice::from_ref(p),
+            &chat.stop_ids,
+            &params,
+            BatchOptions { max_batch: 1, prefill_tokens: 4096, kv_tokens: usize::MAX },
+            |_, _| {},
+        )
+        .unwrap();
         assert_eq!(batched[i], alone[0], "prompt {i}: batched by 2 vs alone");
         assert_eq!(all[i], alone[0], "prompt {i}: all together vs alone");
         let text = chat.decode(&alone[0].tokens).unwrap();
@@ -171,7 +192,15 @@ fn gpu_logits_match_the_cpu_and_batched_greedy_matches_alone() {
     let (batched, _) = generate(&gpu.model, &prompts, &gpu.stop_ids, &params, BatchOptions::default(), |_, _| {}).unwrap();
     let mut same = 0;
     for (i, p) in prompts.iter().enumerate() {
-        let (alone, _) = generate(&gpu.model, std::slice::from_ref(p), &gpu.stop_ids, &params, BatchOptions { max_batch: 1, prefill_tokens: 4096, kv_tokens: usize::MAX }, |_, _| {}).unwrap();
+        let (alone, _) = generate(
+            &gpu.model,
+            std::slice::from_ref(p),
+            &gpu.stop_ids,
+            &params,
+            BatchOptions { max_batch: 1, prefill_tokens: 4096, kv_tokens: usize::MAX },
+            |_, _| {},
+        )
+        .unwrap();
         eprintln!("prompt {i}: {:?}", gpu.decode(&batched[i].tokens).unwrap());
         same += usize::from(batched[i] == alone[0]);
     }

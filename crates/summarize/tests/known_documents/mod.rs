@@ -82,7 +82,10 @@ const TOPICS: [Topic; 3] = [
             Fact { sentence: "The renovation of the bridge cost 4.2 million euros in total.", accept: &["4.2 million", "4,2 million"] },
             Fact { sentence: "The chief engineer of the bridge renovation was Maria Lindqvist.", accept: &["lindqvist"] },
             Fact { sentence: "Work on the bridge began in March 2019.", accept: &["march 2019", "march of 2019"] },
-            Fact { sentence: "The renovated bridge reopened to all traffic in September 2021.", accept: &["september 2021", "september of 2021"] },
+            Fact {
+                sentence: "The renovated bridge reopened to all traffic in September 2021.",
+                accept: &["september 2021", "september of 2021"],
+            },
             Fact { sentence: "After the reopening, 11,000 vehicles crossed the bridge every day.", accept: &["11,000", "11000", "11 000"] },
         ],
         closing: "In conclusion, the renovation of the Aldmoor River Bridge restored a safe crossing for the town.",
@@ -102,7 +105,10 @@ const TOPICS: [Topic; 3] = [
             Fact { sentence: "The migraine trial enrolled 412 patients.", accept: &["412"] },
             Fact { sentence: "The trial was run at 14 hospitals.", accept: &["14 hospitals", "fourteen hospitals"] },
             Fact { sentence: "The trial was led by Dr. Tomas Okafor.", accept: &["okafor"] },
-            Fact { sentence: "Patients taking Veltrazine had 38 percent fewer migraine attacks than those on placebo.", accept: &["38 percent", "38%", "38 per cent"] },
+            Fact {
+                sentence: "Patients taking Veltrazine had 38 percent fewer migraine attacks than those on placebo.",
+                accept: &["38 percent", "38%", "38 per cent"],
+            },
             Fact { sentence: "The most common side effect of Veltrazine was a mild skin rash.", accept: &["rash"] },
         ],
         closing: "In conclusion, the trial found that Veltrazine can help adults who suffer from migraine.",
@@ -120,7 +126,10 @@ const TOPICS: [Topic; 3] = [
                   over the past year.",
         facts: [
             Fact { sentence: "Harbin Valves earned revenue of 86 million dollars this year.", accept: &["86 million", "$86"] },
-            Fact { sentence: "Sales of Harbin Valves grew by 12 percent compared with last year.", accept: &["12 percent", "12%", "12 per cent"] },
+            Fact {
+                sentence: "Sales of Harbin Valves grew by 12 percent compared with last year.",
+                accept: &["12 percent", "12%", "12 per cent"],
+            },
             Fact { sentence: "Harbin Valves opened a new factory in Porto.", accept: &["porto"] },
             Fact { sentence: "The chief executive of Harbin Valves is Elena Varga.", accept: &["varga"] },
             Fact { sentence: "Harbin Valves hired 240 new workers during the year.", accept: &["240"] },
@@ -244,10 +253,7 @@ impl KnownDocument {
     /// near 1.0 when the "summary" is a copy of the opening.
     pub fn copied_from_opening(&self, summary: &str) -> f64 {
         let norm = |s: &str| -> Vec<String> {
-            s.split_whitespace()
-                .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase())
-                .filter(|w| !w.is_empty())
-                .collect()
+            s.split_whitespace().map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase()).filter(|w| !w.is_empty()).collect()
         };
         let opening: Vec<String> = norm(&self.text).into_iter().take(150).collect();
         let grams: std::collections::HashSet<&[String]> = opening.windows(6).collect();
