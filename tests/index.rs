@@ -236,6 +236,48 @@ pub mod hostile {
 /// Text saved in Windows-1252, in UTF-16 with and without a byte-order mark, and in Shift_JIS is
 /// indexed and found by its words; each says how it was read.
 #[test]
+fn word_opendocument_web_pages_e_books_and_rtf_are_indexed_with_their_pages_cited() {
+    use warpfold_index::docgen;
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    // Each file: a first page about its subject, the planted sentence on the second page (a web
+    // page is one page).
+    let files: [(&str, &str, &str, fn(&str, &[&[&str]]) -> Vec<u8>); 5] = [
+        ("minutes.docx", "Council minutes", "The council approved the new footbridge over the Ouse for 310,000 pounds.", docgen::docx),
+        ("survey.odt", "Bird survey", "Volunteers counted forty-two nesting avocets on the salt marsh in May.", docgen::odt),
+        ("voyage.epub", "The Voyage", "The schooner Albatross lost her foremast in a squall off Cape Wrath.", docgen::epub),
+        ("recipe.html", "Kitchen notes", "Knead the rye dough for twelve minutes and let it rest under a damp cloth.", docgen::html),
+        ("lease.rtf", "Tenancy", "The tenant of the mill cottage pays rent on the first Friday of every month.", docgen::rtf),
+    ];
+    // A first page of filler long enough that the planted sentence's snippet cannot reach back
+    // into it.
+    let mut rng = Rng::new(11);
+    for (name, title, planted, write) in &files {
+        let first = words(&mut rng, 220);
+        std::fs::write(docs.join(name), write(title, &[&[&first], &[planted]])).unwrap();
+    }
+    let mut cut = docgen::docx("Broken", &[&["a paragraph"]]);
+    cut.truncate(cut.len() / 2);
+    std::fs::write(docs.join("half-copied.docx"), cut).unwrap();
+    let db = dir.path().join("index.db");
+    let report = index_json(&[&docs], &db, &[]);
+    assert_eq!((report["documents_indexed"].as_u64(), report["documents_failed"].as_u64()), (Some(5), Some(1)), "{report:#}");
+    let failure = &report["failures"][0];
+    assert!(failure["path"].as_str().unwrap().ends_with("half-copied.docx"), "{report:#}");
+    assert!(failure["error"].as_str().unwrap().starts_with("damaged Word document: the zip archive cannot be read"), "{report:#}");
+    for (name, _, planted, _) in &files {
+        let out = warpfold().args(["search", planted, "--db"]).arg(&db).args(["-k", "1", "--json"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let hits: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(hits[0]["path"].as_str().unwrap().ends_with(name), "{planted}: {hits:#}");
+        let page = if name.ends_with(".html") { 1 } else { 2 };
+        assert_eq!(hits[0]["page"], page, "{name}: the planted sentence is on page {page}: {hits:#}");
+        assert!(hits[0]["text"].as_str().unwrap().contains(planted), "the text as written: {hits:#}");
+    }
+}
+
+#[test]
 fn text_in_other_encodings_is_indexed_searchable_and_says_how_it_was_read() {
     let dir = tempfile::tempdir().unwrap();
     let docs = dir.path().join("docs");

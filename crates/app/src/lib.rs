@@ -357,12 +357,12 @@ impl App {
     /// Saves an uploaded file (browser drag and drop) into the data folder's inbox and indexes it.
     /// The body is streamed to a file of its own and then named without replacing another upload
     /// ([`inbox`]): `name`, or "name (2).ext" and on when that is taken by different bytes. More
-    /// than `max_bytes` is [`AppError::TooLarge`]; a name that is not a plain file name, or not a
-    /// .pdf, .txt or .md, is [`AppError::InvalidInput`].
+    /// than `max_bytes` is [`AppError::TooLarge`]; a name that is not a plain file name, or not of a
+    /// type warpfold reads ([`warpfold_index::extract::SUPPORTED`]), is [`AppError::InvalidInput`].
     pub fn upload(&self, name: &str, body: impl std::io::Read, max_bytes: u64) -> Result<String, AppError> {
         inbox::check_name(name)?;
         if warpfold_index::extract::file_kind(Path::new(name)).is_none() {
-            return Err(AppError::InvalidInput(format!("{name}: only .pdf, .txt and .md files are indexed")));
+            return Err(AppError::InvalidInput(format!("{name}: only {} files are indexed", warpfold_index::extract::SUPPORTED)));
         }
         let dir = self.inner.config.data_dir.join("inbox");
         std::fs::create_dir_all(&dir)?;

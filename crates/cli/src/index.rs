@@ -19,7 +19,7 @@ use crate::{setup, GlobalOptions};
 
 #[derive(Args, Debug)]
 pub struct IndexArgs {
-    /// Files and folders to index (folders recursively; .pdf, .txt and .md). Symbolic links in a
+    /// Files and folders to index (folders recursively; .pdf, .txt, .md, .docx, .odt, .html, .epub, .rtf). Symbolic links in a
     /// folder are followed only when their real path stays inside it.
     #[arg(required_unless_present = "check")]
     pub paths: Vec<PathBuf>,

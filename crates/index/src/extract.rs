@@ -1,10 +1,12 @@
-//! Text out of files: PDF pages with pdf-extract, plain text and Markdown as they are.
+//! Text out of files: PDF pages with pdf-extract, plain text and Markdown as they are, Word,
+//! OpenDocument, HTML, EPUB and RTF through [`crate::formats`].
 //!
 //! Why a separate process per PDF: pdf-extract (and lopdf under it) panic on many malformed files,
 //! can recurse until the stack overflows (which aborts the whole process, uncatchably), and can
 //! spin or balloon on hostile input. So every PDF is read by a short-lived worker process (the
 //! `warpfold extract-worker` command) under a wall-clock limit and an address-space limit; whatever
-//! happens to it becomes that file's recorded error and the run goes on. Text files cannot trip a
+//! happens to it becomes that file's recorded error and the run goes on. The other document formats
+//! (zip archives, XML, HTML from anywhere) go through the same worker. Text files cannot trip a
 //! parser and are read in-process.
 
 use std::io::Read;
@@ -34,8 +36,12 @@ pub enum ExtractError {
     Blank,
     #[error("the file is not text ({0})")]
     Binary(String),
-    #[error("unsupported file type {0:?} (warpfold reads .pdf, .txt and .md)")]
+    #[error("unsupported file type {0:?} (warpfold reads {SUPPORTED})")]
     Unsupported(String),
+    #[error("damaged {format}: {reason}")]
+    Damaged { format: String, reason: String },
+    #[error("encrypted e-book (DRM): its chapters cannot be read without the seller's key")]
+    EncryptedBook,
     #[error("cannot read the file: {0}")]
     Io(String),
     #[error("the file is {size_mib} MiB; text files over {limit_mib} MiB are not read (raise the limit with --max-text-mib)")]
@@ -76,14 +82,25 @@ pub struct Extracted {
 pub enum FileKind {
     Pdf,
     Text,
+    /// Word, OpenDocument, HTML, EPUB, RTF ([`crate::formats`]).
+    Document(crate::formats::Format),
 }
+
+/// The file types warpfold reads, for messages.
+pub const SUPPORTED: &str = ".pdf, .txt, .md, .docx, .odt, .html, .htm, .epub and .rtf";
 
 /// The kind of file by extension, or `None` for files warpfold does not read.
 pub fn file_kind(path: &Path) -> Option<FileKind> {
+    use crate::formats::Format;
     let ext = path.extension()?.to_str()?.to_ascii_lowercase();
     match ext.as_str() {
         "pdf" => Some(FileKind::Pdf),
         "txt" | "text" | "md" | "markdown" => Some(FileKind::Text),
+        "docx" => Some(FileKind::Document(Format::Docx)),
+        "odt" => Some(FileKind::Document(Format::Odt)),
+        "html" | "htm" | "xhtml" => Some(FileKind::Document(Format::Html)),
+        "epub" => Some(FileKind::Document(Format::Epub)),
+        "rtf" => Some(FileKind::Document(Format::Rtf)),
         _ => None,
     }
 }
@@ -220,7 +237,7 @@ pub fn extract_file(path: &Path, isolation: &Isolation) -> Result<Extracted, Ext
             })?;
             extract_text_file(&bytes)
         }
-        Some(FileKind::Pdf) => extract_isolated(path, isolation),
+        Some(FileKind::Pdf | FileKind::Document(_)) => extract_isolated(path, isolation),
         None => Err(ExtractError::Unsupported(
             path.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_else(|| "(no extension)".into()),
         )),
@@ -235,7 +252,10 @@ pub fn worker_main(path: &Path) -> i32 {
         return 4;
     }
     let result = match std::fs::read(path) {
-        Ok(bytes) => extract_pdf_in_process(&bytes),
+        Ok(bytes) => match file_kind(path) {
+            Some(FileKind::Document(format)) => crate::formats::extract(format, &bytes),
+            _ => extract_pdf_in_process(&bytes),
+        },
         Err(e) => Err(ExtractError::Io(e.to_string())),
     };
     let stdout = std::io::stdout();

@@ -15,8 +15,10 @@
 //! No Tauri and no CUDA here: the desktop shell and the GPU backend plug in from outside.
 
 pub mod chunk;
+pub mod docgen;
 pub mod extract;
 pub mod files;
+pub mod formats;
 pub mod pdfgen;
 pub mod pipeline;
 pub mod samples;

@@ -105,7 +105,8 @@ pub struct IndexReport {
     pub stages: StageSeconds,
     /// Seconds a device sat idle waiting for a bin while chunks were waiting to be packed.
     pub device_starved_seconds: f64,
-    /// Mean share of a bin's capacity computed (tokens computed / (bins x capacity)).
+    /// Mean share of a bin's capacity computed by the bulk lane's bins (tokens computed / (bins x
+    /// capacity)); bins that answered queries at once are left out.
     pub mean_bin_fill: f64,
     pub seconds: f64,
     pub tokens_per_second: f64,
@@ -347,8 +348,8 @@ fn hash_file(mut file: std::fs::File) -> std::io::Result<String> {
 }
 
 /// Reads, hashes, extracts and chunks one file (a worker's whole job for it). Text files are read
-/// once, under the size limit, and the bytes hashed are the bytes indexed; a PDF is hashed as a
-/// stream and read again by its isolated worker.
+/// once, under the size limit, and the bytes hashed are the bytes indexed; a PDF or another
+/// document format is hashed as a stream and read again by its isolated worker.
 fn prepare(path: &Path, store: &Store, embedder: &Embedder, options: &IndexOptions, progress: &Progress, clock: &StageClock) -> Outcome {
     let path_text = path.display().to_string();
     let read_started = Instant::now();
@@ -375,7 +376,7 @@ fn prepare(path: &Path, store: &Store, embedder: &Embedder, options: &IndexOptio
     let extract_started = Instant::now();
     let extracted = match (kind, text_bytes) {
         (Some(FileKind::Text), Some(bytes)) => extract_text_file(&bytes),
-        (Some(FileKind::Pdf), _) => extract_isolated(path, &options.isolation),
+        (Some(FileKind::Pdf | FileKind::Document(_)), _) => extract_isolated(path, &options.isolation),
         _ => Err(ExtractError::Unsupported(
             path.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_else(|| "(no extension)".into()),
         )),
@@ -765,15 +766,7 @@ pub fn index_collected(
         backend_busy_seconds: stats_after.backend_busy_seconds - stats_before.backend_busy_seconds,
         stages: clock.seconds(),
         device_starved_seconds: stats_after.starved_seconds - stats_before.starved_seconds,
-        mean_bin_fill: {
-            let bins = (stats_after.bins - stats_before.bins) as f64;
-            let computed = (stats_after.computed_tokens - stats_before.computed_tokens) as f64;
-            if bins > 0.0 {
-                computed / (bins * embedder.engine.config().bin_tokens as f64)
-            } else {
-                0.0
-            }
-        },
+        mean_bin_fill: stats_after.since(&stats_before).bulk_fill(embedder.engine.config().bin_tokens),
         seconds,
         tokens_per_second: tokens as f64 / seconds.max(1e-9),
         documents_per_second: total as f64 / seconds.max(1e-9),
