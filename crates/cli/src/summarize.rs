@@ -89,6 +89,8 @@ pub struct SummaryArgs {
     #[arg(long, default_value = "auto")]
     pub prompts: PromptStyle,
     /// Most tokens of document text in one prompt; longer documents are summarized by map-reduce.
+    /// 0: by the model and device (whole reports of up to 8,192 tokens for models of 1B parameters
+    /// and up on a GPU, 1,536 otherwise)
     #[arg(long, default_value_t = defaults().chunk_tokens)]
     pub chunk_tokens: usize,
     /// Most sequences decoding together.
@@ -125,7 +127,7 @@ impl SummaryArgs {
 
 #[derive(Args, Debug)]
 pub struct SummarizeArgs {
-    /// Files and folders to summarize (folders recursively; .pdf, .txt and .md).
+    /// Files and folders to summarize (folders recursively; .pdf, .txt, .md, .docx, .odt, .html, .epub, .rtf).
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     /// Store the summaries in this index (built by `warpfold index`), keyed by content hash;
@@ -233,7 +235,7 @@ pub fn run(global: &GlobalOptions, args: &SummarizeArgs) -> Result<ExitCode> {
     options.check().map_err(anyhow::Error::msg)?;
     let docs = read_documents(&args.paths, args.extract_timeout)?;
     if docs.is_empty() {
-        bail!("no .pdf, .txt or .md files under {:?}", args.paths);
+        bail!("no {} files under {:?}", warpfold_index::extract::SUPPORTED.replace(" and ", " or "), args.paths);
     }
     let store = match &args.db {
         Some(db) => Some(Store::open_existing(db)?),

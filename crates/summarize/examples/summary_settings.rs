@@ -9,7 +9,11 @@
 //!       [--chunk-tokens 1536] [--out summaries.jsonl] [--write DIR] \
 //!       NAME:PENALTY:NGRAM[:RETRY_PENALTY/RETRY_NGRAM] ...
 //!
-//! `--write DIR` only writes the documents as .txt files (to run `warpfold summarize` on them).
+//! `--write DIR` only writes the documents as .txt files (to run `warpfold summarize` on them, or a
+//! peer), `known-0.txt`, `known-1.txt`, ...; `--score FILE.jsonl` scores summaries of them made
+//! elsewhere (lines of `{"path": ".../known-I.txt", "summary": ...}`, as `warpfold summarize --json`
+//! writes) with the same checks, for the same `--words` and `--seeds`. `--seeds 7,101,9 --words
+//! 250,450,950` are the documents of tests/summary_quality.rs; the default seeds are 100, 101, ...
 //!
 //! Measured 2026-12-01 on the 2-core build machine, shared with other builds (load 3-6, so seconds
 //! and tokens/s are noisy to ±15%), SmolLM2-135M-Instruct Q4_1 on the CPU, greedy, 160 tokens,
@@ -116,6 +120,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut chunk_tokens = SummarizeOptions::default().chunk_tokens;
     let mut out: Option<PathBuf> = None;
     let mut write: Option<PathBuf> = None;
+    let mut score: Option<PathBuf> = None;
+    let mut seeds: Option<Vec<u64>> = None;
     let mut settings = Vec::new();
     while let Some(a) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{a} needs a value"));
@@ -126,11 +132,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--chunk-tokens" => chunk_tokens = value()?.parse()?,
             "--out" => out = Some(value()?.into()),
             "--write" => write = Some(value()?.into()),
+            "--score" => score = Some(value()?.into()),
+            "--seeds" => seeds = Some(value()?.split(',').map(|w| w.parse()).collect::<Result<_, _>>()?),
             s => settings.push(parse_setting(s)?),
         }
     }
+    let seed = |i: usize| seeds.as_ref().map_or(100 + i as u64, |s| s[i % s.len()]);
     let docs: Vec<known_documents::KnownDocument> =
-        words.iter().enumerate().map(|(i, &w)| known_documents::document(i, w, 100 + i as u64)).collect();
+        words.iter().enumerate().map(|(i, &w)| known_documents::document(i, w, seed(i))).collect();
+    if let Some(file) = score {
+        return score_file(&docs, &file);
+    }
     if let Some(dir) = write {
         std::fs::create_dir_all(&dir)?;
         for (i, d) in docs.iter().enumerate() {
@@ -206,5 +218,43 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         std::io::stdout().flush()?;
     }
+    Ok(())
+}
+
+/// Scores summaries made elsewhere of the documents `--write` wrote, and prints one line per
+/// document and the totals.
+fn score_file(docs: &[known_documents::KnownDocument], file: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
+    let (mut facts, mut named, mut looping, mut scored, mut copied_max) = (0, 0, 0, 0, 0.0f64);
+    for line in std::fs::read_to_string(file)?.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        let path = v["path"].as_str().ok_or("a line without a path")?;
+        let summary = v["summary"].as_str().ok_or("a line without a summary")?;
+        let index: usize = std::path::Path::new(path)
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .and_then(|s| s.strip_prefix("known-"))
+            .and_then(|i| i.parse().ok())
+            .ok_or_else(|| format!("{path}: not a known-I.txt"))?;
+        let d = docs.get(index).ok_or_else(|| format!("{path}: no document {index} for these --words"))?;
+        let kept = d.facts_in(summary);
+        let copied = d.copied_from_opening(summary);
+        println!(
+            "known-{index}: {} of 5 key facts {kept:?}, subject named {}, loops {}, copied from the opening {copied:.2}",
+            kept.len(),
+            d.names_subject(summary),
+            output::loops(summary)
+        );
+        facts += kept.len();
+        named += usize::from(d.names_subject(summary));
+        looping += usize::from(output::loops(summary));
+        copied_max = copied_max.max(copied);
+        scored += 1;
+    }
+    println!(
+        "{}: {scored} summaries; key facts {facts} of {} ({:.1} per document); subject named {named}; looping {looping}; most copied from an opening {copied_max:.2}",
+        file.display(),
+        5 * scored,
+        facts as f64 / scored.max(1) as f64
+    );
     Ok(())
 }

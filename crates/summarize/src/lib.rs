@@ -43,6 +43,7 @@ pub struct SummarizeOptions {
     pub sampling: SamplingParams,
     pub batch: BatchOptions,
     /// Most tokens of document text in one prompt; longer documents go through map-reduce.
+    /// [`AUTO_CHUNK_TOKENS`] (0): by the model and the device ([`chunk_tokens_for`]).
     pub chunk_tokens: usize,
     /// What a summary that loops ([`output::loops`]) is written again with; None: kept as it is.
     pub retry: Option<RetrySettings>,
@@ -69,7 +70,7 @@ impl Default for SummarizeOptions {
                 ..Default::default()
             },
             batch: BatchOptions::default(),
-            chunk_tokens: 1536,
+            chunk_tokens: AUTO_CHUNK_TOKENS,
             retry: Some(RetrySettings { repetition_penalty: 1.3, no_repeat_ngram: 3 }),
             prompts: PromptStyle::Auto,
         }
@@ -84,7 +85,7 @@ impl SummarizeOptions {
         if self.sampling.max_new_tokens == 0 {
             return Err("max tokens must be at least 1".into());
         }
-        if self.chunk_tokens < 2 * self.sampling.max_new_tokens {
+        if self.chunk_tokens != AUTO_CHUNK_TOKENS && self.chunk_tokens < 2 * self.sampling.max_new_tokens {
             return Err(format!(
                 "chunk tokens ({}) must be at least twice max tokens ({}) so that long documents converge",
                 self.chunk_tokens, self.sampling.max_new_tokens
@@ -202,6 +203,26 @@ pub enum PromptStyle {
     Detailed,
 }
 
+/// `chunk_tokens` chosen by the model and the device.
+pub const AUTO_CHUNK_TOKENS: usize = 0;
+
+/// The pieces map-reduce cuts a document into, for a model of `hidden_size` and `context` tokens
+/// on a GPU or not. Small models lose track of long inputs and the CPU pays for long prompts'
+/// attention, so they get 1,536 tokens (the measurement behind it is in
+/// examples/summary_settings.rs). A model of 1B parameters and up on a GPU gets whole reports, up
+/// to 8,192 tokens (half its context at most): on 48 generated reports of 400-6,000 words on an
+/// H200 (BENCHMARKS.md, issue 15), Qwen2.5-Coder-1.5B kept 66 of 240 known key facts through
+/// chunks of 1,536 and map-reduce, and 113-117 when transformers gave it each report whole, with
+/// the same wording; every map step is another place to drop a fact.
+pub fn chunk_tokens_for(hidden_size: usize, context: usize, on_gpu: bool) -> usize {
+    const SMALL: usize = 1536;
+    if on_gpu && hidden_size >= DETAILED_FROM_HIDDEN_SIZE {
+        (context / 2).clamp(SMALL, 8192)
+    } else {
+        SMALL
+    }
+}
+
 /// The hidden size from which [`PromptStyle::Auto`] chooses the detailed prompts (SmolLM2-135M has
 /// 576, SmolLM2-360M 960, Qwen2.5-1.5B 1,536, Llama-3.2-1B 2,048).
 pub const DETAILED_FROM_HIDDEN_SIZE: usize = 1024;
@@ -281,6 +302,12 @@ impl<'a> Summarizer<'a> {
     pub fn new(chat: &'a ChatModel, mut options: SummarizeOptions) -> Result<Self, String> {
         options.check()?;
         options.prompts = options.prompts.for_model(chat.model.config.hidden_size);
+        if options.chunk_tokens == AUTO_CHUNK_TOKENS {
+            let c = &chat.model.config;
+            let chosen = chunk_tokens_for(c.hidden_size, c.max_position_embeddings, chat.model.device().is_cuda());
+            // Room for map-reduce to converge whatever the summary budget.
+            options.chunk_tokens = chosen.max(2 * options.sampling.max_new_tokens);
+        }
         if let Ok((free, _)) = warpfold_candle::device_memory(chat.model.device()) {
             let c = &chat.model.config;
             // The caches are bf16 on a GPU.
@@ -482,6 +509,19 @@ mod tests {
 
     /// Auto picks the wording by the model's width; the brief wording is the one SmolLM2 was
     /// measured with, the detailed one asks for more sentences and exact figures.
+    #[test]
+    fn whole_reports_go_to_large_models_on_a_gpu_and_chunks_of_1536_to_the_rest() {
+        assert_eq!(chunk_tokens_for(576, 8192, true), 1536, "SmolLM2-135M on a GPU");
+        assert_eq!(chunk_tokens_for(1536, 32768, false), 1536, "Qwen2.5-1.5B on the CPU");
+        assert_eq!(chunk_tokens_for(1536, 32768, true), 8192, "Qwen2.5-1.5B on a GPU: 8,192, its context holds 32k");
+        assert_eq!(chunk_tokens_for(2048, 4096, true), 2048, "a large model with a short context: half of it");
+        assert_eq!(chunk_tokens_for(2048, 2048, true), 1536, "never below the small models' pieces");
+        assert_eq!(SummarizeOptions::default().chunk_tokens, AUTO_CHUNK_TOKENS);
+        assert!(SummarizeOptions::default().check().is_ok(), "auto passes the check; the size is checked once chosen");
+        let fixed = SummarizeOptions { chunk_tokens: 100, ..Default::default() };
+        assert!(fixed.check().unwrap_err().contains("at least twice max tokens"), "a chosen size is still checked");
+    }
+
     #[test]
     fn prompt_styles_follow_the_model_size_and_differ_in_what_they_ask() {
         assert_eq!(PromptStyle::Auto.for_model(576), PromptStyle::Brief, "SmolLM2-135M");
