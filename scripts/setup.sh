@@ -12,6 +12,8 @@ bash scripts/build-ui.sh
 eval "$(bash scripts/gpu/plan.sh)"
 if [ -n "$WARPFOLD_FEATURES" ]; then
   export CUDA_COMPUTE_CAP
+  # FlashAttention-2's compiled kernels are kept here (plan.sh names one folder per card and list).
+  [ -n "${CANDLE_FLASH_ATTN_BUILD_DIR:-}" ] && mkdir -p "$CANDLE_FLASH_ATTN_BUILD_DIR"
   CARGO_TARGET_DIR=target/gpu cargo build --release --locked --features "$WARPFOLD_FEATURES"
   wf=./target/gpu/release/warpfold
   export WARPFOLD_DEVICE=${WARPFOLD_DEVICE:-auto}

@@ -6,6 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
+# The code as rustfmt.toml lays it out (a formatting-only diff never hides in a change).
+cargo fmt --all --check
 bash scripts/build-ui.sh
 cargo build --release --locked
 ./target/release/warpfold models fetch

@@ -45,9 +45,17 @@ fn the_build_follows_the_machine_gpu_and_toolkit() {
     let (out, why) = plan(&ada, Some(&nvcc), &[]);
     assert!(out.contains("WARPFOLD_FEATURES='flash-attn'") && out.contains("CUDA_COMPUTE_CAP='89'"), "{out}");
     assert!(why.contains("RTX 4070") && why.contains("FlashAttention-2") && why.contains("release 12.4"), "{why}");
+    // Only the default models' kernels, through nvcc-fa-kernels in front of the machine's nvcc.
+    let defaults = "hdim32_fp16,hdim64_bf16,hdim64_bf16_causal,hdim128_bf16,hdim128_bf16_causal";
+    assert!(out.contains(&format!("export WARPFOLD_FA_KERNELS='{defaults}'")), "{out}");
+    assert!(out.contains(&format!("export WARPFOLD_REAL_NVCC='{nvcc}'")) && out.contains("scripts/gpu/nvcc-fa-kernels'"), "{out}");
+    assert!(out.contains("export CANDLE_FLASH_ATTN_BUILD_DIR=") && out.contains("flash-attn-sm89-"), "{out}");
+    let (all, _) = plan(&ada, Some(&nvcc), &[("WARPFOLD_FA_KERNELS", "all")]);
+    assert!(all.contains("export WARPFOLD_FA_KERNELS='all'"), "{all}");
 
     let (out, why) = plan(&turing, Some(&nvcc), &[]);
     assert!(out.contains("WARPFOLD_FEATURES='cuda'") && out.contains("CUDA_COMPUTE_CAP='75'") && out.contains("'masked'"), "{out}");
+    assert!(!out.contains("WARPFOLD_FA_KERNELS"), "no FlashAttention-2 kernels below compute capability 8.0: {out}");
     assert!(why.contains("needs Ampere or newer"), "{why}");
 
     let (out, why) = plan(&ada, None, &[]);
@@ -61,4 +69,64 @@ fn the_build_follows_the_machine_gpu_and_toolkit() {
     assert!(out.contains("WARPFOLD_FEATURES=''"), "{out}");
     let (out, _) = plan(&missing, None, &[("WARPFOLD_BUILD", "flash-attn"), ("CUDA_COMPUTE_CAP", "86")]);
     assert!(out.contains("WARPFOLD_FEATURES='flash-attn'") && out.contains("CUDA_COMPUTE_CAP='86'"), "{out}");
+}
+
+/// Runs scripts/gpu/nvcc-fa-kernels on candle-flash-attn's kernel file `stem` with `kernels` as the
+/// list, in front of a stand-in nvcc that records its arguments and the source it was given.
+fn nvcc_fa(dir: &Path, stem: &str, kernels: &str) -> (String, String) {
+    let sources = dir.join("kernels");
+    std::fs::create_dir_all(&sources).unwrap();
+    let source = sources.join(format!("{stem}.cu"));
+    let (element, dim, causal) = if stem.contains("bf16") { ("cutlass::bfloat16_t", 64, true) } else { ("cutlass::half_t", 32, false) };
+    std::fs::write(
+        &source,
+        format!(
+            "#include \"flash_fwd_launch_template.h\"\n\ntemplate<>\nvoid run_mha_fwd_<{element}, {dim}, {causal}>(Flash_fwd_params &params, cudaStream_t stream) {{\n    run_mha_fwd_hdim{dim}<{element}, {causal}>(params, stream);\n}}\n"
+        ),
+    )
+    .unwrap();
+    let real = dir.join("real-nvcc");
+    let log = dir.join("real-nvcc.log");
+    std::fs::write(
+        &real,
+        format!("#!/bin/sh\necho \"$@\" > {log}\nfor a; do case $a in *.cu) cat \"$a\" >> {log};; esac; done\n", log = log.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&real, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = Command::new("bash")
+        .arg(repo().join("scripts/gpu/nvcc-fa-kernels"))
+        .args(["-gencode=arch=compute_89,code=sm_89", "-c", "-o", &format!("{stem}.o")])
+        .arg(format!("kernels/{stem}.cu"))
+        .current_dir(dir)
+        .env("WARPFOLD_REAL_NVCC", &real)
+        .env("WARPFOLD_FA_KERNELS", kernels)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    (std::fs::read_to_string(&log).unwrap(), String::from_utf8(out.stderr).unwrap())
+}
+
+#[test]
+fn a_gpu_build_compiles_the_listed_flash_attention_kernels_and_stubs_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = "hdim32_fp16,hdim64_bf16_causal";
+    // Listed: the real nvcc gets the file itself, arguments untouched.
+    let (seen, _) = nvcc_fa(dir.path(), "flash_fwd_hdim64_bf16_causal_sm80", list);
+    assert!(
+        seen.starts_with(
+            "-gencode=arch=compute_89,code=sm_89 -c -o flash_fwd_hdim64_bf16_causal_sm80.o kernels/flash_fwd_hdim64_bf16_causal_sm80.cu"
+        ),
+        "{seen}"
+    );
+    assert!(seen.contains("run_mha_fwd_hdim64<cutlass::bfloat16_t, true>(params, stream)"), "the kernel itself: {seen}");
+    // Not listed (fp16 of the same size): a stub with the same specialization that names the kernel and aborts.
+    let (seen, why) = nvcc_fa(dir.path(), "flash_fwd_hdim32_fp16_causal_sm80", list);
+    assert!(why.contains("hdim32_fp16_causal is not in WARPFOLD_FA_KERNELS"), "{why}");
+    assert!(!seen.contains("kernels/flash_fwd_hdim32_fp16_causal_sm80.cu "), "the original file is not compiled: {seen}");
+    assert!(seen.contains("void run_mha_fwd_<cutlass::half_t, 32, false>(Flash_fwd_params &params, cudaStream_t stream) {"), "{seen}");
+    assert!(seen.contains("kernel hdim32_fp16_causal is not compiled into this build") && seen.contains("abort();"), "{seen}");
+    assert!(!seen.contains("flash_fwd_launch_template.h"), "a stub needs none of the kernel templates: {seen}");
+    // `all`: everything is real.
+    let (seen, _) = nvcc_fa(dir.path(), "flash_fwd_hdim32_fp16_causal_sm80", "all");
+    assert!(seen.contains("run_mha_fwd_hdim32<cutlass::half_t, false>(params, stream)"), "{seen}");
 }

@@ -112,6 +112,8 @@ def main():
         "tokens_per_second_while_model_busy": real / busy if busy else None,
         "bins": metric(metrics, "bins_total"),
         "bin_fill_ratio": metric(metrics, "bin_fill_ratio"),
+        "bulk_bin_fill_ratio": metric(metrics, "bulk_bin_fill_ratio"),
+        "interactive_bins": metric(metrics, "interactive_bins_total"),
         "bin_capacity_tokens": metric(metrics, "bin_capacity_tokens"),
         "device_starved_seconds": metric(metrics, "device_starved_seconds_total"),
         "queries_under_load": len(latencies),

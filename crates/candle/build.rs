@@ -1,6 +1,8 @@
 //! With the `cuda` feature, compiles warpfold's own kernels (src/kernels/fused.cu) to PTX with
 //! nvcc, for the card named by CUDA_COMPUTE_CAP (as candle-kernels does; 90 for an H100/H200, 89 for
 //! an RTX 40xx, 86 for an RTX 30xx). Without the feature nothing is built and nvcc is not needed.
+//! It also records `WARPFOLD_FA_KERNELS` (which FlashAttention-2 kernels the build compiled) for
+//! src/flash.rs.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -10,6 +12,18 @@ fn main() {
     println!("cargo::rerun-if-changed=src/kernels/fused.cu");
     println!("cargo::rerun-if-env-changed=CUDA_COMPUTE_CAP");
     println!("cargo::rerun-if-env-changed=NVCC");
+    println!("cargo::rerun-if-env-changed=WARPFOLD_FA_KERNELS");
+    // Which FlashAttention-2 kernels candle-flash-attn compiled for real (scripts/gpu/nvcc-fa-kernels
+    // stubs the others): src/flash.rs sends every other shape down the masked path.
+    let kernels = std::env::var("WARPFOLD_FA_KERNELS").unwrap_or_else(|_| "all".into());
+    for name in kernels.split(',').map(str::trim).filter(|k| *k != "all") {
+        let ok = name.strip_prefix("hdim").is_some_and(|rest| {
+            let rest = rest.strip_suffix("_causal").unwrap_or(rest);
+            rest.split_once('_').is_some_and(|(dim, ty)| dim.parse::<u32>().is_ok() && matches!(ty, "fp16" | "bf16"))
+        });
+        assert!(ok, "WARPFOLD_FA_KERNELS: {name:?} is not a kernel name like hdim64_bf16_causal (or `all`)");
+    }
+    println!("cargo::rustc-env=WARPFOLD_FA_KERNELS_BUILT={kernels}");
     if std::env::var_os("CARGO_FEATURE_CUDA").is_none() {
         return;
     }

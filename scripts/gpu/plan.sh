@@ -8,6 +8,12 @@
 #   an NVIDIA GPU but no toolkit                        -> the CPU build, and exactly what to install
 #   no NVIDIA GPU                                       -> the CPU build
 #
+# A flash-attn build compiles only the FlashAttention-2 kernels the default models call (about 6
+# files instead of 53: minutes instead of hours), through scripts/gpu/nvcc-fa-kernels; set
+# WARPFOLD_FA_KERNELS=all for every kernel (or a list of names, see crates/candle/src/flash.rs).
+# Those settings are printed as `export` lines, with CANDLE_FLASH_ATTN_BUILD_DIR (where the compiled
+# kernels are kept, one folder per card and list) for the caller to create.
+#
 # WARPFOLD_BUILD=cpu forces the CPU build; WARPFOLD_BUILD=cuda|flash-attn forces a GPU build (for a
 # machine whose GPU is elsewhere, e.g. building here for the GPU machine). NVIDIA_SMI and NVCC name
 # the programs to ask (the tests point them at stand-ins).
@@ -20,12 +26,30 @@ if [ -z "$nvcc" ]; then
   [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
 fi
 
+repo=$(cd "$(dirname "$0")/../.." && pwd)
 say() { echo "gpu plan: $*" >&2; }
 emit() {
   echo "WARPFOLD_FEATURES='$1'"
   echo "CUDA_COMPUTE_CAP='$2'"
   echo "WARPFOLD_GPU_NAME='$3'"
   echo "WARPFOLD_ATTENTION='$4'"
+  [ "$1" = flash-attn ] && kernels
+  return 0
+}
+# The FlashAttention-2 kernels to compile, and nvcc-fa-kernels in front of the real nvcc.
+kernels() {
+  local list=${WARPFOLD_FA_KERNELS:-}
+  if [ -z "$list" ]; then
+    list=$(sed -n 's/^pub const DEFAULT_KERNELS: &str = "\(.*\)";$/\1/p' "$repo/crates/candle/src/flash.rs")
+  fi
+  local real=${WARPFOLD_REAL_NVCC:-$nvcc}
+  [ "$(basename "$real")" = nvcc-fa-kernels ] && real=""
+  [ -z "$real" ] && real=nvcc
+  say "FlashAttention-2 kernels compiled: $list"
+  echo "export WARPFOLD_FA_KERNELS='$list'"
+  echo "export WARPFOLD_REAL_NVCC='$real'"
+  echo "export NVCC='$repo/scripts/gpu/nvcc-fa-kernels'"
+  echo "export CANDLE_FLASH_ATTN_BUILD_DIR='$repo/target/gpu/flash-attn-sm${2:-$cap}-$(echo "$list" | cksum | cut -d' ' -f1)'"
 }
 
 case "${WARPFOLD_BUILD:-}" in

@@ -40,6 +40,7 @@ const device = {
   probe: { capacity_tokens: CAPACITY, free_bytes: 140e9, total_bytes: 150e9, margin: 0.1 },
   memory_total_bytes: 150_000_000_000,
   memory_used_bytes: 12_400_000_000,
+  attention: "FlashAttention-2 varlen (hdim32_fp16)",
 };
 const folders = [];
 const files = new Map(); // path -> FileState

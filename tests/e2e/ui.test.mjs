@@ -179,6 +179,8 @@ test("web UI against warpfold serve" + (MOCK ? " (mock)" : ""), { timeout: 15 * 
       await page.locator('[data-testid=connection][data-state="live"]').waitFor();
       assert.notEqual((await page.getByTestId("model-name").textContent()).trim(), "–");
       assert.match(await page.getByTestId("device-capacity").textContent(), /\d tokens/);
+      // which attention the model runs through, and on the CPU why it is the masked path
+      assert.match(await page.getByTestId("attention").getAttribute("title"), MOCK ? /^FlashAttention-2 varlen/ : /^masked attention per slot \(CPU\)$/);
       await page.getByTestId("queue-progress-label").waitFor();
       await shot(page, "empty");
       // the token survives a reload (sessionStorage)

@@ -36,6 +36,8 @@ export interface Device {
   memory_used_bytes: number | null;
   /** Every device the engine runs on (several GPUs: more than one). */
   devices?: DeviceStart[];
+  /** Which attention the model runs through (FlashAttention-2 varlen, or masked and why); absent from an older server. */
+  attention?: string;
 }
 
 export interface FileState {

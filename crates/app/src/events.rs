@@ -123,6 +123,9 @@ pub struct DeviceView {
     /// Every device the engine runs on (one engine may drive several GPUs), each with its capacity
     /// and probe.
     pub devices: Vec<warpfold_runtime::DeviceStart>,
+    /// Which attention the model runs through: FlashAttention-2 varlen, or the masked path and why
+    /// (a CPU, a card older than compute capability 8.0, a head size this build has no kernel for).
+    pub attention: String,
 }
 
 /// Everything the UI draws, at once.

@@ -10,8 +10,8 @@ pub use warpfold_runtime::{
 };
 
 /// The device view of an engine as it started: the first device's name, capacity and probe, and
-/// every device the engine runs on.
-pub fn device_view(devices: &[DeviceStart]) -> DeviceView {
+/// every device the engine runs on, and which attention its model runs through.
+pub fn device_view(devices: &[DeviceStart], attention: String) -> DeviceView {
     let first = devices.first().cloned().unwrap_or(DeviceStart {
         name: "cpu".into(),
         kind: "cpu".into(),
@@ -27,13 +27,15 @@ pub fn device_view(devices: &[DeviceStart]) -> DeviceView {
         memory_total_bytes: first.memory_total_bytes,
         memory_used_bytes: None,
         devices: devices.to_vec(),
+        attention,
     }
 }
 
 /// The parts of a started embedder an [`AppConfig`](crate::AppConfig) takes: the model's name,
 /// the device view and the memory reader (the engine itself goes to [`App::start`](crate::App::start)).
 pub fn app_parts(started: &mut StartedEmbedder) -> (String, DeviceView, Option<warpfold_runtime::MemoryReader>) {
-    (started.model.clone(), device_view(&started.devices), started.memory.take())
+    let attention = started.embedder.engine.info().attention.clone();
+    (started.model.clone(), device_view(&started.devices, attention), started.memory.take())
 }
 
 impl From<warpfold_runtime::RuntimeError> for crate::AppError {

@@ -24,7 +24,11 @@ fn model() -> LoadedModel {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/all-MiniLM-L6-v2");
     assert!(dir.is_dir(), "{} is missing: run `warpfold models fetch` (scripts/test.sh does)", dir.display());
     let started = start_embedder(&EngineOptions::default(), &ModelDir::open(&dir).unwrap()).expect("the default model loads");
-    LoadedModel { device: device_view(&started.devices), model: started.model, embedder: started.embedder }
+    LoadedModel {
+        device: device_view(&started.devices, started.embedder.engine.info().attention.clone()),
+        model: started.model,
+        embedder: started.embedder,
+    }
 }
 
 fn start(data: &Path, loaded: &LoadedModel) -> App {

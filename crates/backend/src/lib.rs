@@ -86,6 +86,9 @@ pub struct BackendInfo {
     pub output_dim: usize,
     /// Token id used for the pad tokens of a slot.
     pub pad_token_id: u32,
+    /// Which attention its bins run through, in words (FlashAttention-2 varlen, or masked and why),
+    /// for the device view.
+    pub attention: String,
 }
 
 /// Why a backend could not execute a bin. `Clone`, so one failure can be handed to every request

@@ -343,15 +343,19 @@ impl BertModel {
         &self.device
     }
 
-    /// Whether attention runs through FlashAttention-2: a build with `flash-attn`, a CUDA device
-    /// and half-precision weights.
+    /// Whether attention runs through FlashAttention-2: a build with its kernel for this head size
+    /// ([`crate::flash`]), a CUDA device and half-precision weights.
     pub fn uses_flash_attention(&self) -> bool {
-        let head_dim = self.config.hidden_size / self.config.num_attention_heads;
-        cfg!(feature = "flash-attn")
-            && self.device.is_cuda()
-            && matches!(self.dtype, DType::F16 | DType::BF16)
-            && head_dim.is_multiple_of(8)
-            && head_dim <= 256
+        crate::flash::uses_flash(&self.device, self.head_dim(), self.dtype, false)
+    }
+
+    /// Which attention its bins run through, in words.
+    pub fn attention(&self) -> String {
+        crate::flash::describe(&self.device, self.head_dim(), self.dtype, false)
+    }
+
+    fn head_dim(&self) -> usize {
+        self.config.hidden_size / self.config.num_attention_heads
     }
 
     /// The token states of a bin: (T, H). On the flash path the tape is first compacted to the

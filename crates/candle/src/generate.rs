@@ -183,7 +183,7 @@ fn cached_attention(q: &Tensor, caches: &[SeqCache], l: usize, kv: usize, scale:
     let (b, heads, hd) = q.dims3()?;
     let rep = heads / kv;
     #[cfg(feature = "flash-attn")]
-    if q.device().is_cuda() && matches!(q.dtype(), DType::F16 | DType::BF16) && hd % 8 == 0 && hd <= 256 {
+    if crate::flash::uses_flash(q.device(), hd, q.dtype(), false) {
         // One varlen call: queries of length 1, keys of each sequence's own length, back to back.
         let mut ks = Vec::with_capacity(b);
         let mut vs = Vec::with_capacity(b);

@@ -122,6 +122,7 @@ impl Backend for TightDecoder {
             max_sequence_tokens: self.model.config.max_position_embeddings,
             output_dim: 2,
             pad_token_id: 0,
+            attention: String::new(),
         }
     }
 

@@ -6,6 +6,7 @@
 
 pub mod bert;
 mod cpu_ops;
+pub mod flash;
 pub mod fused;
 pub mod generate;
 pub mod gguf;
@@ -124,6 +125,7 @@ impl BertBackend {
             max_sequence_tokens: max,
             output_dim: cfg.hidden_size,
             pad_token_id: cfg.pad_token_id,
+            attention: model.attention(),
         };
         Ok(Self { model, info })
     }
@@ -223,6 +225,7 @@ impl DecoderBackend {
             max_sequence_tokens: cfg.max_position_embeddings,
             output_dim: 2,
             pad_token_id: 0,
+            attention: flash::describe(device, cfg.head_dim(), dtype, true),
         };
         Ok(Self { model, info })
     }

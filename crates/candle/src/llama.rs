@@ -318,7 +318,7 @@ fn causal_mask(b: usize, device: &Device) -> Result<Tensor> {
 pub fn varlen_causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, slots: &VarlenSlots, softmax_scale: f32) -> Result<Tensor> {
     // FA-2 takes head sizes that are multiples of 8, up to 256; others take the generic path.
     #[cfg(feature = "flash-attn")]
-    if q.device().is_cuda() && matches!(q.dtype(), DType::F16 | DType::BF16) && q.dim(2)? % 8 == 0 && q.dim(2)? <= 256 {
+    if crate::flash::uses_flash(q.device(), q.dim(2)?, q.dtype(), true) {
         // Whole slots, pad tokens included: they sit after the real tokens, so the causal mask keeps
         // them out of every real token's view. The kernel handles GQA itself.
         return candle_flash_attn::flash_attn_varlen(

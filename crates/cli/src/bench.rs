@@ -14,7 +14,6 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use warpfold_engine::corpus::{self, CorpusKind};
-use warpfold_engine::multi::DeviceCounters;
 use warpfold_engine::packer::{aligned_len, pack};
 use warpfold_engine::tokenize::TextEncoder;
 use warpfold_engine::{Batching, Engine, EngineError, Lane, SchedulerConfig, StatsSnapshot};
@@ -285,7 +284,7 @@ fn run_end_to_end(
         }
     }
     let seconds = started.elapsed().as_secs_f64();
-    let s = delta(&engine.shutdown(), &before);
+    let s = engine.shutdown().since(&before);
     let (d, c) = compare(packed_vecs, &vecs);
     eprintln!("  end to end: {:.2} s, {:.0} tokens/s", seconds, s.real_tokens as f64 / seconds);
     let system = format!("warpfold packed, end to end (texts in, tokenized in slices of {SLICE} while the device runs)");
@@ -331,23 +330,7 @@ pub(crate) fn timed_run(engine: Engine, ids: &[Vec<u32>]) -> Result<(Answers, f6
     let seconds = started.elapsed().as_secs_f64();
     let peak = peak_rss_mib();
     let after = engine.shutdown();
-    Ok((results, seconds, delta(&after, &before), peak))
-}
-
-pub(crate) fn delta(a: &StatsSnapshot, b: &StatsSnapshot) -> StatsSnapshot {
-    StatsSnapshot {
-        bins: a.bins - b.bins,
-        sequences: a.sequences - b.sequences,
-        real_tokens: a.real_tokens - b.real_tokens,
-        computed_tokens: a.computed_tokens - b.computed_tokens,
-        failed_bins: a.failed_bins - b.failed_bins,
-        backend_busy_seconds: a.backend_busy_seconds - b.backend_busy_seconds,
-        oom_splits: a.oom_splits - b.oom_splits,
-        padded_equivalent_tokens: a.padded_equivalent_tokens - b.padded_equivalent_tokens,
-        devices: a.devices.iter().zip(&b.devices).map(|(x, y)| DeviceCounters::delta(x, y)).collect(),
-        // State rather than counters (the learnt capacity): as it is now.
-        ..a.clone()
-    }
+    Ok((results, seconds, after.since(&before), peak))
 }
 
 pub(crate) fn pct(part: u64, whole: u64) -> f64 {

@@ -545,8 +545,14 @@ async fn metrics(State(state): State<Shared>) -> Response {
         s.starved_seconds,
     );
     metric("cancelled_sequences_total", "counter", "Sequences never run because their client went away.", s.cancelled_sequences as f64);
-    let fill = if s.bins > 0 { s.computed_tokens as f64 / (s.bins as f64 * engine.config().bin_tokens as f64) } else { 0.0 };
-    metric("bin_fill_ratio", "gauge", "Mean share of a bin's capacity that was computed.", fill);
+    metric("bin_fill_ratio", "gauge", "Mean share of a bin's capacity that was computed.", s.fill(engine.config().bin_tokens));
+    metric(
+        "bulk_bin_fill_ratio",
+        "gauge",
+        "Mean share of a bin's capacity computed by the bulk lane (indexing), without the bins that answered queries at once.",
+        s.bulk_fill(engine.config().bin_tokens),
+    );
+    metric("interactive_bins_total", "counter", "Bins packed at once for queries (the interactive lane).", s.interactive_bins as f64);
     metric("bin_capacity_tokens", "gauge", "Tokens one bin holds (the VRAM probe's answer on a GPU).", engine.config().bin_tokens as f64);
     let c = &view.queue.counts;
     metric("queue_depth", "gauge", "Files waiting, extracting or embedding.", (c.waiting + c.extracting + c.embedding) as f64);

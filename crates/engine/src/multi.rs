@@ -27,7 +27,7 @@ use std::time::Instant;
 
 use warpfold_backend::{Backend, BackendError, BackendInfo, Bin, Layout, Started};
 
-use crate::scheduler::{EngineError, EngineStats, Work};
+use crate::scheduler::{EngineError, EngineStats, Lane, Work};
 use crate::tape::{select_slots, split_bin};
 
 /// Bins a device may have queued (beyond the one it runs) before the dispatcher waits for room.
@@ -148,22 +148,24 @@ impl DeviceCounters {
             device_idle_seconds: timeline.map(|t| t.1),
         }
     }
+}
 
+impl DeviceSnapshot {
     /// Counters since `before` (for a benchmark that warms up first); the state fields are `self`'s.
-    pub fn delta(now: &DeviceSnapshot, before: &DeviceSnapshot) -> DeviceSnapshot {
+    pub fn since(&self, before: &DeviceSnapshot) -> DeviceSnapshot {
         DeviceSnapshot {
-            bins: now.bins - before.bins,
-            sequences: now.sequences - before.sequences,
-            real_tokens: now.real_tokens - before.real_tokens,
-            computed_tokens: now.computed_tokens - before.computed_tokens,
-            busy_seconds: now.busy_seconds - before.busy_seconds,
-            failures: now.failures - before.failures,
-            stolen: now.stolen - before.stolen,
-            oom_splits: now.oom_splits - before.oom_splits,
-            cost_done: now.cost_done - before.cost_done,
-            device_busy_seconds: now.device_busy_seconds.zip(before.device_busy_seconds).map(|(a, b)| a - b),
-            device_idle_seconds: now.device_idle_seconds.zip(before.device_idle_seconds).map(|(a, b)| a - b),
-            ..now.clone()
+            bins: self.bins - before.bins,
+            sequences: self.sequences - before.sequences,
+            real_tokens: self.real_tokens - before.real_tokens,
+            computed_tokens: self.computed_tokens - before.computed_tokens,
+            busy_seconds: self.busy_seconds - before.busy_seconds,
+            failures: self.failures - before.failures,
+            stolen: self.stolen - before.stolen,
+            oom_splits: self.oom_splits - before.oom_splits,
+            cost_done: self.cost_done - before.cost_done,
+            device_busy_seconds: self.device_busy_seconds.zip(before.device_busy_seconds).map(|(a, b)| a - b),
+            device_idle_seconds: self.device_idle_seconds.zip(before.device_idle_seconds).map(|(a, b)| a - b),
+            ..self.clone()
         }
     }
 }
@@ -228,7 +230,12 @@ impl Job {
     fn part(&self, slots: &[usize], cost: &CostModel) -> Job {
         let bin = select_slots(&self.work.bin, slots.iter().copied());
         let replies = slots.iter().map(|&i| self.work.replies[i].clone()).collect();
-        Job { cost: cost.cost(&bin), work: Work { bin, replies }, failed_on: self.failed_on, error: self.error.clone() }
+        Job {
+            cost: cost.cost(&bin),
+            work: Work { bin, replies, lane: self.work.lane },
+            failed_on: self.failed_on,
+            error: self.error.clone(),
+        }
     }
 }
 
@@ -422,7 +429,14 @@ impl Devices {
                 return self.unplaceable(st, job);
             };
             let (taken, rest) = self.cut_for(st, d, job);
-            st.slots[d].queue.push_back(taken);
+            // A query's bin goes ahead of the bulk bins already handed to the device: it waits for
+            // the bins the device has started, no more.
+            if taken.work.lane == Lane::Interactive {
+                let behind_queries = st.slots[d].queue.iter().take_while(|j| j.work.lane == Lane::Interactive).count();
+                st.slots[d].queue.insert(behind_queries, taken);
+            } else {
+                st.slots[d].queue.push_back(taken);
+            }
             match rest {
                 Some(rest) => job = rest,
                 None => return,
@@ -644,8 +658,12 @@ impl Devices {
             counters.seconds_per_cost.store(rate.to_bits(), Ordering::Relaxed);
             counters.cost_done.fetch_add(job.cost as u64, Ordering::Relaxed);
         }
+        let interactive = job.work.lane == Lane::Interactive;
         if any_ok {
             stats.bins.fetch_add(1, Ordering::Relaxed);
+            if interactive {
+                stats.interactive_bins.fetch_add(1, Ordering::Relaxed);
+            }
             counters.bins.fetch_add(1, Ordering::Relaxed);
             stats.record_bin(bin);
         }
@@ -663,6 +681,9 @@ impl Devices {
                         seqs.fetch_add(1, Ordering::Relaxed);
                         real_tokens.fetch_add(real as u64, Ordering::Relaxed);
                         computed.fetch_add(slot as u64, Ordering::Relaxed);
+                    }
+                    if interactive {
+                        stats.interactive_computed_tokens.fetch_add(slot as u64, Ordering::Relaxed);
                     }
                     Ok(v)
                 }
@@ -801,7 +822,7 @@ fn answers_or_split<B: Backend>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::{Engine, Lane, SchedulerConfig};
+    use crate::scheduler::{Engine, SchedulerConfig};
     use crate::tape::{packed_bin, TokenSequence};
     use std::time::Duration;
     use warpfold_backend::{validate_bin, SequenceTag};
@@ -829,6 +850,7 @@ mod tests {
                 max_sequence_tokens: 512,
                 output_dim: 2,
                 pad_token_id: 0,
+                attention: "none".into(),
             }
         }
         fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
@@ -987,7 +1009,7 @@ mod tests {
         let (tx, _) = crossbeam_channel::unbounded();
         let seqs: Vec<Vec<u32>> = lengths.iter().map(|&n| vec![7; n]).collect();
         let tagged = seqs.iter().enumerate().map(|(i, ids)| TokenSequence { tag: SequenceTag { request, index: i as u32 }, ids });
-        Work { bin: packed_bin(tagged, 16, 4096, 0), replies: vec![tx; lengths.len()] }
+        Work { bin: packed_bin(tagged, 16, 4096, 0), replies: vec![tx; lengths.len()], lane: Lane::Bulk }
     }
 
     fn queued(devices: &Devices) -> Vec<Vec<usize>> {
@@ -1012,6 +1034,19 @@ mod tests {
         // With one bin left there, stealing would not finish it sooner (2 units against 1).
         st.slots[1].queue.truncate(1);
         assert!(devices.steal(&mut st, 0).is_none());
+    }
+
+    #[test]
+    fn a_querys_bin_goes_ahead_of_the_bulk_bins_waiting_for_its_device_in_arrival_order() {
+        let devices = idle_devices(&[4096], &[Some(1.0)]);
+        for n in [512, 528, 544] {
+            devices.assign(work(0, &[n]));
+        }
+        let query = |n: usize| Work { lane: Lane::Interactive, ..work(1, &[n]) };
+        devices.assign(query(16));
+        devices.assign(query(32));
+        // The two queries first, in the order they came, then the bulk bins as they were.
+        assert_eq!(queued(&devices), vec![vec![16, 32, 512, 528, 544]]);
     }
 
     #[test]

@@ -142,6 +142,11 @@ pub struct EngineStats {
     /// The bin capacity learnt from out-of-memory errors (0: none yet): half of the smallest bin
     /// that ran out. It only shrinks during a run, and the dispatcher packs against it.
     pub capacity_limit: AtomicU32,
+    /// Of `bins` and `computed_tokens`, those of interactive bins: bins packed at once for a
+    /// query are small by design, so the bulk lane's fill (what packing achieves while documents
+    /// stream in) is the rest ([`StatsSnapshot::bulk_fill`]).
+    pub interactive_bins: AtomicU64,
+    pub interactive_computed_tokens: AtomicU64,
     /// Tokens padded batches of the same sequences would have computed (each bin's sequences
     /// padded to its longest): the work packing avoids, for live displays.
     pub padded_equivalent_tokens: AtomicU64,
@@ -220,11 +225,57 @@ pub struct StatsSnapshot {
     /// The capacity learnt from out-of-memory errors, if any.
     pub capacity_limit: Option<u32>,
     pub padded_equivalent_tokens: u64,
+    /// Bins and computed tokens of the interactive lane (included in `bins`, `computed_tokens`).
+    pub interactive_bins: u64,
+    pub interactive_computed_tokens: u64,
     /// Per device (one entry on a single device).
     pub devices: Vec<DeviceSnapshot>,
 }
 
+fn mean_fill(bins: u64, computed: u64, capacity: u32) -> f64 {
+    if bins == 0 || capacity == 0 {
+        return 0.0;
+    }
+    computed as f64 / (bins as f64 * f64::from(capacity))
+}
+
 impl StatsSnapshot {
+    /// Mean share of `capacity` that the bins computed, all lanes (0 when none ran).
+    pub fn fill(&self, capacity: u32) -> f64 {
+        mean_fill(self.bins, self.computed_tokens, capacity)
+    }
+
+    /// Mean share of `capacity` that the bulk lane's bins computed (0 when none ran): the fill
+    /// packing reaches on streamed work, without the small bins that answer queries at once.
+    pub fn bulk_fill(&self, capacity: u32) -> f64 {
+        mean_fill(
+            self.bins.saturating_sub(self.interactive_bins),
+            self.computed_tokens.saturating_sub(self.interactive_computed_tokens),
+            capacity,
+        )
+    }
+
+    /// The counters accumulated since `before` (both from the same engine); the state fields
+    /// (capacity limit, devices' state) are `self`'s.
+    pub fn since(&self, before: &StatsSnapshot) -> StatsSnapshot {
+        StatsSnapshot {
+            bins: self.bins - before.bins,
+            sequences: self.sequences - before.sequences,
+            real_tokens: self.real_tokens - before.real_tokens,
+            computed_tokens: self.computed_tokens - before.computed_tokens,
+            failed_bins: self.failed_bins - before.failed_bins,
+            backend_busy_seconds: self.backend_busy_seconds - before.backend_busy_seconds,
+            oom_splits: self.oom_splits - before.oom_splits,
+            cancelled_sequences: self.cancelled_sequences - before.cancelled_sequences,
+            starved_seconds: self.starved_seconds - before.starved_seconds,
+            padded_equivalent_tokens: self.padded_equivalent_tokens - before.padded_equivalent_tokens,
+            interactive_bins: self.interactive_bins - before.interactive_bins,
+            interactive_computed_tokens: self.interactive_computed_tokens - before.interactive_computed_tokens,
+            devices: self.devices.iter().zip(&before.devices).map(|(now, then)| now.since(then)).collect(),
+            capacity_limit: self.capacity_limit,
+        }
+    }
+
     /// The devices' own clocks, summed over devices that keep one (CUDA): (seconds busy on bins,
     /// seconds idle between bins, idle as a percentage of both).
     pub fn device_time(&self) -> Option<(f64, f64, f64)> {
@@ -251,6 +302,8 @@ impl EngineStats {
             starved_seconds: self.starved_ns.load(Ordering::Relaxed) as f64 * 1e-9,
             capacity_limit: Some(self.capacity_limit.load(Ordering::Relaxed)).filter(|&c| c > 0),
             padded_equivalent_tokens: self.padded_equivalent_tokens.load(Ordering::Relaxed),
+            interactive_bins: self.interactive_bins.load(Ordering::Relaxed),
+            interactive_computed_tokens: self.interactive_computed_tokens.load(Ordering::Relaxed),
             devices: self.devices.iter().map(DeviceCounters::snapshot).collect(),
         }
     }
@@ -418,8 +471,14 @@ impl Engine {
         let set = Devices::new(&capacities, config.cost, stats.clone());
         {
             // A device going idle wakes the dispatcher (the adaptive window ships what is queued).
+            // Under the queue's lock: the dispatcher holds it from its look at the devices until it
+            // waits, so the wake-up cannot fall between the two and be lost (which would leave the
+            // device idle until the next re-check).
             let queue = queue.clone();
-            set.on_idle(Box::new(move || queue.arrived.notify_all()));
+            set.on_idle(Box::new(move || {
+                let _state = queue.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                queue.arrived.notify_all();
+            }));
         }
         let workers = devices.into_iter().enumerate().map(|(d, (backend, _))| set.spawn_worker(d, backend)).collect();
         let dispatcher = {
@@ -548,6 +607,8 @@ impl Drop for Engine {
 pub(crate) struct Work {
     pub(crate) bin: Bin,
     pub(crate) replies: Vec<Reply>,
+    /// The lane its sequences came through (a bin never mixes lanes).
+    pub(crate) lane: Lane,
 }
 
 /// Sequences planned into one bin, not yet laid out.
@@ -587,24 +648,24 @@ impl Dispatcher {
             // One bin ahead per device: build the next only when a device has room for it, so
             // bins (and interactive requests) are formed as late as possible.
             self.devices.wait_for_room();
-            let next = match self.take() {
+            let (next, lane) = match self.take() {
                 Take::Exit => return self.devices.close(),
                 Take::Interactive(items) => {
                     let planned = self.plan(items);
                     self.urgent.extend(planned);
-                    self.urgent.pop_front()
+                    (self.urgent.pop_front(), Lane::Interactive)
                 }
-                Take::Urgent => self.urgent.pop_front(),
+                Take::Urgent => (self.urgent.pop_front(), Lane::Interactive),
                 Take::Bulk(items) => {
                     let mut planned = self.plan(items);
                     self.hold_back_partial_tail(&mut planned);
                     self.ready.extend(planned);
-                    self.ready.pop_front()
+                    (self.ready.pop_front(), Lane::Bulk)
                 }
-                Take::Ready => self.ready.pop_front(),
+                Take::Ready => (self.ready.pop_front(), Lane::Bulk),
             };
             let Some(next) = next.and_then(|planned| self.without_cancelled(planned)) else { continue };
-            let work = self.lay_out(next);
+            let work = self.lay_out(next, lane);
             // Built while the devices run earlier bins.
             self.stats.bins_built.fetch_add(1, Ordering::Relaxed);
             self.devices.assign(work);
@@ -756,14 +817,14 @@ impl Dispatcher {
         (!planned.items.is_empty()).then_some(planned)
     }
 
-    fn lay_out(&self, planned: PlannedBin) -> Work {
+    fn lay_out(&self, planned: PlannedBin, lane: Lane) -> Work {
         self.stats.waiting_sequences.fetch_sub(planned.items.len() as u64, Ordering::Relaxed);
         let seqs = planned.items.iter().map(|p| TokenSequence { tag: p.tag, ids: &p.ids });
         let bin = match self.config.batching {
             Batching::Packed => packed_bin(seqs, self.config.align, self.config.bin_tokens, self.pad),
             Batching::Padded { .. } => padded_bin(seqs, self.pad),
         };
-        Work { bin, replies: planned.items.into_iter().map(|p| p.reply).collect() }
+        Work { bin, replies: planned.items.into_iter().map(|p| p.reply).collect(), lane }
     }
 }
 
@@ -788,7 +849,14 @@ mod tests {
 
     impl Backend for FakeBackend {
         fn info(&self) -> BackendInfo {
-            BackendInfo { model: "fake".into(), device: "none".into(), max_sequence_tokens: 512, output_dim: 2, pad_token_id: PAD }
+            BackendInfo {
+                model: "fake".into(),
+                device: "none".into(),
+                max_sequence_tokens: 512,
+                output_dim: 2,
+                pad_token_id: PAD,
+                attention: "none".into(),
+            }
         }
         fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
             if let Some(gate) = &self.gate {
@@ -988,8 +1056,27 @@ mod tests {
         assert!(bulk.wait().iter().all(Result::is_ok));
         let bins = seen.lock().unwrap();
         let pos = bins.iter().position(|b| b.input_ids[0] == 2).unwrap();
-        // At most the bin being run and the one already handed over go first.
+        // At most the bin being run and the one already started go first.
         assert!(pos <= 2, "the interactive bin ran {pos}th of {}", bins.len());
+    }
+
+    #[test]
+    fn bins_answering_queries_are_counted_apart_so_the_bulk_lanes_fill_is_its_own() {
+        let (backend, _) = fake(None);
+        let engine = Engine::start(backend, SchedulerConfig { bin_tokens: 256, ..Default::default() });
+        // Four 200-token bulk sequences: four bins of 208 aligned tokens; one 10-token query: one bin of 16.
+        assert!(engine.embed(Lane::Bulk, vec![vec![1u32; 200]; 4]).iter().all(Result::is_ok));
+        assert!(engine.embed(Lane::Interactive, vec![vec![2u32; 10]]).iter().all(Result::is_ok));
+        let stats = engine.stats();
+        assert_eq!((stats.bins, stats.interactive_bins), (5, 1));
+        assert_eq!((stats.computed_tokens, stats.interactive_computed_tokens), (4 * 208 + 16, 16));
+        assert!((stats.bulk_fill(256) - 208.0 / 256.0).abs() < 1e-9, "bulk fill {}", stats.bulk_fill(256));
+        // Counted from a later point, only what ran since.
+        let before = engine.stats();
+        assert!(engine.embed(Lane::Interactive, vec![vec![3u32; 40]]).iter().all(Result::is_ok));
+        let since = engine.stats().since(&before);
+        assert_eq!((since.bins, since.interactive_bins, since.interactive_computed_tokens), (1, 1, 48));
+        assert_eq!(since.bulk_fill(256), 0.0, "no bulk bin ran since");
     }
 
     #[test]

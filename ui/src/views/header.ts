@@ -80,7 +80,11 @@ function drawDevice() {
   if (!d) return;
   const kind = (d.kind || "").toUpperCase();
   const name = d.name || kind || "–";
-  replace($("device-name"), name, kind && name.toUpperCase() !== kind ? [" ", h("span", { class: "pill" }, kind)] : null);
+  const flash = (d.attention ?? "").startsWith("FlashAttention-2");
+  const attention = d.attention
+    ? [" ", h("span", { class: flash ? "pill pill-accent" : "pill", title: d.attention, "data-testid": "attention" }, flash ? "FA-2" : "masked attention")]
+    : [];
+  replace($("device-name"), name, kind && name.toUpperCase() !== kind ? [" ", h("span", { class: "pill" }, kind)] : [], attention);
   const cap = $("device-capacity");
   cap.textContent = `${grouped(d.bin_tokens)} tokens`;
   const p = d.probe;
