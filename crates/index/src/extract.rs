@@ -131,6 +131,10 @@ pub fn extract_pdf_in_process(bytes: &[u8]) -> Result<Extracted, ExtractError> {
     if doc.is_encrypted() && doc.decrypt("").is_err() {
         return Err(ExtractError::Encrypted);
     }
+    // pdf-extract numbers pages with lopdf's page-tree walk, which goes round a cycle and repeats a
+    // page listed twice, and loses the text after a content stream it cannot decode or parse:
+    // both are repaired in the loaded document first (crate::pdfpages).
+    let mut notes: Vec<String> = crate::pdfpages::repair_page_tree(&mut doc).into_iter().collect();
     let page_ids = doc.get_pages();
     if page_ids.is_empty() {
         return Err(if has_eof {
@@ -138,6 +142,11 @@ pub fn extract_pdf_in_process(bytes: &[u8]) -> Result<Extracted, ExtractError> {
         } else {
             ExtractError::Truncated("no pages could be found".into())
         });
+    }
+    for (&number, &id) in &page_ids {
+        if let Some(note) = crate::pdfpages::join_page_contents(&mut doc, id) {
+            notes.push(format!("page {number}: {note}"));
+        }
     }
     let mut pages = Vec::with_capacity(page_ids.len());
     let mut warnings = Vec::new();
@@ -165,6 +174,7 @@ pub fn extract_pdf_in_process(bytes: &[u8]) -> Result<Extracted, ExtractError> {
     if pages.iter().all(|p| p.trim().is_empty()) {
         return Err(ExtractError::NoTextLayer { pages: pages.len() });
     }
+    warnings.extend(notes);
     if !has_eof {
         warnings.push("the file has no %%EOF marker (truncated?); the pages that could be read were kept".into());
     }
@@ -508,5 +518,93 @@ mod tests {
         assert_eq!(file_kind(Path::new("notes.md")), Some(FileKind::Text));
         assert_eq!(file_kind(Path::new("photo.jpg")), None);
         assert_eq!(file_kind(Path::new("Makefile")), None);
+    }
+
+    /// `n` pages, each with its planted sentence (and accented words and a € on the Helvetica and
+    /// Times pages) in the four fonts in turn, for the page-tree and content-stream tests.
+    fn planted_pages(n: usize) -> Vec<Page> {
+        let fonts = [Font::Helvetica, Font::TimesRoman, Font::Courier, Font::RemappedHelveticaBold];
+        (0..n)
+            .map(|p| {
+                let font = fonts[p % fonts.len()];
+                let extra = match font {
+                    Font::Helvetica => " Le café coûte 3 €.",
+                    Font::TimesRoman => " Une crème à la française.",
+                    _ => "",
+                };
+                Page::text(font, format!("{}{extra}", crate::pdfgen::planted_sentence(0, p)))
+            })
+            .collect()
+    }
+
+    fn assert_planted_on_their_pages(out: &Extracted, n: usize) {
+        let norm = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert_eq!(out.pages.len(), n, "{:#?}", out.pages);
+        for (p, page) in out.pages.iter().enumerate() {
+            assert!(norm(page).contains(&crate::pdfgen::planted_sentence(0, p)), "page {}: {page:?}", p + 1);
+            match p % 4 {
+                0 => assert!(norm(page).contains("Le café coûte 3 €."), "page {}: {page:?}", p + 1),
+                1 => assert!(norm(page).contains("Une crème à la française."), "page {}: {page:?}", p + 1),
+                _ => {}
+            }
+        }
+    }
+
+    #[test]
+    fn a_page_tree_cycle_or_a_page_listed_twice_gives_each_page_once_on_its_own_number() {
+        use crate::pdfgen::{Layout, PageTree};
+        for tree in [PageTree::Cycle { fanout: 2 }, PageTree::Cycle { fanout: 3 }, PageTree::Cycle { fanout: 8 }, PageTree::PageTwice] {
+            for compress in [false, true] {
+                let doc = PdfDocument { pages: planted_pages(7), compress, ..Default::default() };
+                let out = extract_pdf_in_process(&doc.to_bytes_with(Layout { tree, ..Default::default() }))
+                    .unwrap_or_else(|e| panic!("{tree:?}: {e}"));
+                assert_planted_on_their_pages(&out, 7);
+                assert!(out.warnings.iter().any(|w| w.contains("page tree")), "{tree:?}: {:?}", out.warnings);
+            }
+        }
+    }
+
+    #[test]
+    fn nested_page_trees_with_inherited_resources_read_as_they_are() {
+        use crate::pdfgen::{Layout, PageTree};
+        for fanout in [2, 3, 10] {
+            let doc = PdfDocument { pages: planted_pages(9), compress: true, ..Default::default() };
+            let layout = Layout { tree: PageTree::Nested { fanout }, ..Default::default() };
+            let out = extract_pdf_in_process(&doc.to_bytes_with(layout)).unwrap();
+            assert_planted_on_their_pages(&out, 9);
+            assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+        }
+    }
+
+    #[test]
+    fn text_in_a_later_content_stream_is_read_after_one_that_cannot_be_decoded_or_parsed() {
+        use crate::pdfgen::{Contents, Layout, PageTree};
+        for contents in [Contents::HexBackgroundFirst, Contents::StrayTokenFirst, Contents::Split(1), Contents::Split(3)] {
+            for tree in [PageTree::Flat, PageTree::Cycle { fanout: 2 }] {
+                for compress in [false, true] {
+                    let doc = PdfDocument { pages: planted_pages(5), compress, ..Default::default() };
+                    let out = extract_pdf_in_process(&doc.to_bytes_with(Layout { tree, contents, ..Default::default() }))
+                        .unwrap_or_else(|e| panic!("{contents:?} {tree:?} compress {compress}: {e}"));
+                    assert_planted_on_their_pages(&out, 5);
+                }
+            }
+        }
+        // A first stream in a filter nobody decodes is left out with a note; the text after it stays.
+        use crate::pdfgen::{raw_pdf, raw_stream};
+        let bytes = raw_pdf(
+            &[
+                b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
+                b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_vec(),
+                b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 4 0 R >> >> /Contents [5 0 R 6 0 R] >>"
+                    .to_vec(),
+                b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>".to_vec(),
+                raw_stream(" /Filter /JBIG2Decode", b"\x97\x4a\x42\x32"),
+                raw_stream("", b"BT /F1 10 Tf 56 740 Td (After the odd stream) Tj ET"),
+            ],
+            "",
+        );
+        let out = extract_pdf_in_process(&bytes).unwrap();
+        assert!(out.pages[0].contains("After the odd stream"), "{out:?}");
+        assert!(out.warnings.iter().any(|w| w.contains("page 1: content stream 1 of 2: unsupported filter /JBIG2Decode")), "{out:?}");
     }
 }

@@ -20,6 +20,7 @@ pub mod extract;
 pub mod files;
 pub mod formats;
 pub mod pdfgen;
+pub mod pdfpages;
 pub mod pipeline;
 pub mod samples;
 pub mod search;

@@ -137,6 +137,52 @@ pub struct PdfDocument {
     pub encrypt_with_unknown_password: bool,
 }
 
+/// The shape of a document's page tree. Real producers nest /Pages nodes; damaged and hostile files
+/// loop or list a page twice, which readers that trust the tree turn into extra pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PageTree {
+    /// One /Pages node holding every page.
+    #[default]
+    Flat,
+    /// /Pages nodes of at most `fanout` kids each (at least 2), nested as deep as the page count
+    /// needs; the media box and resources sit on the root only and are inherited, as many
+    /// producers write them.
+    Nested { fanout: usize },
+    /// Nested as above, and the /Pages node over the first pages (the root itself when there is
+    /// no other) lists the root again at the end of its /Kids: a cycle back to an ancestor.
+    Cycle { fanout: usize },
+    /// Flat, with the first page listed a second time right after the second page.
+    PageTwice,
+}
+
+/// How each page's drawing is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Contents {
+    /// One content stream per page.
+    #[default]
+    Single,
+    /// A /Contents array of `n` streams (at least 1), the page's lines cut into that many parts
+    /// (the text is spread over all of them).
+    Split(usize),
+    /// A /Contents array whose first stream only paints the page background and is written with
+    /// /ASCIIHexDecode (a standard filter that lopdf 0.42 does not decode); the text is in the
+    /// second stream.
+    HexBackgroundFirst,
+    /// A /Contents array whose first stream paints the background and then holds a stray `]` (as
+    /// damaged files do; viewers skip it); the text is in the second stream.
+    StrayTokenFirst,
+}
+
+/// How a document is laid out in the file, beyond its pages' text: see [`PdfDocument::to_bytes_with`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Layout {
+    pub tree: PageTree,
+    pub contents: Contents,
+    /// Words set apart by a TJ displacement instead of a space character, as TeX and many
+    /// typesetting programs write them: an extractor must infer the spaces from the positions.
+    pub kerned_words: bool,
+}
+
 const LINE_CHARS: usize = 88;
 const LEADING: f32 = 14.0;
 const TOP: f32 = 740.0;
@@ -172,20 +218,96 @@ fn hex_string(font: Font, text: &str) -> String {
     out
 }
 
-fn content_stream(page: &Page) -> Vec<u8> {
-    let mut ops = String::new();
+/// The page's drawing operators, one line of text (or the image) per entry.
+fn content_lines(page: &Page, kerned_words: bool) -> Vec<String> {
+    let mut ops = Vec::new();
     if page.image {
-        ops.push_str("q 500 0 0 650 56 80 cm /Im1 Do Q\n");
+        ops.push("q 500 0 0 650 56 80 cm /Im1 Do Q\n".to_string());
     }
     let mut y = TOP;
     for block in &page.blocks {
         for line in wrap(&block.text, LINE_CHARS) {
-            writeln!(ops, "BT /{} 10 Tf {LEFT} {y} Td {} Tj ET", block.font.resource_name(), hex_string(block.font, &line)).unwrap();
+            let shown = if kerned_words {
+                let words: Vec<String> = line.split(' ').map(|word| hex_string(block.font, word)).collect();
+                format!("[{}] TJ", words.join(" -300 "))
+            } else {
+                format!("{} Tj", hex_string(block.font, &line))
+            };
+            ops.push(format!("BT /{} 10 Tf {LEFT} {y} Td {shown} ET\n", block.font.resource_name()));
             y -= LEADING;
         }
         y -= LEADING / 2.0;
     }
-    ops.into_bytes()
+    ops
+}
+
+/// The page's content streams' data, in order, as `contents` lays them out.
+fn content_streams(page: &Page, layout: Layout) -> Vec<Vec<u8>> {
+    const BACKGROUND: &str = "q 1 1 1 rg 0 0 612 792 re f Q\n";
+    let lines = content_lines(page, layout.kerned_words);
+    match layout.contents {
+        Contents::Single => vec![lines.concat().into_bytes()],
+        Contents::Split(n) => {
+            let per = lines.len().div_ceil(n.max(1)).max(1);
+            let mut parts: Vec<Vec<u8>> = lines.chunks(per).map(|c| c.concat().into_bytes()).collect();
+            parts.resize(n.max(1), Vec::new());
+            parts
+        }
+        Contents::HexBackgroundFirst => {
+            let mut hex = String::new();
+            for byte in BACKGROUND.bytes() {
+                write!(hex, "{byte:02X}").unwrap();
+            }
+            hex.push('>');
+            vec![hex.into_bytes(), lines.concat().into_bytes()]
+        }
+        Contents::StrayTokenFirst => vec![format!("{BACKGROUND}] % damaged\n").into_bytes(), lines.concat().into_bytes()],
+    }
+}
+
+/// A /Pages node of a nested tree.
+struct TreeNode {
+    id: usize,
+    parent: Option<usize>,
+    kids: Vec<usize>,
+    count: usize,
+}
+
+/// Groups `pages` under nodes of at most `fanout` kids until the root can hold the top level.
+/// Returns the nodes (root first) and each page's parent.
+fn nested_tree(w: &mut Writer, root: usize, pages: &[usize], fanout: usize) -> (Vec<TreeNode>, Vec<usize>) {
+    let fanout = fanout.max(2);
+    let mut page_parent = vec![root; pages.len()];
+    let mut nodes: Vec<TreeNode> = Vec::new();
+    // (object id, pages under it, index into nodes or None for a page)
+    let mut level: Vec<(usize, usize, Option<usize>)> = (0..pages.len()).map(|i| (pages[i], 1, None)).collect();
+    let mut page_index: std::collections::HashMap<usize, usize> = pages.iter().enumerate().map(|(i, &id)| (id, i)).collect();
+    while level.len() > fanout {
+        let mut next = Vec::new();
+        for chunk in level.chunks(fanout) {
+            let id = w.reserve();
+            let count = chunk.iter().map(|k| k.1).sum();
+            for &(kid, _, node) in chunk {
+                match node {
+                    Some(n) => nodes[n].parent = Some(id),
+                    None => page_parent[page_index[&kid]] = id,
+                }
+            }
+            nodes.push(TreeNode { id, parent: None, kids: chunk.iter().map(|k| k.0).collect(), count });
+            next.push((id, count, Some(nodes.len() - 1)));
+        }
+        level = next;
+    }
+    for &(kid, _, node) in &level {
+        match node {
+            Some(n) => nodes[n].parent = Some(root),
+            None => page_parent[page_index[&kid]] = root,
+        }
+    }
+    page_index.clear();
+    let root_node = TreeNode { id: root, parent: None, kids: level.iter().map(|k| k.0).collect(), count: pages.len() };
+    nodes.insert(0, root_node);
+    (nodes, page_parent)
 }
 
 fn deflate(bytes: &[u8]) -> Vec<u8> {
@@ -240,6 +362,12 @@ impl Writer {
 
 impl PdfDocument {
     pub fn to_bytes(&self) -> Vec<u8> {
+        self.to_bytes_with(Layout::default())
+    }
+
+    /// The document with its page tree and content streams laid out as `layout` says; the pages'
+    /// text is the same in every layout.
+    pub fn to_bytes_with(&self, layout: Layout) -> Vec<u8> {
         let mut w = Writer { objects: Vec::new() };
         let catalog = w.reserve();
         let pages_id = w.reserve();
@@ -256,20 +384,64 @@ impl PdfDocument {
         } else {
             None
         };
+        let xobjects = |on_page: bool| match (on_page, image) {
+            (true, Some(id)) => format!(" /XObject << /Im1 {id} 0 R >>"),
+            _ => String::new(),
+        };
+        let mut contents = Vec::new();
         let mut kids = Vec::new();
         for page in &self.pages {
-            let content = w.stream("", &content_stream(page), self.compress);
-            let xobjects = match (page.image, image) {
-                (true, Some(id)) => format!(" /XObject << /Im1 {id} 0 R >>"),
-                _ => String::new(),
-            };
-            kids.push(w.add(format!(
-                "<< /Type /Page /Parent {pages_id} 0 R /MediaBox [0 0 612 792] /Contents {content} 0 R \
-                 /Resources << /Font << {font_resources}>>{xobjects} >> >>"
-            )));
+            let mut ids = Vec::new();
+            for (i, data) in content_streams(page, layout).iter().enumerate() {
+                let hex_first = i == 0 && layout.contents == Contents::HexBackgroundFirst;
+                ids.push(if hex_first { w.stream(" /Filter /ASCIIHexDecode", data, false) } else { w.stream("", data, self.compress) });
+            }
+            contents.push(if layout.contents == Contents::Single {
+                format!("{} 0 R", ids[0])
+            } else {
+                format!("[{}]", ids.iter().map(|id| format!("{id} 0 R")).collect::<Vec<_>>().join(" "))
+            });
+            kids.push(w.reserve());
         }
-        let kids_list: String = kids.iter().map(|id| format!("{id} 0 R ")).collect();
-        w.set(pages_id, format!("<< /Type /Pages /Kids [{kids_list}] /Count {} >>", kids.len()));
+        let refs = |ids: &[usize]| ids.iter().map(|id| format!("{id} 0 R ")).collect::<String>();
+        let (nodes, parents) = match layout.tree {
+            PageTree::Flat | PageTree::PageTwice => {
+                let mut listed = kids.clone();
+                if layout.tree == PageTree::PageTwice && !kids.is_empty() {
+                    listed.insert(kids.len().min(2), kids[0]);
+                }
+                (vec![TreeNode { id: pages_id, parent: None, kids: listed, count: kids.len() }], vec![pages_id; kids.len()])
+            }
+            PageTree::Nested { fanout } | PageTree::Cycle { fanout } => {
+                let (mut nodes, parents) = nested_tree(&mut w, pages_id, &kids, fanout);
+                if matches!(layout.tree, PageTree::Cycle { .. }) {
+                    let looping = if nodes.len() > 1 { 1 } else { 0 };
+                    nodes[looping].kids.push(pages_id);
+                }
+                (nodes, parents)
+            }
+        };
+        // A flat tree keeps the media box and resources on each page (as before); a nested one has
+        // them on the root only.
+        let nested = matches!(layout.tree, PageTree::Nested { .. } | PageTree::Cycle { .. });
+        let resources = |xobjects: String| format!("/Resources << /Font << {font_resources}>>{xobjects} >>");
+        for (i, &id) in kids.iter().enumerate() {
+            let (media_box, own) = if nested {
+                (String::new(), String::new())
+            } else {
+                (" /MediaBox [0 0 612 792]".to_string(), format!(" {}", resources(xobjects(self.pages[i].image))))
+            };
+            w.set(id, format!("<< /Type /Page /Parent {} 0 R{media_box} /Contents {}{own} >>", parents[i], contents[i]));
+        }
+        for node in &nodes {
+            let parent = node.parent.map(|p| format!(" /Parent {p} 0 R")).unwrap_or_default();
+            let inherited = if node.id == pages_id && nested {
+                format!(" /MediaBox [0 0 612 792] {}", resources(xobjects(true)))
+            } else {
+                String::new()
+            };
+            w.set(node.id, format!("<< /Type /Pages{parent} /Kids [{}] /Count {}{inherited} >>", refs(&node.kids), node.count));
+        }
         w.set(catalog, format!("<< /Type /Catalog /Pages {pages_id} 0 R >>"));
         let mut trailer = String::new();
         if self.encrypt_with_unknown_password {
@@ -365,6 +537,25 @@ mod tests {
         for (i, line) in table.lines().skip(3).take_while(|l| l.ends_with(" n ")).enumerate() {
             let offset: usize = line[..10].parse().unwrap();
             assert!(text[offset..].starts_with(&format!("{} 0 obj", i + 1)), "object {} not at {offset}", i + 1);
+        }
+    }
+
+    #[test]
+    fn nested_trees_count_their_pages_and_each_page_is_a_kid_of_its_parent() {
+        let doc = PdfDocument { pages: (0..10).map(|p| Page::text(Font::Courier, format!("page {p}"))).collect(), ..Default::default() };
+        for fanout in [2, 3, 4, 10, 11] {
+            let bytes = doc.to_bytes_with(Layout { tree: PageTree::Nested { fanout }, ..Default::default() });
+            let pdf = lopdf::Document::load_mem(&bytes).unwrap();
+            let pages: Vec<_> = pdf.page_iter().collect();
+            assert_eq!(pages.len(), 10, "fan-out {fanout}");
+            for id in pages {
+                let parent = pdf.get_dictionary(id).unwrap().get(b"Parent").unwrap().as_reference().unwrap();
+                let parent = pdf.get_dictionary(parent).unwrap();
+                assert!(parent.get(b"Kids").unwrap().as_array().unwrap().iter().any(|k| k.as_reference().ok() == Some(id)));
+                assert!(parent.get(b"Kids").unwrap().as_array().unwrap().len() <= fanout);
+            }
+            let root = pdf.catalog().unwrap().get(b"Pages").unwrap().as_reference().unwrap();
+            assert_eq!(pdf.get_dictionary(root).unwrap().get(b"Count").unwrap().as_i64().unwrap(), 10);
         }
     }
 
