@@ -6,7 +6,10 @@
 # - Node.js and npm (the web UI in ui/ is built with esbuild; the browser test uses playwright-core);
 # - the desktop app's WebKitGTK/GTK development files (Tauri 2 on Linux);
 # - for the UI tests: Debian's Chromium (browsers cannot be downloaded here), Xvfb and ImageMagick
-#   (the desktop window's screenshot).
+#   (the desktop window's screenshot);
+# - OCR of scanned pages and images: Tesseract with its English data (loaded at run time; other
+#   languages are tesseract-ocr-LANG), Poppler's pdftoppm to render pages that are not one scanned
+#   image, and the DejaVu fonts the OCR tests typeset their scans in.
 set -euo pipefail
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
@@ -17,7 +20,8 @@ python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
-for pkg in libwebkit2gtk-4.1-dev libgtk-3-dev librsvg2-dev libxdo-dev chromium xvfb x11-utils imagemagick; do
+for pkg in libwebkit2gtk-4.1-dev libgtk-3-dev librsvg2-dev libxdo-dev chromium xvfb x11-utils imagemagick \
+  tesseract-ocr tesseract-ocr-eng poppler-utils fonts-dejavu-core; do
   have_pkg "$pkg" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

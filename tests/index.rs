@@ -277,6 +277,109 @@ fn word_opendocument_web_pages_e_books_and_rtf_are_indexed_with_their_pages_cite
     }
 }
 
+/// Scans as people have them: PDFs whose pages are one scanned image (JPEG or deflated grey, 150
+/// to 300 dpi, turned and grainy), a report whose appendix is a scan, and photos of pages (PNG,
+/// JPEG, a two-page TIFF, WebP). OCR makes each planted sentence searchable on its own page, the hit
+/// and the document say the page was OCR'd, and a hostile image costs only itself.
+#[test]
+fn scanned_pages_and_images_are_read_by_ocr_and_found_on_their_page() {
+    use warpfold_index::scangen::{self, Encoding, ScanSettings};
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    let font = scangen::load_font().unwrap();
+    let page = |seed: usize, planted: &str, dpi: u32, noisy: bool| {
+        let (clean, _) = scangen::typeset(&font, &scangen::page_text(seed, planted), dpi);
+        if noisy {
+            scangen::scan(&clean, &ScanSettings::noisy(dpi, seed as u64))
+        } else {
+            clean
+        }
+    };
+    // (file, planted sentence, page it is on)
+    let planted = [
+        ("minutes-scan.pdf", "The orchard lease was renewed for nine years at the March meeting.", 1),
+        ("minutes-scan.pdf", "A grant of 4,800 pounds paid for the new village hall roof.", 2),
+        ("minutes-scan.pdf", "The footpath to Hollow Farm will be closed during the harvest.", 3),
+        ("deeds-flate.pdf", "The boundary stone stands eleven yards west of the old mill race.", 1),
+        ("report-with-appendix.pdf", "Appendix receipt: the surveyor was paid 612 pounds on 3 May.", 2),
+        ("receipt.png", "Two sacks of seed potatoes were sold to the allotment society.", 1),
+        ("letter.jpg", "Your appointment at the eye clinic is on the ninth of October.", 1),
+        ("fax.tif", "Please send the signed contract back before the end of the week.", 1),
+        ("fax.tif", "The second page of the fax confirms the delivery address in Leeds.", 2),
+        ("note.webp", "The spare key to the boathouse hangs behind the blue door.", 1),
+    ];
+    let scans: Vec<_> = planted
+        .iter()
+        .enumerate()
+        .map(|(i, (name, sentence, _))| {
+            let (dpi, noisy) = match *name {
+                "minutes-scan.pdf" => (200, true),
+                "deeds-flate.pdf" => (300, false),
+                "letter.jpg" => (150, true),
+                _ => (300, true),
+            };
+            page(i, sentence, dpi, noisy)
+        })
+        .collect();
+    std::fs::write(docs.join("minutes-scan.pdf"), scangen::scanned_pdf(&scans[0..3], 200, Encoding::Jpeg { quality: 80 })).unwrap();
+    std::fs::write(docs.join("deeds-flate.pdf"), scangen::scanned_pdf(&scans[3..4], 300, Encoding::Flate)).unwrap();
+    let typed = "Survey report for the mill cottage, typed on the first page; the receipt is scanned.";
+    std::fs::write(
+        docs.join("report-with-appendix.pdf"),
+        scangen::text_then_scans_pdf(typed, &scans[4..5], 300, Encoding::Jpeg { quality: 85 }),
+    )
+    .unwrap();
+    scangen::save_image(&scans[5], &docs.join("receipt.png")).unwrap();
+    std::fs::write(docs.join("letter.jpg"), scangen::encode_jpeg(&scans[6], 85)).unwrap();
+    scangen::save_multipage_tiff(&scans[7..9], &docs.join("fax.tif")).unwrap();
+    scangen::save_image(&scans[9], &docs.join("note.webp")).unwrap();
+    // Hostile images: a PNG whose header claims 1.6 gigapixels, and a JPEG cut off after its header.
+    std::fs::write(docs.join("bomb.png"), scangen::png_claiming(40_000, 40_000)).unwrap();
+    let jpeg = scangen::encode_jpeg(&scans[6], 85);
+    std::fs::write(docs.join("cut.jpg"), &jpeg[..200]).unwrap();
+
+    let db = dir.path().join("index.db");
+    let report = index_json(&[&docs], &db, &[]);
+    assert_eq!((report["documents_indexed"].as_u64(), report["documents_failed"].as_u64()), (Some(7), Some(2)), "{report:#}");
+    let failures: BTreeMap<String, String> = report["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                Path::new(f["path"].as_str().unwrap()).file_name().unwrap().to_string_lossy().into_owned(),
+                f["error"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(failures["bomb.png"].contains("1600 megapixels") && failures["bomb.png"].contains("not decoded"), "{failures:#?}");
+    assert!(failures["cut.jpg"].starts_with("damaged JPEG image"), "{failures:#?}");
+    for (name, sentence, page) in planted {
+        let out = warpfold().args(["search", sentence, "--db"]).arg(&db).args(["-k", "1", "--json"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let hits: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(hits[0]["path"].as_str().unwrap().ends_with(name), "{sentence}: {hits:#}");
+        assert_eq!(hits[0]["page"], page, "{name}: {sentence:?} is on page {page}: {hits:#}");
+        assert_eq!(hits[0]["ocr"], true, "{name}: the hit says its page was read by OCR: {hits:#}");
+        let snippet = hits[0]["text"].as_str().unwrap().split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(snippet.contains(sentence), "read right: {snippet:?} should hold {sentence:?}");
+    }
+    // The typed first page is not OCR'd, and the document says which pages were.
+    let out =
+        warpfold().args(["search", "Survey report for the mill cottage", "--db"]).arg(&db).args(["-k", "1", "--json"]).output().unwrap();
+    let hits: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((hits[0]["page"].as_u64(), hits[0]["ocr"].as_bool()), (Some(1), Some(false)), "{hits:#}");
+    let store = Store::open_existing(&db).unwrap();
+    let path = |name: &str| docs.join(name).canonicalize().unwrap().display().to_string();
+    assert_eq!(store.ocr_pages(&path("report-with-appendix.pdf")).unwrap(), vec![2]);
+    assert_eq!(store.ocr_pages(&path("fax.tif")).unwrap(), vec![1, 2]);
+    let detail = store.document_detail(&path("minutes-scan.pdf")).unwrap().unwrap();
+    assert_eq!(detail.ocr_pages, vec![1, 2, 3]);
+    let note = detail.document.error.unwrap_or_default();
+    assert!(note.contains("pages 1-3 read by OCR (Tesseract"), "the engine and its confidence are kept: {note}");
+}
+
 #[test]
 fn text_in_other_encodings_is_indexed_searchable_and_says_how_it_was_read() {
     let dir = tempfile::tempdir().unwrap();
@@ -374,7 +477,7 @@ fn every_bad_file_gets_its_own_status_and_the_good_ones_are_indexed() {
     expect("random.pdf", "failed", "not a PDF");
     expect("truncated.pdf", "failed", "truncated PDF");
     expect("encrypted.pdf", "failed", "needs a password");
-    expect("scan.pdf", "no_text", "no text layer");
+    expect("scan.pdf", "no_text", "OCR found no words");
     expect("program.txt", "failed", "not text (a zero byte at offset 7");
     expect("blank.md", "no_text", "no words");
     expect("panics.pdf", "failed", "panicked");

@@ -104,6 +104,8 @@ export interface Hit {
   score: number;
   text: string;
   chunk?: string;
+  /** The hit's page was read by OCR from its image (a scan). */
+  ocr?: boolean;
   [key: string]: unknown;
 }
 
@@ -121,6 +123,8 @@ export interface DocumentDetail {
   pages: number | null;
   size: number | null;
   chunks: Chunk[];
+  /** Pages (1-based) whose text OCR read from their image. */
+  ocrPages: number[];
   summary: string | null;
 }
 
@@ -139,6 +143,7 @@ export function toDocumentDetail(raw: any): DocumentDetail {
     pages: d.pages ?? file?.pages ?? null,
     size: d.size ?? null,
     chunks: Array.isArray(d.chunks) ? d.chunks : [],
+    ocrPages: Array.isArray(d.ocr_pages) ? d.ocr_pages.filter((p: unknown) => typeof p === "number") : [],
     summary: raw?.summary ?? null,
   };
 }

@@ -250,6 +250,7 @@ fn bench_search(global: &GlobalOptions, args: &BenchIndexArgs, work: &Path) -> R
             status: "indexed",
             error: None,
             pages: Vec::new(),
+            ocr_pages: Vec::new(),
             chunks,
         };
         store.commit_document(&record, &embeddings)?;

@@ -19,8 +19,8 @@ use crate::{setup, GlobalOptions};
 
 #[derive(Args, Debug)]
 pub struct IndexArgs {
-    /// Files and folders to index (folders recursively; .pdf, .txt, .md, .docx, .odt, .html, .epub, .rtf). Symbolic links in a
-    /// folder are followed only when their real path stays inside it.
+    /// Files and folders to index (folders recursively; .pdf, .txt, .md, .docx, .odt, .html, .epub, .rtf, and images by OCR:
+    /// .png, .jpg, .tif, .webp). Symbolic links in a folder are followed only when their real path stays inside it.
     #[arg(required_unless_present = "check")]
     pub paths: Vec<PathBuf>,
     /// Check the index's integrity first: every chunk whose text has no stored vector is embedded
@@ -55,6 +55,11 @@ pub struct IndexArgs {
     /// Tokens shared by consecutive chunks of a document.
     #[arg(long, default_value_t = 32)]
     pub overlap: usize,
+    /// The languages OCR reads scanned pages and images in (Tesseract's names joined by '+', e.g.
+    /// eng+deu; each needs its language data, Debian's tesseract-ocr-LANG), or `off`. The
+    /// extraction time limit then holds per page.
+    #[arg(long, env = "WARPFOLD_OCR_LANGUAGES", default_value = warpfold_index::ocr::DEFAULT_LANGUAGES)]
+    pub ocr_languages: String,
 }
 
 #[derive(Args, Debug)]
@@ -78,6 +83,8 @@ fn isolation(args: &IndexArgs) -> Result<Isolation> {
     let mut isolation = Isolation::new(exe, vec!["extract-worker".into()]);
     isolation.timeout = Duration::from_secs(args.extract_timeout.max(1));
     isolation.memory_limit_mib = args.extract_memory_mib;
+    isolation.ocr_languages =
+        warpfold_index::ocr::languages_setting(&args.ocr_languages).map_err(|e| anyhow::anyhow!("--ocr-languages: {e}"))?;
     Ok(isolation)
 }
 
@@ -234,7 +241,8 @@ fn print_hits(hits: &[Hit]) {
         println!("no hits");
     }
     for (i, hit) in hits.iter().enumerate() {
-        println!("{}. {}  page {}  score {:.4}", i + 1, display_path(&hit.path), hit.page, hit.score);
+        let ocr = if hit.ocr { " (OCR)" } else { "" };
+        println!("{}. {}  page {}{ocr}  score {:.4}", i + 1, display_path(&hit.path), hit.page, hit.score);
         println!("   {}", hit.text);
     }
 }

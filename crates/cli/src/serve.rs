@@ -72,6 +72,9 @@ pub struct ServeArgs {
     pub chat_model: Option<PathBuf>,
     #[command(flatten)]
     pub summary: crate::summarize::SummaryArgs,
+    /// The languages OCR reads scanned pages and images in (e.g. eng, eng+deu), or `off`.
+    #[arg(long, env = "WARPFOLD_OCR_LANGUAGES", default_value = warpfold_index::ocr::DEFAULT_LANGUAGES)]
+    pub ocr_languages: String,
     /// The token clients must send; default: a random one, printed at start.
     #[arg(long, env = "WARPFOLD_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
@@ -631,6 +634,8 @@ fn serve(global: &GlobalOptions, args: &ServeArgs, random: impl FnOnce(&mut [u8]
     let (model, device, memory) = warpfold_app::runtime::app_parts(&mut started);
     let mut config = AppConfig::new(db.clone(), data_dir, model, exe, device);
     config.memory = memory;
+    config.index_options.isolation.ocr_languages =
+        warpfold_index::ocr::languages_setting(&args.ocr_languages).map_err(|e| anyhow::anyhow!("--ocr-languages: {e}"))?;
     if args.summarize {
         config.summaries = Some(warpfold_app::summaries::SummaryConfig {
             model: crate::summarize::chat_model_path(global, args.chat_model.as_ref())?,

@@ -95,6 +95,7 @@ fn record(i: usize, chunks: usize, seed: &mut u64) -> (DocumentRecord, Vec<([u8;
         status: "indexed",
         error: None,
         pages,
+        ocr_pages: Vec::new(),
         chunks: cs,
     };
     (record, vectors)

@@ -1,5 +1,6 @@
 //! Text out of files: PDF pages with pdf-extract, plain text and Markdown as they are, Word,
-//! OpenDocument, HTML, EPUB and RTF through [`crate::formats`].
+//! OpenDocument, HTML, EPUB and RTF through [`crate::formats`], scanned pages and images through
+//! OCR ([`crate::ocr`]).
 //!
 //! Why a separate process per PDF: pdf-extract (and lopdf under it) panic on many malformed files,
 //! can recurse until the stack overflows (which aborts the whole process, uncatchably), and can
@@ -8,6 +9,11 @@
 //! happens to it becomes that file's recorded error and the run goes on. The other document formats
 //! (zip archives, XML, HTML from anywhere) go through the same worker. Text files cannot trip a
 //! parser and are read in-process.
+//!
+//! Pages without a text layer (scans) and image files are read by OCR in a second pass, by workers
+//! that read a batch of pages each and report every page as they finish it: a page whose image
+//! hangs, crashes the decoder or needs too much memory costs that page (its reason is kept as a
+//! warning of the document), the worker is started again after it, and the other pages are read.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -30,8 +36,12 @@ pub enum ExtractError {
     Truncated(String),
     #[error("malformed PDF: {0}")]
     Malformed(String),
-    #[error("no text layer: none of the {pages} page(s) holds extractable text (a scan or image-only PDF?); OCR is not supported")]
+    #[error("no text: none of the {pages} page(s) holds extractable text, and OCR found no words on them")]
     NoTextLayer { pages: usize },
+    #[error("no text layer on the {pages} page(s) (a scan?), and OCR could not read them: {reason}")]
+    OcrUnavailable { pages: usize, reason: String },
+    #[error("{0}")]
+    ImageTooLarge(String),
     #[error("the file holds no words, only whitespace")]
     Blank,
     #[error("the file is not text ({0})")]
@@ -63,7 +73,7 @@ impl ExtractError {
     /// it just has nothing to index, and says so separately.
     pub fn status(&self) -> &'static str {
         match self {
-            ExtractError::NoTextLayer { .. } | ExtractError::Blank => "no_text",
+            ExtractError::NoTextLayer { .. } | ExtractError::OcrUnavailable { .. } | ExtractError::Blank => "no_text",
             _ => "failed",
         }
     }
@@ -76,6 +86,9 @@ pub struct Extracted {
     /// Pages that could not be read while the others could: kept with the document so nothing
     /// goes missing silently.
     pub warnings: Vec<String>,
+    /// The pages (1-based) whose text was read by OCR from their image.
+    #[serde(default)]
+    pub ocr_pages: Vec<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,10 +97,12 @@ pub enum FileKind {
     Text,
     /// Word, OpenDocument, HTML, EPUB, RTF ([`crate::formats`]).
     Document(crate::formats::Format),
+    /// PNG, JPEG, TIFF, WebP: read by OCR.
+    Image(crate::ocr::ImageFormat),
 }
 
 /// The file types warpfold reads, for messages.
-pub const SUPPORTED: &str = ".pdf, .txt, .md, .docx, .odt, .html, .htm, .epub and .rtf";
+pub const SUPPORTED: &str = ".pdf, .txt, .md, .docx, .odt, .html, .htm, .epub, .rtf and images (.png, .jpg, .tif, .webp) by OCR";
 
 /// The kind of file by extension, or `None` for files warpfold does not read.
 pub fn file_kind(path: &Path) -> Option<FileKind> {
@@ -101,7 +116,7 @@ pub fn file_kind(path: &Path) -> Option<FileKind> {
         "html" | "htm" | "xhtml" => Some(FileKind::Document(Format::Html)),
         "epub" => Some(FileKind::Document(Format::Epub)),
         "rtf" => Some(FileKind::Document(Format::Rtf)),
-        _ => None,
+        other => crate::ocr::ImageFormat::from_extension(other).map(FileKind::Image),
     }
 }
 
@@ -178,7 +193,7 @@ pub fn extract_pdf_in_process(bytes: &[u8]) -> Result<Extracted, ExtractError> {
     if !has_eof {
         warnings.push("the file has no %%EOF marker (truncated?); the pages that could be read were kept".into());
     }
-    Ok(Extracted { pages, warnings })
+    Ok(Extracted { pages, warnings, ocr_pages: Vec::new() })
 }
 
 /// Tidies extracted page text: Unix line ends, no control characters, no trailing spaces, at most
@@ -214,7 +229,7 @@ pub fn extract_text_file(bytes: &[u8]) -> Result<Extracted, ExtractError> {
         return Err(ExtractError::Blank);
     }
     let warnings = decoded.note().into_iter().collect();
-    Ok(Extracted { pages: vec![normalize_page(&decoded.text)], warnings })
+    Ok(Extracted { pages: vec![normalize_page(&decoded.text)], warnings, ocr_pages: Vec::new() })
 }
 
 /// How PDF workers are started and bounded.
@@ -227,11 +242,20 @@ pub struct Isolation {
     pub timeout: Duration,
     /// Address-space limit of the worker, in MiB (0 = none).
     pub memory_limit_mib: u64,
+    /// The languages OCR reads scanned pages and images in (Tesseract's names: `eng`,
+    /// `eng+deu`); `None` turns OCR off. For OCR, `timeout` is per page.
+    pub ocr_languages: Option<String>,
 }
 
 impl Isolation {
     pub fn new(program: PathBuf, args: Vec<String>) -> Self {
-        Isolation { program, args, timeout: Duration::from_secs(60), memory_limit_mib: 2048 }
+        Isolation {
+            program,
+            args,
+            timeout: Duration::from_secs(60),
+            memory_limit_mib: 2048,
+            ocr_languages: Some(crate::ocr::DEFAULT_LANGUAGES.to_string()),
+        }
     }
 }
 
@@ -247,7 +271,7 @@ pub fn extract_file(path: &Path, isolation: &Isolation) -> Result<Extracted, Ext
             })?;
             extract_text_file(&bytes)
         }
-        Some(FileKind::Pdf | FileKind::Document(_)) => extract_isolated(path, isolation),
+        Some(FileKind::Pdf | FileKind::Document(_) | FileKind::Image(_)) => extract_isolated(path, isolation),
         None => Err(ExtractError::Unsupported(
             path.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_else(|| "(no extension)".into()),
         )),
@@ -255,15 +279,24 @@ pub fn extract_file(path: &Path, isolation: &Isolation) -> Result<Extracted, Ext
 }
 
 /// The extraction worker's whole job: read `path`, extract, print the result as one JSON value on
-/// stdout. Returns the process exit code.
+/// stdout. Returns the process exit code. Started with [`OCR_PAGES_VARIABLE`] set, it reads those
+/// pages by OCR instead ([`ocr_worker`]).
 pub fn worker_main(path: &Path) -> i32 {
     if let Err(e) = apply_worker_limits() {
         eprintln!("extract-worker: {e}");
         return 4;
     }
+    if let Ok(pages) = std::env::var(OCR_PAGES_VARIABLE) {
+        return ocr_worker(path, &pages);
+    }
     let result = match std::fs::read(path) {
         Ok(bytes) => match file_kind(path) {
             Some(FileKind::Document(format)) => crate::formats::extract(format, &bytes),
+            // An image is all scan: its pages are counted (and its size checked) here, and read by OCR.
+            Some(FileKind::Image(format)) => match crate::ocr::image_pages(&bytes, format) {
+                Ok(pages) => Err(ExtractError::NoTextLayer { pages }),
+                Err(e) => Err(image_error(format, e)),
+            },
             _ => extract_pdf_in_process(&bytes),
         },
         Err(e) => Err(ExtractError::Io(e.to_string())),
@@ -274,6 +307,99 @@ pub fn worker_main(path: &Path) -> i32 {
         Ok(()) => 0,
         Err(_) => 3,
     }
+}
+
+fn image_error(format: crate::ocr::ImageFormat, error: crate::ocr::ImageError) -> ExtractError {
+    match error {
+        crate::ocr::ImageError::TooLarge { .. } => ExtractError::ImageTooLarge(error.to_string()),
+        crate::ocr::ImageError::Damaged(reason) => ExtractError::Damaged { format: format.name().into(), reason },
+    }
+}
+
+/// Set in an OCR worker's environment: the pages it reads, as `3,4,7`.
+const OCR_PAGES_VARIABLE: &str = "WARPFOLD_OCR_PAGES";
+/// Set in an OCR worker's environment: Tesseract's languages.
+const OCR_LANGUAGES_VARIABLE: &str = "WARPFOLD_OCR_LANGUAGES";
+/// Set to 0 in an OCR worker's environment: pages that are not a picture are skipped rather than
+/// rendered (the document has a text layer elsewhere; a blank page of it is just blank).
+const OCR_RENDER_VARIABLE: &str = "WARPFOLD_OCR_RENDER";
+/// Pages one OCR worker reads before the next is started.
+const OCR_BATCH: usize = 8;
+
+/// One line of an OCR worker's output.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum OcrLine {
+    Page {
+        page: u32,
+        result: Result<crate::ocr::OcrPage, String>,
+    },
+    /// Tesseract could not start: no page will be read.
+    Unavailable(String),
+    Done {
+        engine: String,
+    },
+}
+
+/// Reads `pages` (1-based, comma-separated) of the PDF or image at `path` by OCR, writing one JSON
+/// line per page as soon as it is read, then a `done` line.
+fn ocr_worker(path: &Path, pages: &str) -> i32 {
+    use std::io::Write;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut say = |line: &OcrLine| -> bool {
+        serde_json::to_writer(&mut out, line).is_ok() && out.write_all(b"\n").and_then(|_| out.flush()).is_ok()
+    };
+    let pages: Vec<u32> = pages.split(',').filter_map(|p| p.trim().parse().ok()).filter(|p| *p > 0).collect();
+    let languages = std::env::var(OCR_LANGUAGES_VARIABLE).unwrap_or_else(|_| crate::ocr::DEFAULT_LANGUAGES.into());
+    let render = std::env::var(OCR_RENDER_VARIABLE).map(|v| v != "0").unwrap_or(true);
+    let mut engine = match crate::ocr::Tesseract::new(&languages) {
+        Ok(engine) => engine,
+        Err(reason) => return if say(&OcrLine::Unavailable(reason)) { 0 } else { 3 },
+    };
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) => return if say(&OcrLine::Unavailable(format!("cannot read the file: {e}"))) { 0 } else { 3 },
+    };
+    let source = match file_kind(path) {
+        Some(FileKind::Image(format)) => PageSource::Image(format),
+        _ => match pdf_extract::Document::load_mem(&bytes) {
+            Ok(mut doc) => {
+                if doc.is_encrypted() {
+                    let _ = doc.decrypt("");
+                }
+                PageSource::Pdf(doc)
+            }
+            Err(e) => return if say(&OcrLine::Unavailable(format!("the PDF cannot be opened again for OCR: {e}"))) { 0 } else { 3 },
+        },
+    };
+    for page in pages {
+        let image = match &source {
+            PageSource::Image(format) => {
+                crate::ocr::image_page(&bytes, *format, page as usize).map(|i| Some((i, 300))).map_err(|e| e.to_string())
+            }
+            PageSource::Pdf(doc) if !render && !crate::ocr::page_has_image(doc, page) => Ok(None),
+            PageSource::Pdf(doc) => crate::ocr::pdf_page_image(doc, path, page).map(Some),
+        };
+        let result = match image {
+            Ok(Some((image, dpi))) => engine.read(&image, dpi),
+            Ok(None) => Ok(crate::ocr::OcrPage { text: String::new(), confidence: 0 }),
+            Err(e) => Err(e),
+        };
+        if !say(&OcrLine::Page { page, result }) {
+            return 3;
+        }
+    }
+    if say(&OcrLine::Done { engine: engine.describe() }) {
+        0
+    } else {
+        3
+    }
+}
+
+enum PageSource {
+    Pdf(pdf_extract::Document),
+    Image(crate::ocr::ImageFormat),
 }
 
 /// What the worker does first: it dies with the indexer (and is gone at once if the indexer
@@ -347,21 +473,30 @@ fn spawn_reader(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle
     })
 }
 
-/// Runs the worker on `path` and turns whatever it does into a result for this file.
-pub fn extract_isolated(path: &Path, isolation: &Isolation) -> Result<Extracted, ExtractError> {
+/// What a worker did: its exit status (`None`: stopped at the wall-clock limit) and its output.
+struct WorkerRun {
+    status: Option<ExitStatus>,
+    stdout: Vec<u8>,
+    stderr: String,
+}
+
+/// Runs the worker on `path` with `env` added to its environment, under `cpu_seconds` of processor
+/// time (and four times that on the wall clock) and the isolation's memory limit.
+fn run_worker(path: &Path, isolation: &Isolation, env: &[(&str, String)], cpu_seconds: u64) -> Result<WorkerRun, ExtractError> {
     let memory_limit = isolation.memory_limit_mib.saturating_mul(1 << 20);
-    // The time limit is processor time (RLIMIT_CPU), so a worker that waits for a busy machine (it
-    // runs at a low priority beside the indexer's other work) is not stopped for the machine's
-    // load; a wall-clock limit of WALL_FACTOR times as long still catches one that blocks.
-    let cpu_seconds = isolation.timeout.as_secs().max(1);
     let mut command = worker_command(isolation, cpu_seconds, memory_limit);
     command.args(&isolation.args).arg(path).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     // A panic's report is kept as the file's error: its message, never a backtrace.
-    command.env_remove("RUST_BACKTRACE").env_remove("RUST_LIB_BACKTRACE");
+    command.env_remove("RUST_BACKTRACE").env_remove("RUST_LIB_BACKTRACE").env_remove(OCR_PAGES_VARIABLE);
+    // Workers run side by side, one per core: Tesseract's own threads would only compete.
+    command.env("OMP_THREAD_LIMIT", "1");
+    for (key, value) in env {
+        command.env(key, value);
+    }
     let mut child = command.spawn().map_err(|e| ExtractError::Worker(format!("cannot start {}: {e}", isolation.program.display())))?;
     let stdout = spawn_reader(child.stdout.take().expect("piped"));
     let stderr = spawn_reader(child.stderr.take().expect("piped"));
-    let deadline = Instant::now() + isolation.timeout * WALL_FACTOR;
+    let deadline = Instant::now() + Duration::from_secs(cpu_seconds) * WALL_FACTOR;
     let mut pause = Duration::from_millis(1);
     let status = loop {
         match child.try_wait() {
@@ -380,13 +515,160 @@ pub fn extract_isolated(path: &Path, isolation: &Isolation) -> Result<Extracted,
     };
     let stdout = stdout.join().unwrap_or_default();
     let stderr = String::from_utf8_lossy(&stderr.join().unwrap_or_default()).into_owned();
-    match status {
-        None => Err(ExtractError::TimedOut(isolation.timeout.as_secs().max(1))),
-        Some(status) if status.success() => serde_json::from_slice::<Result<Extracted, ExtractError>>(&stdout)
-            .map_err(|e| ExtractError::Worker(format!("unreadable worker output: {e}")))?,
-        Some(status) if cpu_limit_reached(status) => Err(ExtractError::TimedOut(cpu_seconds)),
-        Some(status) => Err(classify_failure(status, &stderr, isolation.memory_limit_mib)),
+    Ok(WorkerRun { status, stdout, stderr })
+}
+
+/// Why a worker that did not finish cleanly stopped.
+fn worker_failure(run: &WorkerRun, cpu_seconds: u64, isolation: &Isolation) -> ExtractError {
+    match run.status {
+        None => ExtractError::TimedOut(cpu_seconds),
+        Some(status) if cpu_limit_reached(status) => ExtractError::TimedOut(cpu_seconds),
+        Some(status) => classify_failure(status, &run.stderr, isolation.memory_limit_mib),
     }
+}
+
+/// Runs the worker on `path` and turns whatever it does into a result for this file; pages
+/// without text (and image files) then go through OCR.
+pub fn extract_isolated(path: &Path, isolation: &Isolation) -> Result<Extracted, ExtractError> {
+    // The time limit is processor time (RLIMIT_CPU), so a worker that waits for a busy machine (it
+    // runs at a low priority beside the indexer's other work) is not stopped for the machine's
+    // load; a wall-clock limit of WALL_FACTOR times as long still catches one that blocks.
+    let cpu_seconds = isolation.timeout.as_secs().max(1);
+    let run = run_worker(path, isolation, &[], cpu_seconds)?;
+    let result = match run.status {
+        Some(status) if status.success() => serde_json::from_slice::<Result<Extracted, ExtractError>>(&run.stdout)
+            .map_err(|e| ExtractError::Worker(format!("unreadable worker output: {e}")))?,
+        _ => return Err(worker_failure(&run, cpu_seconds, isolation)),
+    };
+    let scannable = matches!(file_kind(path), Some(FileKind::Pdf | FileKind::Image(_)));
+    match result {
+        Err(ExtractError::NoTextLayer { pages }) if scannable => {
+            let Some(languages) = &isolation.ocr_languages else {
+                return Err(ExtractError::OcrUnavailable { pages, reason: "OCR is turned off".into() });
+            };
+            let mut extracted = Extracted { pages: vec![String::new(); pages], warnings: Vec::new(), ocr_pages: Vec::new() };
+            let wanted: Vec<u32> = (1..=pages as u32).collect();
+            if let Err(reason) = ocr_into(path, isolation, languages, &wanted, true, &mut extracted) {
+                return Err(ExtractError::OcrUnavailable { pages, reason });
+            }
+            if extracted.pages.iter().all(|p| p.trim().is_empty()) {
+                // Every page's reason is kept: a user sees why each scan gave nothing.
+                return Err(match extracted.warnings.is_empty() {
+                    true => ExtractError::NoTextLayer { pages },
+                    false => ExtractError::OcrUnavailable { pages, reason: extracted.warnings.join("; ") },
+                });
+            }
+            Ok(extracted)
+        }
+        Ok(mut extracted) if scannable && isolation.ocr_languages.is_some() => {
+            let blank: Vec<u32> =
+                (1..=extracted.pages.len() as u32).filter(|&p| extracted.pages[p as usize - 1].trim().is_empty()).collect();
+            if !blank.is_empty() {
+                let languages = isolation.ocr_languages.as_deref().expect("checked");
+                if let Err(reason) = ocr_into(path, isolation, languages, &blank, false, &mut extracted) {
+                    extracted.warnings.push(format!("{} page(s) without text were not read by OCR: {reason}", blank.len()));
+                }
+            }
+            Ok(extracted)
+        }
+        other => other,
+    }
+}
+
+/// Reads `wanted` pages by OCR into `extracted` (their text, `ocr_pages`, a note naming the engine
+/// and the mean confidence, and a warning for each page that could not be read). `render`: pages
+/// that are not a picture are rendered (else left blank). Errs only when OCR cannot run at all.
+fn ocr_into(
+    path: &Path,
+    isolation: &Isolation,
+    languages: &str,
+    wanted: &[u32],
+    render: bool,
+    extracted: &mut Extracted,
+) -> Result<(), String> {
+    let mut engine = None;
+    let mut confidences = Vec::new();
+    let mut remaining = wanted.to_vec();
+    while !remaining.is_empty() {
+        let batch: Vec<u32> = remaining.iter().copied().take(OCR_BATCH).collect();
+        let cpu_seconds = isolation.timeout.as_secs().max(1) * batch.len() as u64;
+        let list = batch.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        let env = [
+            (OCR_PAGES_VARIABLE, list),
+            (OCR_LANGUAGES_VARIABLE, languages.to_string()),
+            (OCR_RENDER_VARIABLE, if render { "1" } else { "0" }.to_string()),
+        ];
+        let run = run_worker(path, isolation, &env, cpu_seconds).map_err(|e| e.to_string())?;
+        let mut answered = Vec::new();
+        let mut done = false;
+        for line in run.stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            match serde_json::from_slice::<OcrLine>(line) {
+                Ok(OcrLine::Page { page, result }) => {
+                    answered.push(page);
+                    let Some(slot) = extracted.pages.get_mut(page as usize - 1) else { continue };
+                    match result {
+                        Ok(read) if !read.text.trim().is_empty() => {
+                            *slot = read.text;
+                            extracted.ocr_pages.push(page);
+                            confidences.push(read.confidence);
+                        }
+                        Ok(_) => {}
+                        Err(reason) => extracted.warnings.push(format!("page {page}: OCR could not read it: {reason}")),
+                    }
+                }
+                Ok(OcrLine::Unavailable(reason)) => return Err(reason),
+                Ok(OcrLine::Done { engine: name }) => {
+                    engine = Some(name);
+                    done = true;
+                }
+                // A line cut short by the worker's death: the page it was for is the one that failed.
+                Err(_) => {}
+            }
+        }
+        remaining.retain(|p| !answered.contains(p));
+        if !done && run.status.is_some_and(|s| s.success()) {
+            return Err("the OCR worker stopped without finishing".into());
+        }
+        if !done {
+            // The first page not answered stopped the worker: it keeps the reason, the rest go on.
+            let failure = worker_failure(&run, cpu_seconds, isolation);
+            if let Some(&culprit) = remaining.first() {
+                extracted.warnings.push(format!("page {culprit}: OCR stopped: {}", ocr_failure_text(&failure, isolation)));
+                remaining.remove(0);
+            }
+        }
+    }
+    extracted.ocr_pages.sort_unstable();
+    if !extracted.ocr_pages.is_empty() {
+        let mean = confidences.iter().map(|&c| c as f64).sum::<f64>() / confidences.len() as f64;
+        extracted.warnings.push(format!(
+            "{} read by OCR ({}; mean confidence {mean:.0}%)",
+            page_list(&extracted.ocr_pages),
+            engine.unwrap_or_else(|| "Tesseract".into())
+        ));
+    }
+    Ok(())
+}
+
+/// A worker failure said per page: the time limit is per page for OCR.
+fn ocr_failure_text(failure: &ExtractError, isolation: &Isolation) -> String {
+    match failure {
+        ExtractError::TimedOut(_) => format!("it took longer than {} s of processor time", isolation.timeout.as_secs().max(1)),
+        other => other.to_string(),
+    }
+}
+
+/// "page 3", "pages 1-4, 7".
+fn page_list(pages: &[u32]) -> String {
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for &p in pages {
+        match runs.last_mut() {
+            Some((_, end)) if *end + 1 == p => *end = p,
+            _ => runs.push((p, p)),
+        }
+    }
+    let text: Vec<String> = runs.iter().map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();
+    format!("{} {}", if pages.len() == 1 { "page" } else { "pages" }, text.join(", "))
 }
 
 /// How many times the processor-time limit a worker may take on the wall clock.
@@ -498,13 +780,68 @@ mod tests {
 
     #[test]
     fn text_files_in_other_encodings_are_read_and_say_so_and_binary_ones_are_refused() {
-        assert_eq!(extract_text_file(b"ok\r\nfine\n").unwrap(), Extracted { pages: vec!["ok\nfine".to_string()], warnings: vec![] });
+        assert_eq!(
+            extract_text_file(b"ok\r\nfine\n").unwrap(),
+            Extracted { pages: vec!["ok\nfine".to_string()], warnings: vec![], ocr_pages: vec![] }
+        );
         let latin1 = extract_text_file(b"caf\xe9 au lait, cr\xe8me br\xfbl\xe9e").unwrap();
         assert_eq!(latin1.pages, vec!["café au lait, crème brûlée".to_string()]);
         assert!(latin1.warnings[0].contains("windows-1252"), "{latin1:?}");
         assert!(matches!(extract_text_file(b"MZ\x90\x00\x03\x00\x00\x00\x04\x00"), Err(ExtractError::Binary(_))));
         assert_eq!(extract_text_file(b""), Err(ExtractError::EmptyFile));
         assert_eq!(extract_text_file(b" \n\t\n"), Err(ExtractError::Blank));
+    }
+
+    /// A stand-in worker (a shell script speaking the worker's protocol) whose OCR crashes on page
+    /// 3 and spins on page 4 of a 5-page scan: those two pages keep their reasons, the worker is
+    /// started again after each, and pages 1, 2 and 5 are read. One whose OCR cannot start makes
+    /// the document `no_text` with that reason.
+    #[test]
+    fn a_page_that_crashes_or_hangs_ocr_costs_only_that_page() {
+        let dir = tempfile::tempdir().unwrap();
+        let scan = dir.path().join("scan.pdf");
+        std::fs::write(&scan, b"%PDF-1.4 stand-in").unwrap();
+        let worker = |name: &str, ocr: &str| {
+            let script = dir.path().join(name);
+            let body = format!(
+                "if [ -z \"$WARPFOLD_OCR_PAGES\" ]; then printf '{{\"Err\":{{\"kind\":\"no_text_layer\",\"detail\":{{\"pages\":5}}}}}}'; exit 0; fi\n{ocr}"
+            );
+            std::fs::write(&script, body).unwrap();
+            let mut isolation = Isolation::new(PathBuf::from("/bin/sh"), vec![script.display().to_string()]);
+            isolation.timeout = Duration::from_secs(1);
+            isolation
+        };
+        let flaky = worker(
+            "flaky.sh",
+            r#"for p in $(echo "$WARPFOLD_OCR_PAGES" | tr ',' ' '); do
+                 case $p in 3) kill -SEGV $$ ;; 4) while :; do :; done ;; esac
+                 printf '{"page":{"page":%s,"result":{"Ok":{"text":"words of page %s","confidence":90}}}}
+' $p $p
+               done
+               printf '{"done":{"engine":"Stand-in OCR"}}
+'"#,
+        );
+        let out = extract_isolated(&scan, &flaky).expect("three of five pages read");
+        assert_eq!(out.pages, ["words of page 1", "words of page 2", "", "", "words of page 5"]);
+        assert_eq!(out.ocr_pages, [1, 2, 5]);
+        assert!(
+            out.warnings[0].starts_with("page 3: OCR stopped: the extraction process crashed: killed by SIGSEGV"),
+            "{:?}",
+            out.warnings
+        );
+        assert!(out.warnings[1].starts_with("page 4: OCR stopped: it took longer than 1 s"), "{:?}", out.warnings);
+        assert_eq!(out.warnings[2], "pages 1-2, 5 read by OCR (Stand-in OCR; mean confidence 90%)");
+        let missing = worker(
+            "missing.sh",
+            r#"printf '{"unavailable":"Tesseract is not installed: install it"}
+'"#,
+        );
+        let err = extract_isolated(&scan, &missing).unwrap_err();
+        assert_eq!(err, ExtractError::OcrUnavailable { pages: 5, reason: "Tesseract is not installed: install it".into() });
+        assert_eq!(err.status(), "no_text");
+        let mut off = missing.clone();
+        off.ocr_languages = None;
+        assert!(extract_isolated(&scan, &off).unwrap_err().to_string().ends_with("OCR is turned off"));
     }
 
     #[test]
@@ -516,7 +853,9 @@ mod tests {
     fn file_kinds_follow_the_extension() {
         assert_eq!(file_kind(Path::new("a/B.PDF")), Some(FileKind::Pdf));
         assert_eq!(file_kind(Path::new("notes.md")), Some(FileKind::Text));
-        assert_eq!(file_kind(Path::new("photo.jpg")), None);
+        assert_eq!(file_kind(Path::new("photo.JPG")), Some(FileKind::Image(crate::ocr::ImageFormat::Jpeg)));
+        assert_eq!(file_kind(Path::new("scan.tiff")), Some(FileKind::Image(crate::ocr::ImageFormat::Tiff)));
+        assert_eq!(file_kind(Path::new("clip.gif")), None);
         assert_eq!(file_kind(Path::new("Makefile")), None);
     }
 

@@ -68,7 +68,7 @@ pub fn extract(format: Format, bytes: &[u8]) -> Result<Extracted, ExtractError> 
     if pages.iter().all(|p| p.trim().is_empty()) {
         return Err(ExtractError::Blank);
     }
-    Ok(Extracted { pages, warnings })
+    Ok(Extracted { pages, warnings, ocr_pages: Vec::new() })
 }
 
 fn damaged(format: Format, why: impl std::fmt::Display) -> ExtractError {

@@ -317,6 +317,7 @@ fn failed_record(path: String, hash: String, size: u64, mtime: i64, error: &Extr
         status: error.status(),
         error: Some(error.to_string()),
         pages: Vec::new(),
+        ocr_pages: Vec::new(),
         chunks: Vec::new(),
     }
 }
@@ -376,7 +377,7 @@ fn prepare(path: &Path, store: &Store, embedder: &Embedder, options: &IndexOptio
     let extract_started = Instant::now();
     let extracted = match (kind, text_bytes) {
         (Some(FileKind::Text), Some(bytes)) => extract_text_file(&bytes),
-        (Some(FileKind::Pdf | FileKind::Document(_)), _) => extract_isolated(path, &options.isolation),
+        (Some(FileKind::Pdf | FileKind::Document(_) | FileKind::Image(_)), _) => extract_isolated(path, &options.isolation),
         _ => Err(ExtractError::Unsupported(
             path.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_else(|| "(no extension)".into()),
         )),
@@ -402,6 +403,7 @@ fn prepare(path: &Path, store: &Store, embedder: &Embedder, options: &IndexOptio
             status: "indexed",
             error: (!extracted.warnings.is_empty()).then(|| extracted.warnings.join("; ")),
             pages: extracted.pages,
+            ocr_pages: extracted.ocr_pages,
             chunks,
         }),
         Err(e) => Outcome::Ready(DocumentRecord {

@@ -110,6 +110,8 @@ pub struct Hit {
     pub path: String,
     /// The page where the snippet is (1-based).
     pub page: u32,
+    /// Whether that page's text was read by OCR from its image (a scan): it may hold misread words.
+    pub ocr: bool,
     /// Reciprocal-rank-fusion score.
     pub score: f64,
     /// A snippet of the chunk around the query's words.
@@ -242,10 +244,12 @@ fn fuse(store: &Store, query: &str, nearest: &[(i64, f32)], keyword: &[i64], phr
         let Some(stored) = store.chunk(id)? else { continue };
         let (snippet_text, anchor) = snippet(&stored.text, query);
         let page = stored.page_at(anchor);
+        let ocr = store.ocr_pages(&stored.path)?.contains(&page);
         let StoredChunk { text, path, char_start, char_end, .. } = stored;
         hits.push(Hit {
             path,
             page,
+            ocr,
             score,
             text: snippet_text,
             chunk: text,

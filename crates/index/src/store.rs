@@ -91,6 +91,8 @@ pub struct DocumentRecord {
     /// The error (failed, no_text) or warnings (indexed) for this file.
     pub error: Option<String>,
     pub pages: Vec<String>,
+    /// The pages (1-based) whose text was read by OCR.
+    pub ocr_pages: Vec<u32>,
     pub chunks: Vec<DocumentChunk>,
 }
 
@@ -262,7 +264,31 @@ impl Store {
              END;",
         )?;
         self.conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?1)", params![SCHEMA_VERSION])?;
+        // Which pages OCR read (added after schema version 1 was first written: an older index
+        // gains the column, all its pages marked as not OCR'd, which they were not).
+        if !self.pages_have_ocr_column()? {
+            self.conn.execute_batch("ALTER TABLE pages ADD COLUMN ocr INTEGER NOT NULL DEFAULT 0")?;
+        }
         Ok(())
+    }
+
+    fn pages_have_ocr_column(&self) -> Result<bool, StoreError> {
+        Ok(self.conn.query_row("SELECT count(*) FROM pragma_table_info('pages') WHERE name = 'ocr'", [], |r| r.get::<_, i64>(0))? > 0)
+    }
+
+    /// The pages (1-based) of the document at `path` whose text was read by OCR.
+    pub fn ocr_pages(&self, path: &str) -> Result<Vec<u32>, StoreError> {
+        // An index opened read-only may predate the column: none of its pages was OCR'd.
+        if !self.pages_have_ocr_column()? {
+            return Ok(Vec::new());
+        }
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT page FROM pages WHERE document_id = (SELECT id FROM documents WHERE path = ?1) AND ocr = 1 ORDER BY page",
+            )?
+            .query_map(params![path], |r| r.get(0))?
+            .collect::<Result<_, _>>()?)
     }
 
     fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
@@ -471,7 +497,8 @@ impl Store {
                 Ok(ChunkView { ordinal: r.get(0)?, page_start: r.get(1)?, page_end: r.get(2)?, text: r.get(3)? })
             })?
             .collect::<Result<_, _>>()?;
-        Ok(Some(DocumentDetail { document: summary, chunks }))
+        let ocr_pages = self.ocr_pages(path)?;
+        Ok(Some(DocumentDetail { document: summary, chunks, ocr_pages }))
     }
 
     /// Every chunk id with its embedding, for the vector half of search.
@@ -610,6 +637,8 @@ pub struct DocumentDetail {
     #[serde(flatten)]
     pub document: DocumentSummary,
     pub chunks: Vec<ChunkView>,
+    /// The pages (1-based) whose text was read by OCR from their image.
+    pub ocr_pages: Vec<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -654,9 +683,10 @@ fn write_document(conn: &Connection, record: &DocumentRecord, new_embeddings: &[
         |r| r.get(0),
     )?;
     {
-        let mut insert_page = conn.prepare_cached("INSERT INTO pages(document_id, page, text) VALUES (?1, ?2, ?3)")?;
+        let mut insert_page = conn.prepare_cached("INSERT INTO pages(document_id, page, text, ocr) VALUES (?1, ?2, ?3, ?4)")?;
         for (i, page) in record.pages.iter().enumerate() {
-            insert_page.execute(params![id, i as i64 + 1, page])?;
+            let number = i as u32 + 1;
+            insert_page.execute(params![id, number, page, record.ocr_pages.contains(&number)])?;
         }
         let mut insert_embedding = conn.prepare_cached("INSERT OR IGNORE INTO embeddings(text_hash, vector) VALUES (?1, ?2)")?;
         for (hash, vector) in new_embeddings {
@@ -745,6 +775,7 @@ mod tests {
             status: "indexed",
             error: None,
             pages: vec!["p".into()],
+            ocr_pages: Vec::new(),
             chunks,
         }
     }

@@ -102,7 +102,7 @@ export function mountDetail(t: Transport): (path: string, query?: string) => voi
   return (path, query) => void open(path, query);
 }
 
-function facts(state: string, pages: number | null, size: number | null, chunks: number | null): HTMLElement {
+function facts(state: string, pages: number | null, size: number | null, chunks: number | null, ocrPages: number[] = []): HTMLElement {
   const item = (label: string, value: string | HTMLElement) => h("div", { class: "fact" }, h("span", { class: "fact-label" }, label), h("span", { class: "fact-value" }, value));
   return h(
     "div",
@@ -111,7 +111,20 @@ function facts(state: string, pages: number | null, size: number | null, chunks:
     item("pages", pages === null || pages === undefined ? "–" : grouped(pages)),
     item("size", bytes(size)),
     item("chunks", chunks === null || chunks === undefined ? "–" : grouped(chunks)),
+    ocrPages.length ? item("read by OCR", h("span", { "data-testid": "detail-ocr-pages" }, pageRuns(ocrPages))) : null,
   );
+}
+
+/** "p. 3", "pp. 1–4, 7". */
+function pageRuns(pages: number[]): string {
+  const runs: [number, number][] = [];
+  for (const p of [...pages].sort((a, b) => a - b)) {
+    const last = runs[runs.length - 1];
+    if (last && last[1] + 1 === p) last[1] = p;
+    else runs.push([p, p]);
+  }
+  const text = runs.map(([a, b]) => (a === b ? `${a}` : `${a}–${b}`)).join(", ");
+  return `${pages.length === 1 ? "p." : "pp."} ${text}`;
 }
 
 function body(doc: DocumentDetail, query?: string): HTMLElement {
@@ -121,7 +134,7 @@ function body(doc: DocumentDetail, query?: string): HTMLElement {
   const el = h(
     "div",
     { class: "drawer-body" },
-    facts(String(doc.state), doc.pages, doc.size, doc.chunks.length),
+    facts(String(doc.state), doc.pages, doc.size, doc.chunks.length, doc.ocrPages),
     doc.error ? h("div", { class: "callout callout-error", "data-testid": "detail-error" }, doc.error) : null,
     h("h3", null, "Summary"),
     doc.summary ? h("p", { class: "summary", "data-testid": "detail-summary" }, doc.summary) : h("p", { class: "muted" }, "No summary yet."),
@@ -130,15 +143,15 @@ function body(doc: DocumentDetail, query?: string): HTMLElement {
       ? h(
           "ol",
           { class: "chunks", "data-testid": "detail-chunks" },
-          chunks.map((c) => chunk(c, stems, c === firstHit)),
+          chunks.map((c) => chunk(c, stems, c === firstHit, doc.ocrPages)),
         )
-      : h("p", { class: "muted" }, doc.state === "no_text" ? "This PDF has no text layer (a scan?), so there is nothing to index." : "No chunks."),
+      : h("p", { class: "muted" }, doc.state === "no_text" ? "No text could be read from this file (see the reason above), so there is nothing to index." : "No chunks."),
   );
   if (firstHit) requestAnimationFrame(() => el.querySelector(".chunk.match")?.scrollIntoView({ block: "center" }));
   return el;
 }
 
-function chunk(c: Chunk, stems: string[], match: boolean): HTMLElement {
+function chunk(c: Chunk, stems: string[], match: boolean, ocrPages: number[]): HTMLElement {
   const pages = c.page_start === null || c.page_start === undefined ? "" : c.page_end && c.page_end !== c.page_start ? `pp. ${c.page_start}–${c.page_end}` : `p. ${c.page_start}`;
   // a PDF's line breaks are layout, not meaning: keep paragraphs, join the lines inside them
   const flowing = c.text.replace(/([^\n])\n(?!\n)/g, "$1 ");
@@ -147,7 +160,15 @@ function chunk(c: Chunk, stems: string[], match: boolean): HTMLElement {
   return h(
     "li",
     { class: `chunk${match ? " match" : ""}`, "data-testid": "detail-chunk", onclick: () => text.classList.toggle("expanded") },
-    h("div", { class: "chunk-head" }, h("span", null, `#${c.ordinal}`), h("span", null, pages)),
+    h(
+      "div",
+      { class: "chunk-head" },
+      h("span", null, `#${c.ordinal}`),
+      h("span", null, pages),
+      ocrPages.some((p) => p >= (c.page_start ?? 0) && p <= (c.page_end ?? c.page_start ?? 0))
+        ? h("span", { class: "badge-ocr", title: "Read by OCR from the page's image: words may be misread" }, "OCR")
+        : null,
+    ),
     text,
   );
 }

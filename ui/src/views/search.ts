@@ -112,6 +112,7 @@ export function mountSearch(t: Transport, openDetail: (path: string, query?: str
             icon(DOC, "hit-icon"),
             h("span", { class: "hit-file", "data-testid": "search-hit-file" }, basename(hit.path)),
             hit.page !== null && hit.page !== undefined ? h("span", { class: "hit-page" }, `p. ${hit.page}`) : null,
+            hit.ocr ? h("span", { class: "badge-ocr", "data-testid": "search-hit-ocr", title: "This page was read by OCR from its image: words may be misread" }, "OCR") : null,
             h("span", { class: "hit-dir" }, shortDir(dirname(hit.path), 60)),
             h("span", { class: "hit-score", title: `score ${(hit.score ?? 0).toFixed(4)}` }, relevance),
             h(
