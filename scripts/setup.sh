@@ -27,6 +27,7 @@ rm -rf target/out/samples
 $wf make-samples target/out/samples
 $wf index target/out/samples --db target/out/samples.db
 $wf search "when should I pick tomatoes so they ripen indoors" --db target/out/samples.db -k 3
+$wf search "what did the mooring rope cost" --db target/out/samples.db -k 1   # the scanned receipt, read by OCR
 $wf summarize target/out/samples --db target/out/samples.db
 $wf embed < tests/data/samples.jsonl > target/out/samples.embeddings.jsonl
 echo "embeddings of $(wc -l < tests/data/samples.jsonl) sample texts: target/out/samples.embeddings.jsonl"

@@ -136,8 +136,14 @@ fn the_bundled_samples_answer_the_example_query() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let db = dir.path().join("samples.db");
     let report = index_json(&[&samples], &db, &[]);
-    assert_eq!((report["documents_indexed"].as_u64(), report["documents_failed"].as_u64()), (Some(7), Some(1)), "{report:#}");
-    assert_eq!(report["failures"][0]["status"], "no_text", "the scan is reported as such: {report:#}");
+    assert_eq!((report["documents_indexed"].as_u64(), report["documents_failed"].as_u64()), (Some(8), Some(1)), "{report:#}");
+    assert_eq!(report["failures"][0]["status"], "no_text", "the blank scan is reported as such: {report:#}");
+    assert!(report["failures"][0]["path"].as_str().unwrap().ends_with("blank-page-scan.pdf"), "{report:#}");
+    // The scanned receipt is read by OCR.
+    let out = warpfold().args(["search", "mooring rope receipt", "--db"]).arg(&db).args(["-k", "1", "--json"]).output().unwrap();
+    let hits: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(hits[0]["path"].as_str().unwrap().ends_with("scans/receipt-scan.pdf"), "{hits:#}");
+    assert_eq!(hits[0]["ocr"], true, "{hits:#}");
     let out =
         warpfold().args(["search", warpfold_index::samples::EXAMPLE_QUERY, "--db"]).arg(&db).args(["-k", "3", "--json"]).output().unwrap();
     let hits: Value = serde_json::from_slice(&out.stdout).unwrap();

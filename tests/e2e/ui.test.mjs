@@ -95,7 +95,7 @@ test("web UI against warpfold serve" + (MOCK ? " (mock)" : ""), { timeout: 15 * 
   const samples = join(tmp, "samples");
   const made = spawnSync(WARPFOLD, ["make-samples", samples], { encoding: "utf8" });
   assert.equal(made.status, 0, `make-samples failed: ${made.stderr}`);
-  // documents to upload: every sample PDF (one is a scan without a text layer) and a broken one
+  // documents to upload: every sample PDF (two are scans: a receipt OCR reads, a blank page it cannot) and a broken one
   const pdfs = [];
   for (const dir of readdirSync(samples)) for (const f of readdirSync(join(samples, dir))) if (f.endsWith(".pdf")) pdfs.push(join(samples, dir, f));
   assert.ok(pdfs.some((p) => p.endsWith("tomatoes.pdf")) && pdfs.some((p) => p.includes("scan")), `unexpected samples: ${pdfs}`);
@@ -193,7 +193,7 @@ test("web UI against warpfold serve" + (MOCK ? " (mock)" : ""), { timeout: 15 * 
       const row = (name) => page.locator(`[data-testid=file-row][data-path$="${name}"]`);
       for (const p of pdfs) await row(basename(p)).waitFor();
       for (const p of pdfs) {
-        const want = p.includes("scan") ? "no_text" : "done";
+        const want = p.includes("blank") ? "no_text" : "done";
         await page.locator(`[data-testid=file-row][data-path$="${basename(p)}"][data-state="${want}"]`).waitFor();
       }
       await page.locator('[data-testid=file-row][data-path$="broken.pdf"][data-state="failed"]').waitFor();

@@ -1,7 +1,8 @@
 //! The bundled sample documents (`warpfold make-samples DIR`): a few short PDFs, a Markdown and a
 //! text file on distinct subjects, so the first run of warpfold has something real to index and
-//! an example search has an obvious right answer. One sample is a scan (an image, no text layer) to
-//! show how such files are reported.
+//! an example search has an obvious right answer. Two samples are scans (one image a page, no text
+//! layer): a receipt, which OCR reads, and a photo of a blank page, to show how a file with no words
+//! is reported.
 
 use std::path::{Path, PathBuf};
 
@@ -87,6 +88,11 @@ const SAMPLES: &[Sample] = &[
 ];
 
 /// A query the samples answer, and the file and page that answer it.
+/// The scanned receipt's text (read back by OCR).
+pub const RECEIPT: &str = "Harbour Hardware, 12 Quay Street. Receipt number 20417, 14 March 2026.\n\n\
+    Two tins of marine varnish, 18.50 each. One boat hook, 24.00. A coil of mooring rope, 31.75.\n\n\
+    Total paid by card: 92.75. Goods may be returned within thirty days with this receipt.";
+
 pub const EXAMPLE_QUERY: &str = "when should I pick tomatoes so they ripen indoors";
 
 /// Writes the samples under `dir`; returns the files written.
@@ -119,10 +125,23 @@ pub fn write_samples(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
         }
         written.push(path);
     }
-    let scan = dir.join("scans/receipt-scan.pdf");
-    std::fs::create_dir_all(scan.parent().expect("has a folder"))?;
-    std::fs::write(&scan, PdfDocument { pages: vec![Page::image_only()], compress: true, ..Default::default() }.to_bytes())?;
-    written.push(scan);
+    let scans = dir.join("scans");
+    std::fs::create_dir_all(&scans)?;
+    // The receipt is typeset and scanned as a flatbed would (200 dpi, turned, grainy, JPEG); where
+    // no font is installed to typeset it, it is left out and the folder says why.
+    match crate::scangen::load_font() {
+        Ok(font) => {
+            let (page, _) = crate::scangen::typeset(&font, RECEIPT, 200);
+            let scanned = crate::scangen::scan(&page, &crate::scangen::ScanSettings::noisy(200, 3));
+            let path = scans.join("receipt-scan.pdf");
+            std::fs::write(&path, crate::scangen::scanned_pdf(&[scanned], 200, crate::scangen::Encoding::Jpeg { quality: 80 }))?;
+            written.push(path);
+        }
+        Err(e) => std::fs::write(scans.join("README.txt"), format!("The scanned receipt sample was not made: {e}\n"))?,
+    }
+    let blank = scans.join("blank-page-scan.pdf");
+    std::fs::write(&blank, PdfDocument { pages: vec![Page::image_only()], compress: true, ..Default::default() }.to_bytes())?;
+    written.push(blank);
     Ok(written)
 }
 
