@@ -73,6 +73,6 @@ export const STATE_LABEL: Record<string, string> = {
   embedding: "embedding",
   done: "done",
   failed: "failed",
-  no_text: "no text layer",
+  no_text: "no text",
   skipped: "skipped",
 };
