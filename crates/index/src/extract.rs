@@ -465,11 +465,27 @@ fn worker_command(isolation: &Isolation, cpu_seconds: u64, memory_limit: u64) ->
     command
 }
 
-fn spawn_reader(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+/// Reads a pipe to its end on a thread of its own; `last_read`, when given, is set to the
+/// milliseconds since `started` each time something arrives (how a stalled worker is noticed).
+fn spawn_reader(
+    mut pipe: impl Read + Send + 'static,
+    started: Instant,
+    last_read: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+) -> std::thread::JoinHandle<Vec<u8>> {
     std::thread::spawn(move || {
         let mut buf = Vec::new();
-        let _ = pipe.read_to_end(&mut buf);
-        buf
+        let mut chunk = [0u8; 8192];
+        loop {
+            match pipe.read(&mut chunk) {
+                Ok(0) | Err(_) => return buf,
+                Ok(n) => {
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Some(last) = &last_read {
+                        last.store(started.elapsed().as_millis() as u64, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            }
+        }
     })
 }
 
@@ -481,8 +497,15 @@ struct WorkerRun {
 }
 
 /// Runs the worker on `path` with `env` added to its environment, under `cpu_seconds` of processor
-/// time (and four times that on the wall clock) and the isolation's memory limit.
-fn run_worker(path: &Path, isolation: &Isolation, env: &[(&str, String)], cpu_seconds: u64) -> Result<WorkerRun, ExtractError> {
+/// time (and four times that on the wall clock) and the isolation's memory limit. With `stall`, a
+/// worker that writes nothing for that long is stopped too (an OCR worker reports every page).
+fn run_worker(
+    path: &Path,
+    isolation: &Isolation,
+    env: &[(&str, String)],
+    cpu_seconds: u64,
+    stall: Option<Duration>,
+) -> Result<WorkerRun, ExtractError> {
     let memory_limit = isolation.memory_limit_mib.saturating_mul(1 << 20);
     let mut command = worker_command(isolation, cpu_seconds, memory_limit);
     command.args(&isolation.args).arg(path).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -494,14 +517,22 @@ fn run_worker(path: &Path, isolation: &Isolation, env: &[(&str, String)], cpu_se
         command.env(key, value);
     }
     let mut child = command.spawn().map_err(|e| ExtractError::Worker(format!("cannot start {}: {e}", isolation.program.display())))?;
-    let stdout = spawn_reader(child.stdout.take().expect("piped"));
-    let stderr = spawn_reader(child.stderr.take().expect("piped"));
-    let deadline = Instant::now() + Duration::from_secs(cpu_seconds) * WALL_FACTOR;
+    let started = Instant::now();
+    let last_output = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let stdout = spawn_reader(child.stdout.take().expect("piped"), started, Some(last_output.clone()));
+    let stderr = spawn_reader(child.stderr.take().expect("piped"), started, None);
+    let deadline = started + Duration::from_secs(cpu_seconds) * WALL_FACTOR;
+    let stalled = || {
+        stall.is_some_and(|stall| {
+            let last = Duration::from_millis(last_output.load(std::sync::atomic::Ordering::Relaxed));
+            started.elapsed().saturating_sub(last) > stall
+        })
+    };
     let mut pause = Duration::from_millis(1);
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
-            Ok(None) if Instant::now() >= deadline => {
+            Ok(None) if Instant::now() >= deadline || stalled() => {
                 let _ = child.kill();
                 let _ = child.wait();
                 break None;
@@ -534,7 +565,7 @@ pub fn extract_isolated(path: &Path, isolation: &Isolation) -> Result<Extracted,
     // runs at a low priority beside the indexer's other work) is not stopped for the machine's
     // load; a wall-clock limit of WALL_FACTOR times as long still catches one that blocks.
     let cpu_seconds = isolation.timeout.as_secs().max(1);
-    let run = run_worker(path, isolation, &[], cpu_seconds)?;
+    let run = run_worker(path, isolation, &[], cpu_seconds, None)?;
     let result = match run.status {
         Some(status) if status.success() => serde_json::from_slice::<Result<Extracted, ExtractError>>(&run.stdout)
             .map_err(|e| ExtractError::Worker(format!("unreadable worker output: {e}")))?,
@@ -598,7 +629,10 @@ fn ocr_into(
             (OCR_LANGUAGES_VARIABLE, languages.to_string()),
             (OCR_RENDER_VARIABLE, if render { "1" } else { "0" }.to_string()),
         ];
-        let run = run_worker(path, isolation, &env, cpu_seconds).map_err(|e| e.to_string())?;
+        // Processor time for the whole batch, and no page may take more than WALL_FACTOR times the
+        // per-page limit on the wall clock: a page that hangs is stopped after its own time.
+        let stall = Duration::from_secs(isolation.timeout.as_secs().max(1)) * WALL_FACTOR;
+        let run = run_worker(path, isolation, &env, cpu_seconds, Some(stall)).map_err(|e| e.to_string())?;
         let mut answered = Vec::new();
         let mut done = false;
         for line in run.stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
@@ -629,13 +663,19 @@ fn ocr_into(
         if !done && run.status.is_some_and(|s| s.success()) {
             return Err("the OCR worker stopped without finishing".into());
         }
-        if !done {
-            // The first page not answered stopped the worker: it keeps the reason, the rest go on.
-            let failure = worker_failure(&run, cpu_seconds, isolation);
-            if let Some(&culprit) = remaining.first() {
-                extracted.warnings.push(format!("page {culprit}: OCR stopped: {}", ocr_failure_text(&failure, isolation)));
-                remaining.remove(0);
+        if done {
+            // A worker that finished answers every page it was given; one it skipped is not asked again.
+            for page in batch.iter().filter(|p| !answered.contains(p)) {
+                extracted.warnings.push(format!("page {page}: the OCR worker gave no answer for it"));
             }
+            remaining.retain(|p| !batch.contains(p));
+            continue;
+        }
+        // The first page not answered stopped the worker: it keeps the reason, the rest go on.
+        let failure = worker_failure(&run, cpu_seconds, isolation);
+        if let Some(&culprit) = remaining.first() {
+            extracted.warnings.push(format!("page {culprit}: OCR stopped: {}", ocr_failure_text(&failure, isolation)));
+            remaining.remove(0);
         }
     }
     extracted.ocr_pages.sort_unstable();
@@ -793,8 +833,8 @@ mod tests {
     }
 
     /// A stand-in worker (a shell script speaking the worker's protocol) whose OCR crashes on page
-    /// 3 and spins on page 4 of a 5-page scan: those two pages keep their reasons, the worker is
-    /// started again after each, and pages 1, 2 and 5 are read. One whose OCR cannot start makes
+    /// 3, spins on page 4 and blocks on page 5 of a 6-page scan: those pages keep their reasons, the
+    /// worker is started again after each, and pages 1, 2 and 6 are read. One whose OCR cannot start makes
     /// the document `no_text` with that reason.
     #[test]
     fn a_page_that_crashes_or_hangs_ocr_costs_only_that_page() {
@@ -804,7 +844,7 @@ mod tests {
         let worker = |name: &str, ocr: &str| {
             let script = dir.path().join(name);
             let body = format!(
-                "if [ -z \"$WARPFOLD_OCR_PAGES\" ]; then printf '{{\"Err\":{{\"kind\":\"no_text_layer\",\"detail\":{{\"pages\":5}}}}}}'; exit 0; fi\n{ocr}"
+                "if [ -z \"$WARPFOLD_OCR_PAGES\" ]; then printf '{{\"Err\":{{\"kind\":\"no_text_layer\",\"detail\":{{\"pages\":6}}}}}}'; exit 0; fi\n{ocr}"
             );
             std::fs::write(&script, body).unwrap();
             let mut isolation = Isolation::new(PathBuf::from("/bin/sh"), vec![script.display().to_string()]);
@@ -814,30 +854,32 @@ mod tests {
         let flaky = worker(
             "flaky.sh",
             r#"for p in $(echo "$WARPFOLD_OCR_PAGES" | tr ',' ' '); do
-                 case $p in 3) kill -SEGV $$ ;; 4) while :; do :; done ;; esac
+                 case $p in 3) kill -SEGV $$ ;; 4) while :; do :; done ;; 5) exec sleep 60 ;; esac
                  printf '{"page":{"page":%s,"result":{"Ok":{"text":"words of page %s","confidence":90}}}}
 ' $p $p
                done
                printf '{"done":{"engine":"Stand-in OCR"}}
 '"#,
         );
-        let out = extract_isolated(&scan, &flaky).expect("three of five pages read");
-        assert_eq!(out.pages, ["words of page 1", "words of page 2", "", "", "words of page 5"]);
-        assert_eq!(out.ocr_pages, [1, 2, 5]);
+        let out = extract_isolated(&scan, &flaky).expect("three of six pages read");
+        assert_eq!(out.pages, ["words of page 1", "words of page 2", "", "", "", "words of page 6"]);
+        assert_eq!(out.ocr_pages, [1, 2, 6]);
         assert!(
             out.warnings[0].starts_with("page 3: OCR stopped: the extraction process crashed: killed by SIGSEGV"),
             "{:?}",
             out.warnings
         );
         assert!(out.warnings[1].starts_with("page 4: OCR stopped: it took longer than 1 s"), "{:?}", out.warnings);
-        assert_eq!(out.warnings[2], "pages 1-2, 5 read by OCR (Stand-in OCR; mean confidence 90%)");
+        // Blocked, not spinning: stopped for writing nothing for four times the per-page limit.
+        assert!(out.warnings[2].starts_with("page 5: OCR stopped: it took longer than 1 s"), "{:?}", out.warnings);
+        assert_eq!(out.warnings[3], "pages 1-2, 6 read by OCR (Stand-in OCR; mean confidence 90%)");
         let missing = worker(
             "missing.sh",
             r#"printf '{"unavailable":"Tesseract is not installed: install it"}
 '"#,
         );
         let err = extract_isolated(&scan, &missing).unwrap_err();
-        assert_eq!(err, ExtractError::OcrUnavailable { pages: 5, reason: "Tesseract is not installed: install it".into() });
+        assert_eq!(err, ExtractError::OcrUnavailable { pages: 6, reason: "Tesseract is not installed: install it".into() });
         assert_eq!(err.status(), "no_text");
         let mut off = missing.clone();
         off.ocr_languages = None;
