@@ -4,7 +4,12 @@
 //! PDF, then Tesseract). Prints one JSON line per setting: character accuracy against the typeset
 //! text (mean and worst page), planted sentences found, pages per second on one core.
 //!
-//! cargo run --release -p warpfold-index --example ocr_accuracy -- [PAGES]
+//! With `--write DIR`, each setting's pages are also written as the engine gets them (the image
+//! read back out of the PDF) for other engines to read: DIR/<look>-<dpi>[-flate]/page-N.png, the
+//! typeset text page-N.txt, the planted sentence page-N.planted, and the resolution in `dpi`
+//! (bench/ocr/compare_engines.py reads them).
+//!
+//! cargo run --release -p warpfold-index --example ocr_accuracy -- [PAGES] [--write DIR]
 
 use std::time::Instant;
 
@@ -12,7 +17,16 @@ use warpfold_index::ocr::{pdf_page_image, Tesseract};
 use warpfold_index::scangen::{self, Encoding, ScanSettings};
 
 fn main() {
-    let pages: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(6);
+    let mut pages: usize = 6;
+    let mut write: Option<std::path::PathBuf> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        if arg == "--write" {
+            write = Some(args.next().expect("--write needs a directory").into());
+        } else {
+            pages = arg.parse().expect("PAGES is a number");
+        }
+    }
     // One thread for Tesseract, as in the extraction worker: its OpenMP threads only compete.
     std::env::set_var("OMP_THREAD_LIMIT", "1");
     let font = scangen::load_font().expect("font");
@@ -45,6 +59,22 @@ fn main() {
         let path = dir.join("scan.pdf");
         std::fs::write(&path, &pdf).unwrap();
         let doc = lopdf::Document::load_mem(&pdf).unwrap();
+        let encoding_name = match encoding {
+            Encoding::Flate => "flate",
+            Encoding::Jpeg { .. } => "jpeg",
+        };
+        if let Some(out) = &write {
+            let suffix = if encoding_name == "flate" { "-flate" } else { "" };
+            let setting = out.join(format!("{look}-{dpi}{suffix}"));
+            std::fs::create_dir_all(&setting).expect("--write directory");
+            std::fs::write(setting.join("dpi"), format!("{dpi}\n")).unwrap();
+            for (i, truth) in truths.iter().enumerate() {
+                let (image, _) = pdf_page_image(&doc, &path, i as u32 + 1).expect("page image");
+                scangen::save_image(&image, &setting.join(format!("page-{i}.png"))).expect("page png");
+                std::fs::write(setting.join(format!("page-{i}.txt")), truth).unwrap();
+                std::fs::write(setting.join(format!("page-{i}.planted")), &planted[i]).unwrap();
+            }
+        }
         let started = Instant::now();
         let mut accuracies = Vec::new();
         let mut found = 0;
@@ -60,10 +90,7 @@ fn main() {
         let worst = accuracies.iter().cloned().fold(f64::INFINITY, f64::min);
         println!(
             "{{\"look\":\"{look}\",\"dpi\":{dpi},\"encoding\":\"{}\",\"pages\":{pages},\"accuracy_mean\":{mean:.4},\"accuracy_worst\":{worst:.4},\"planted_found\":{found},\"pages_per_second\":{:.3},\"pdf_bytes\":{}}}",
-            match encoding {
-                Encoding::Flate => "flate",
-                Encoding::Jpeg { .. } => "jpeg",
-            },
+            encoding_name,
             pages as f64 / seconds,
             pdf.len()
         );
