@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Session 8 (issue 15.4/15.5): the drop-to-summary path with the real weights on the GPU, against the
+# pipeline a user would assemble with transformers, now that the default chunk follows the model and
+# the device (whole reports up to 8,192 tokens for the 1.5B model on a GPU). Runs on the machine the
+# stream (bench/gpu/pack-s8.sh, then bench/gpu/stream.sh put over consecutive calls) set up in /tmp/st.
+#   1. the documents of tests/summary_quality.rs (/tmp/st/kd) with both default chat models at the
+#      test's chunk of 1,280 (loops; key facts scored on the build machine);
+#   2. 48 reports of 400-6,000 words (/tmp/st/kb): warpfold with the 1.5B model at its default chunk,
+#      on the whole GPU and under --vram-budget 8GiB; the transformers peer (peer_summarize.py: the
+#      same GGUF, whole documents, length-sorted batches under a padded-token budget, the same
+#      prompts and decoding) uncapped and capped at 8 GiB; SmolLM2 with warpfold;
+#   3. nvidia-smi sampled every 100 ms through each run (GPU busy, memory).
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/run-summarize-s8-${1:-ours}.log") 2>&1
+export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib WARPFOLD_MODELS_DIR=/tmp/wf-models WARPFOLD_LOG=warn
+[ -x /tmp/warpfold ] || bash /tmp/st/run-on-gpu-machine.sh /tmp/st/warpfold.xz --version | tail -1
+W=/tmp/warpfold
+Q=/tmp/st/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+S=/tmp/st/SmolLM2-135M-Instruct.Q4_1.gguf
+sha256sum $Q $S
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+PY=/opt/torch/.venv/bin/python
+[ -x $PY ] || PY=python3
+mkdir -p /tmp/pylib && $PY -m pip install --no-deps --no-index --target /tmp/pylib /tmp/st/gguf-*.whl -q 2>&1 | tail -2
+export PYTHONPATH=/tmp/pylib
+$PY -c "import transformers, torch, gguf; print('transformers', transformers.__version__, 'torch', torch.__version__, 'gguf', gguf.__version__)"
+sample() { nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader,nounits -lms 100 > "$OUT/$1.smi" & echo $!; }
+summ() { # label decoder folder extra...
+  local label=$1 dec=$2 dir=$3; shift 3
+  echo "--- warpfold $label"
+  local s; s=$(sample "$label")
+  /usr/bin/time -f "wall %e s, max RSS %M KiB" $W --device cuda summarize "$dir" --decoder "$dec" --json "$@" > "$OUT/$label.jsonl" 2> "$OUT/$label.err"
+  kill "$s"
+  tail -3 "$OUT/$label.err"
+}
+peer() { # label extra...
+  local label=$1; shift
+  echo "--- transformers $label"
+  local s; s=$(sample "$label")
+  $PY bench/gpu/peer_summarize.py $Q /tmp/st/kb "$OUT/$label.jsonl" --style detailed "$@" > "$OUT/$label.json" 2> "$OUT/$label.err"
+  kill "$s"
+  cat "$OUT/$label.json"; tail -2 "$OUT/$label.err"
+}
+# What to run, so that each call stays under the 10-minute limit: ours | peer | variants.
+case "${1:-ours}" in
+  ours)
+    echo "=== 1. the quality documents"
+    summ q-qwen $Q /tmp/st/kd --chunk-tokens 1280
+    summ q-smol $S /tmp/st/kd --chunk-tokens 1280
+    echo "=== 2. 48 reports, warpfold"
+    summ b-qwen $Q /tmp/st/kb
+    summ b-qwen-8gib $Q /tmp/st/kb --vram-budget 8GiB
+    summ b-smol $S /tmp/st/kb ;;
+  peer)
+    echo "=== 2. 48 reports, transformers"
+    peer b-peer
+    peer b-peer-8gib --memory-gib 8 ;;
+  variants)
+    # Prompt wordings under trial on the build machine (WFX, a temporary switch of this build's
+    # crates/summarize; unset, the defaults run): the quality documents and the 48 reports.
+    for v in a b c d e; do WFX=$v summ q-qwen-wfx-$v $Q /tmp/st/kd --chunk-tokens 1280; done
+    for v in a c; do WFX=$v summ b-qwen-wfx-$v $Q /tmp/st/kb; done ;;
+esac
+echo "=== done"
