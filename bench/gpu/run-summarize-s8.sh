@@ -60,6 +60,8 @@ case "${1:-ours}" in
   variants)
     # Prompt wordings under trial on the build machine (WFX, a temporary switch of this build's
     # crates/summarize; unset, the defaults run): the quality documents and the 48 reports.
+    summ q-qwen $Q /tmp/st/kd --chunk-tokens 1280
+    summ q-smol $S /tmp/st/kd --chunk-tokens 1280
     for v in a b c d e; do WFX=$v summ q-qwen-wfx-$v $Q /tmp/st/kd --chunk-tokens 1280; done
     for v in a c; do WFX=$v summ b-qwen-wfx-$v $Q /tmp/st/kb; done ;;
 esac
