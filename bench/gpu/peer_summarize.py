@@ -23,8 +23,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 # crates/summarize/src/lib.rs: SYSTEM_PROMPT and instruction() for a whole document.
 SYSTEM = "You are a helpful assistant that writes short, faithful summaries of documents."
 WHOLE = {
-    "detailed": "Summarize the following document in four to six sentences. Start with what it is about, then give its main facts: "
-    "who was involved, when things happened, and the key numbers and amounts, written exactly as stated.\n\n",
+    "detailed": "Summarize the following document in one paragraph. Begin with one sentence on what it is about, "
+    "then state every name, date, number and amount it gives, each with what it refers to, written exactly as stated.\n\n",
     "brief": "Summarize the following document in a few sentences. Say what it is about, and keep its key facts: "
     "names, numbers, dates and amounts.\n\n",
 }

@@ -192,8 +192,9 @@ impl RetryStats {
 /// prompts and 1 with the detailed ones; Qwen2.5-Coder-1.5B kept 3 with the brief ones and 7 with
 /// the detailed ones (asking for four to six sentences that start with the subject and then give who,
 /// when and the numbers "written exactly as stated"); other wordings gave the 1.5B model 4 (one
-/// fact per sentence) and 6 (six to eight sentences). A small model follows a short instruction
-/// best; a larger one uses the room.
+/// fact per sentence) and 6 (six to eight sentences), and 9 (3, 4, 2) with [`DETAILED_WHOLE`] for
+/// whole documents (2026-12-01). A small model follows a short instruction best; a larger one uses
+/// the room.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PromptStyle {
@@ -250,6 +251,14 @@ impl PromptStyle {
     }
 }
 
+/// The detailed style's instruction for a whole document. Measured with Qwen2.5-Coder-1.5B on the
+/// two whole documents of `tests/summary_quality.rs`: 3 and 4 of 5 key facts, where "four to six
+/// sentences ... who was involved, when things happened, and the key numbers and amounts" kept 2
+/// and 3; a token budget of 256 instead of 160 changed nothing (the model stops by itself). Mirrored
+/// in bench/gpu/peer_summarize.py.
+pub const DETAILED_WHOLE: &str = "Summarize the following document in one paragraph. Begin with one sentence on what it is about, \
+    then state every name, date, number and amount it gives, each with what it refers to, written exactly as stated";
+
 /// The user message of a task, in `style` (Auto counts as Brief here: [`Summarizer`] resolves it
 /// for its model). Each asks for the key facts, and the prompts that see a whole document (or
 /// summaries of all of it) ask what it is about: asked only to "summarize", a small model describes
@@ -260,7 +269,7 @@ pub fn instruction(task: &Task, style: PromptStyle) -> String {
     let (facts, whole, part, combine) = match style {
         PromptStyle::Detailed => (
             "who was involved, when things happened, and the key numbers and amounts, written exactly as stated",
-            "Summarize the following document in four to six sentences. Start with what it is about, then give its main facts",
+            DETAILED_WHOLE,
             "in a few sentences. Give its main facts",
             "Write one summary of the whole document in four to six sentences. Start with what it is about, then give its main facts",
         ),
@@ -272,6 +281,8 @@ pub fn instruction(task: &Task, style: PromptStyle) -> String {
         ),
     };
     match task.kind {
+        // The detailed wording names what to keep itself.
+        TaskKind::Whole if style == PromptStyle::Detailed => format!("{whole}.\n\n{}", task.text),
         TaskKind::Whole => format!("{whole}: {facts}.\n\n{}", task.text),
         TaskKind::Part { level: 0, index, of } => {
             format!("Summarize the following text, part {} of {of} of a longer document, {part}: {facts}.\n\n{}", index + 1, task.text)
@@ -536,7 +547,10 @@ mod tests {
         );
         let detailed = instruction(&whole, PromptStyle::Detailed);
         assert!(
-            detailed.contains("four to six sentences") && detailed.contains("written exactly as stated") && detailed.ends_with("\n\nTEXT"),
+            detailed.starts_with(DETAILED_WHOLE)
+                && detailed.contains("every name, date, number and amount")
+                && detailed.contains("written exactly as stated")
+                && detailed.ends_with("\n\nTEXT"),
             "{detailed}"
         );
         let part = Task { document: 0, kind: TaskKind::Part { level: 0, index: 1, of: 3 }, text: "T".into() };
