@@ -135,7 +135,13 @@ function body(doc: DocumentDetail, query?: string): HTMLElement {
     "div",
     { class: "drawer-body" },
     facts(String(doc.state), doc.pages, doc.size, doc.chunks.length, doc.ocrPages),
-    doc.error ? h("div", { class: "callout callout-error", "data-testid": "detail-error" }, doc.error) : null,
+    // an indexed document's "error" holds its notes (pages read by OCR, the encoding a text was read in,
+    // pages that could not be read): said plainly, not in red; a failure's reason stays an error
+    doc.error
+      ? doc.state === "done"
+        ? h("div", { class: "callout", "data-testid": "detail-notes" }, doc.error)
+        : h("div", { class: "callout callout-error", "data-testid": "detail-error" }, doc.error)
+      : null,
     h("h3", null, "Summary"),
     doc.summary ? h("p", { class: "summary", "data-testid": "detail-summary" }, doc.summary) : h("p", { class: "muted" }, "No summary yet."),
     h("h3", null, `Chunks`, h("span", { class: "h-sub" }, doc.chunks.length ? ` ${grouped(doc.chunks.length)}` : "")),
