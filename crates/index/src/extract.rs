@@ -125,9 +125,10 @@ fn describe_start(bytes: &[u8]) -> String {
     format!("{head:?}")
 }
 
-/// Reads a PDF from memory, in this process. Only the extraction worker should call this on
-/// untrusted input: it may panic, abort or never return.
-pub fn extract_pdf_in_process(bytes: &[u8]) -> Result<Extracted, ExtractError> {
+/// A PDF opened as every reader of it here must see it: checked, loaded, decrypted with the empty
+/// password, its page tree repaired (so that text extraction and OCR number pages alike). Returns
+/// whether the file ends in %%EOF and the repair's note, if any.
+fn open_pdf(bytes: &[u8]) -> Result<(pdf_extract::Document, bool, Option<String>), ExtractError> {
     if bytes.is_empty() {
         return Err(ExtractError::EmptyFile);
     }
@@ -147,9 +148,18 @@ pub fn extract_pdf_in_process(bytes: &[u8]) -> Result<Extracted, ExtractError> {
         return Err(ExtractError::Encrypted);
     }
     // pdf-extract numbers pages with lopdf's page-tree walk, which goes round a cycle and repeats a
-    // page listed twice, and loses the text after a content stream it cannot decode or parse:
-    // both are repaired in the loaded document first (crate::pdfpages).
-    let mut notes: Vec<String> = crate::pdfpages::repair_page_tree(&mut doc).into_iter().collect();
+    // page listed twice: repaired in the loaded document first (crate::pdfpages).
+    let note = crate::pdfpages::repair_page_tree(&mut doc);
+    Ok((doc, has_eof, note))
+}
+
+/// Reads a PDF from memory, in this process. Only the extraction worker should call this on
+/// untrusted input: it may panic, abort or never return.
+pub fn extract_pdf_in_process(bytes: &[u8]) -> Result<Extracted, ExtractError> {
+    let (mut doc, has_eof, note) = open_pdf(bytes)?;
+    // pdf-extract loses the text after a content stream it cannot decode or parse: each page's
+    // streams are joined first (crate::pdfpages).
+    let mut notes: Vec<String> = note.into_iter().collect();
     let page_ids = doc.get_pages();
     if page_ids.is_empty() {
         return Err(if has_eof {
@@ -363,12 +373,10 @@ fn ocr_worker(path: &Path, pages: &str) -> i32 {
     };
     let source = match file_kind(path) {
         Some(FileKind::Image(format)) => PageSource::Image(format),
-        _ => match pdf_extract::Document::load_mem(&bytes) {
-            Ok(mut doc) => {
-                if doc.is_encrypted() {
-                    let _ = doc.decrypt("");
-                }
-                PageSource::Pdf(doc)
+        _ => match open_pdf(&bytes) {
+            Ok((doc, _, _)) => {
+                let ids = doc.get_pages();
+                PageSource::Pdf(doc, ids)
             }
             Err(e) => return if say(&OcrLine::Unavailable(format!("the PDF cannot be opened again for OCR: {e}"))) { 0 } else { 3 },
         },
@@ -378,8 +386,11 @@ fn ocr_worker(path: &Path, pages: &str) -> i32 {
             PageSource::Image(format) => {
                 crate::ocr::image_page(&bytes, *format, page as usize).map(|i| Some((i, 300))).map_err(|e| e.to_string())
             }
-            PageSource::Pdf(doc) if !render && !crate::ocr::page_has_image(doc, page) => Ok(None),
-            PageSource::Pdf(doc) => crate::ocr::pdf_page_image(doc, path, page).map(Some),
+            PageSource::Pdf(doc, ids) => match ids.get(&page) {
+                None => Err(format!("the PDF has no page {page}")),
+                Some(&id) if !render && !crate::ocr::page_has_image(doc, id) => Ok(None),
+                Some(&id) => crate::ocr::pdf_page_image(doc, path, page, id).map(Some),
+            },
         };
         let result = match image {
             Ok(Some((image, dpi))) => engine.read(&image, dpi),
@@ -398,7 +409,8 @@ fn ocr_worker(path: &Path, pages: &str) -> i32 {
 }
 
 enum PageSource {
-    Pdf(pdf_extract::Document),
+    /// The document and its pages' objects by number.
+    Pdf(pdf_extract::Document, std::collections::BTreeMap<u32, lopdf::ObjectId>),
     Image(crate::ocr::ImageFormat),
 }
 
@@ -572,11 +584,11 @@ pub fn extract_isolated(path: &Path, isolation: &Isolation) -> Result<Extracted,
         _ => return Err(worker_failure(&run, cpu_seconds, isolation)),
     };
     let scannable = matches!(file_kind(path), Some(FileKind::Pdf | FileKind::Image(_)));
-    match result {
-        Err(ExtractError::NoTextLayer { pages }) if scannable => {
-            let Some(languages) = &isolation.ocr_languages else {
-                return Err(ExtractError::OcrUnavailable { pages, reason: "OCR is turned off".into() });
-            };
+    match (result, isolation.ocr_languages.as_deref()) {
+        (Err(ExtractError::NoTextLayer { pages }), None) if scannable => {
+            Err(ExtractError::OcrUnavailable { pages, reason: "OCR is turned off".into() })
+        }
+        (Err(ExtractError::NoTextLayer { pages }), Some(languages)) if scannable => {
             let mut extracted = Extracted { pages: vec![String::new(); pages], warnings: Vec::new(), ocr_pages: Vec::new() };
             let wanted: Vec<u32> = (1..=pages as u32).collect();
             if let Err(reason) = ocr_into(path, isolation, languages, &wanted, true, &mut extracted) {
@@ -591,18 +603,17 @@ pub fn extract_isolated(path: &Path, isolation: &Isolation) -> Result<Extracted,
             }
             Ok(extracted)
         }
-        Ok(mut extracted) if scannable && isolation.ocr_languages.is_some() => {
+        (Ok(mut extracted), Some(languages)) if scannable => {
             let blank: Vec<u32> =
                 (1..=extracted.pages.len() as u32).filter(|&p| extracted.pages[p as usize - 1].trim().is_empty()).collect();
             if !blank.is_empty() {
-                let languages = isolation.ocr_languages.as_deref().expect("checked");
                 if let Err(reason) = ocr_into(path, isolation, languages, &blank, false, &mut extracted) {
                     extracted.warnings.push(format!("{} page(s) without text were not read by OCR: {reason}", blank.len()));
                 }
             }
             Ok(extracted)
         }
-        other => other,
+        (other, _) => other,
     }
 }
 

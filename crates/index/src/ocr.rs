@@ -363,10 +363,10 @@ fn grey_from_samples(samples: &[u8], width: u32, height: u32, channels: usize) -
     GrayImage::from_raw(width, height, grey)
 }
 
-/// The image of one PDF page, for OCR: the page's own image when the page is one picture (what a
-/// scanner writes), else the page rendered by `pdftoppm`. Returns the image and its resolution.
-pub fn pdf_page_image(doc: &lopdf::Document, path: &Path, number: u32) -> Result<(GrayImage, u32), String> {
-    let page_id = *doc.get_pages().get(&number).ok_or_else(|| format!("the PDF has no page {number}"))?;
+/// The image of page `number` (whose object is `page_id`) of a PDF, for OCR: the page's own image
+/// when the page is one picture (what a scanner writes), else the page rendered by `pdftoppm`.
+/// Returns the image and its resolution.
+pub fn pdf_page_image(doc: &lopdf::Document, path: &Path, number: u32, page_id: lopdf::ObjectId) -> Result<(GrayImage, u32), String> {
     let width_points = page_width_points(doc, page_id).unwrap_or(612.0);
     match embedded_scan(doc, page_id) {
         Ok(Some(image)) => {
@@ -378,68 +378,60 @@ pub fn pdf_page_image(doc: &lopdf::Document, path: &Path, number: u32) -> Result
     }
 }
 
+/// A page attribute the page may inherit from its page-tree ancestors (/MediaBox, /Resources),
+/// dereferenced; at most 32 levels up, so a cyclic /Parent chain ends.
+fn inherited<'a>(doc: &'a lopdf::Document, page_id: lopdf::ObjectId, key: &[u8]) -> Option<&'a lopdf::Object> {
+    let mut id = page_id;
+    for _ in 0..32 {
+        let dict = doc.get_dictionary(id).ok()?;
+        if let Ok(value) = dict.get(key) {
+            return doc.dereference(value).ok().map(|(_, o)| o);
+        }
+        id = dict.get(b"Parent").ok()?.as_reference().ok()?;
+    }
+    None
+}
+
 fn page_width_points(doc: &lopdf::Document, page_id: lopdf::ObjectId) -> Option<f32> {
-    let mut id = page_id;
-    for _ in 0..32 {
-        let dict = doc.get_dictionary(id).ok()?;
-        if let Ok(lopdf::Object::Array(b)) = dict.get(b"MediaBox").and_then(|o| doc.dereference(o).map(|(_, o)| o)) {
-            let n = |o: &lopdf::Object| o.as_float().ok().or_else(|| o.as_i64().ok().map(|v| v as f32));
-            if b.len() == 4 {
-                return Some((n(&b[2])? - n(&b[0])?).abs());
-            }
-        }
-        id = dict.get(b"Parent").ok()?.as_reference().ok()?;
-    }
-    None
+    let lopdf::Object::Array(b) = inherited(doc, page_id, b"MediaBox")? else { return None };
+    let n = |o: &lopdf::Object| o.as_float().ok().or_else(|| o.as_i64().ok().map(|v| v as f32));
+    (b.len() == 4).then(|| Some((n(&b[2])? - n(&b[0])?).abs())).flatten()
 }
 
-/// The page's resources dictionary, inherited from the page tree where the page has none.
-fn page_resources(doc: &lopdf::Document, page_id: lopdf::ObjectId) -> Option<&lopdf::Dictionary> {
-    let mut id = page_id;
-    for _ in 0..32 {
-        let dict = doc.get_dictionary(id).ok()?;
-        if let Ok(resources) = dict.get(b"Resources") {
-            return doc.dereference(resources).ok()?.1.as_dict().ok();
-        }
-        id = dict.get(b"Parent").ok()?.as_reference().ok()?;
-    }
-    None
-}
-
-/// Whether page `number` draws an image at all (a page of text that came out blank and holds no
-/// picture is blank, not a scan).
-pub fn page_has_image(doc: &lopdf::Document, number: u32) -> bool {
-    let Some(&page_id) = doc.get_pages().get(&number) else { return false };
-    let Some(resources) = page_resources(doc, page_id) else { return false };
+/// The image XObjects of the page's resources (inherited where the page has none).
+fn page_images(doc: &lopdf::Document, page_id: lopdf::ObjectId) -> Vec<&lopdf::Stream> {
+    let Some(resources) = inherited(doc, page_id, b"Resources").and_then(|r| r.as_dict().ok()) else { return Vec::new() };
     let Ok(xobjects) = resources.get(b"XObject").and_then(|o| doc.dereference(o)).and_then(|(_, o)| o.as_dict()) else {
-        return false;
+        return Vec::new();
     };
-    xobjects.iter().any(|(_, o)| {
-        matches!(doc.dereference(o), Ok((_, lopdf::Object::Stream(s))) if s.dict.get(b"Subtype").and_then(|t| t.as_name()).ok() == Some(b"Image".as_slice()))
-    })
+    xobjects
+        .iter()
+        .filter_map(|(_, o)| match doc.dereference(o) {
+            Ok((_, lopdf::Object::Stream(s))) if s.dict.get(b"Subtype").and_then(|t| t.as_name()).ok() == Some(b"Image".as_slice()) => {
+                Some(s)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether the page draws an image at all (a page of text that came out blank and holds no
+/// picture is blank, not a scan).
+pub fn page_has_image(doc: &lopdf::Document, page_id: lopdf::ObjectId) -> bool {
+    !page_images(doc, page_id).is_empty()
 }
 
 /// The largest image drawn on the page, decoded; `Ok(None)` when the page has no image; an error
 /// naming the encoding when it has one warpfold cannot decode.
 fn embedded_scan(doc: &lopdf::Document, page_id: lopdf::ObjectId) -> Result<Option<GrayImage>, String> {
-    let Some(resources) = page_resources(doc, page_id) else { return Ok(None) };
-    let Ok(xobjects) = resources.get(b"XObject").and_then(|o| doc.dereference(o)).and_then(|(_, o)| o.as_dict()) else {
-        return Ok(None);
+    let area = |s: &lopdf::Stream| {
+        let dim = |key: &[u8]| s.dict.get(key).and_then(|v| v.as_i64()).unwrap_or(0).max(0) as u64;
+        dim(b"Width") * dim(b"Height")
     };
-    let mut best: Option<(u64, &lopdf::Stream)> = None;
-    for (_, object) in xobjects.iter() {
-        let Ok((_, lopdf::Object::Stream(stream))) = doc.dereference(object) else { continue };
-        if stream.dict.get(b"Subtype").and_then(|s| s.as_name()).ok() != Some(b"Image".as_slice()) {
-            continue;
-        }
-        let dim = |key: &[u8]| stream.dict.get(key).and_then(|v| v.as_i64()).unwrap_or(0).max(0) as u64;
-        let area = dim(b"Width") * dim(b"Height");
-        if best.is_none_or(|(a, _)| area > a) {
-            best = Some((area, stream));
-        }
-    }
-    let Some((_, stream)) = best else { return Ok(None) };
-    decode_pdf_image(doc, stream).map(Some)
+    // The first of the largest, as the page lists them.
+    let images = page_images(doc, page_id);
+    let Some(largest) = images.iter().copied().reduce(|best, s| if area(s) > area(best) { s } else { best }) else { return Ok(None) };
+    decode_pdf_image(doc, largest).map(Some)
 }
 
 fn decode_pdf_image(doc: &lopdf::Document, stream: &lopdf::Stream) -> Result<GrayImage, String> {
@@ -668,7 +660,8 @@ mod tests {
         let noisy = scangen::scan(&page, &ScanSettings::noisy(150, 1));
         let pdf = scangen::scanned_pdf(&[clean], 300, Encoding::Flate);
         let doc = lopdf::Document::load_mem(&pdf).unwrap();
-        let (image, dpi) = pdf_page_image(&doc, Path::new("unused.pdf"), 1).unwrap();
+        let first = |doc: &lopdf::Document| doc.get_pages()[&1];
+        let (image, dpi) = pdf_page_image(&doc, Path::new("unused.pdf"), 1, first(&doc)).unwrap();
         assert_eq!((image.dimensions(), dpi), ((2550, 3300), 300));
         let read = engine.read(&image, dpi).unwrap();
         let accuracy = scangen::character_accuracy(&read.text, &truth);
@@ -676,13 +669,12 @@ mod tests {
         assert!(read.confidence > 50, "{}", read.confidence);
         let pdf = scangen::scanned_pdf(&[noisy], 150, Encoding::Jpeg { quality: 80 });
         let doc = lopdf::Document::load_mem(&pdf).unwrap();
-        let (image, dpi) = pdf_page_image(&doc, Path::new("unused.pdf"), 1).unwrap();
+        assert!(page_has_image(&doc, first(&doc)));
+        let (image, dpi) = pdf_page_image(&doc, Path::new("unused.pdf"), 1, first(&doc)).unwrap();
         let read = engine.read(&image, dpi).unwrap();
         let folded = read.text.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(folded.contains(planted[1]), "{folded}");
-        assert!(!page_has_image(
-            &lopdf::Document::load_mem(&crate::scangen::text_then_scans_pdf("typed", &[], 300, Encoding::Flate)).unwrap(),
-            1
-        ));
+        let typed = lopdf::Document::load_mem(&crate::scangen::text_then_scans_pdf("typed", &[], 300, Encoding::Flate)).unwrap();
+        assert!(!page_has_image(&typed, first(&typed)));
     }
 }
