@@ -46,7 +46,7 @@ fn the_build_follows_the_machine_gpu_and_toolkit() {
     assert!(out.contains("WARPFOLD_FEATURES='flash-attn'") && out.contains("CUDA_COMPUTE_CAP='89'"), "{out}");
     assert!(why.contains("RTX 4070") && why.contains("FlashAttention-2") && why.contains("release 12.4"), "{why}");
     // Only the default models' kernels, through nvcc-fa-kernels in front of the machine's nvcc.
-    let defaults = "hdim32_fp16,hdim64_bf16,hdim64_bf16_causal,hdim128_bf16,hdim128_bf16_causal";
+    let defaults = "hdim32_fp16,hdim64_bf16,hdim64_bf16_causal,hdim128_bf16,hdim128_bf16_causal,splitkv_hdim64_bf16,splitkv_hdim128_bf16";
     assert!(out.contains(&format!("export WARPFOLD_FA_KERNELS='{defaults}'")), "{out}");
     assert!(out.contains(&format!("export WARPFOLD_REAL_NVCC='{nvcc}'")) && out.contains("scripts/gpu/nvcc-fa-kernels'"), "{out}");
     assert!(out.contains("export CANDLE_FLASH_ATTN_BUILD_DIR=") && out.contains("flash-attn-sm89-"), "{out}");

@@ -17,7 +17,8 @@ fn main() {
     // stubs the others): src/flash.rs sends every other shape down the masked path.
     let kernels = std::env::var("WARPFOLD_FA_KERNELS").unwrap_or_else(|_| "all".into());
     for name in kernels.split(',').map(str::trim).filter(|k| *k != "all") {
-        let ok = name.strip_prefix("hdim").is_some_and(|rest| {
+        // Paged-cache (split-KV) kernels are named like the others after a `splitkv_` prefix.
+        let ok = name.strip_prefix("splitkv_").unwrap_or(name).strip_prefix("hdim").is_some_and(|rest| {
             let rest = rest.strip_suffix("_causal").unwrap_or(rest);
             rest.split_once('_').is_some_and(|(dim, ty)| dim.parse::<u32>().is_ok() && matches!(ty, "fp16" | "bf16"))
         });

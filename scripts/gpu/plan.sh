@@ -40,7 +40,7 @@ emit() {
 kernels() {
   local list=${WARPFOLD_FA_KERNELS:-}
   if [ -z "$list" ]; then
-    list=$(sed -n 's/^pub const DEFAULT_KERNELS: &str = "\(.*\)";$/\1/p' "$repo/crates/candle/src/flash.rs")
+    list=$(sed -n '/^pub const DEFAULT_KERNELS: &str =/,/;$/p' "$repo/crates/candle/src/flash.rs" | grep -o '"[^"]*"' | tr -d '"')
   fi
   local real=${WARPFOLD_REAL_NVCC:-$nvcc}
   [ "$(basename "$real")" = nvcc-fa-kernels ] && real=""

@@ -19,8 +19,9 @@ pub const BUILT_KERNELS: &str = match option_env!("WARPFOLD_FA_KERNELS_BUILT") {
 
 /// The kernels warpfold's default models call, and what a build for a user's card compiles unless
 /// told otherwise: all-MiniLM-L6-v2 (head dim 32, f16), SmolLM2-135M (64, bf16: prefill causal,
-/// decode not) and the Qwen2.5 decoders (128, bf16, likewise).
-pub const DEFAULT_KERNELS: &str = "hdim32_fp16,hdim64_bf16,hdim64_bf16_causal,hdim128_bf16,hdim128_bf16_causal";
+/// decode through the paged cache) and the Qwen2.5 decoders (128, bf16, likewise).
+pub const DEFAULT_KERNELS: &str =
+    "hdim32_fp16,hdim64_bf16,hdim64_bf16_causal,hdim128_bf16,hdim128_bf16_causal,splitkv_hdim64_bf16,splitkv_hdim128_bf16";
 
 /// FA-2's name for the kernel a call of this shape runs: head dims go up to the next bucket of 32
 /// (up to 256), e.g. (64, BF16, causal) -> `hdim64_bf16_causal`. None: no FA-2 kernel takes it.
@@ -35,6 +36,23 @@ pub fn kernel_name(head_dim: usize, dtype: DType, causal: bool) -> Option<String
     };
     let bucket = head_dim.div_ceil(32) * 32;
     Some(format!("hdim{bucket}_{element}{}", if causal { "_causal" } else { "" }))
+}
+
+/// FA-2's name for the paged-cache (split-KV) kernel a decode step of this head size runs, e.g.
+/// (128, BF16) -> `splitkv_hdim128_bf16`. Only the head sizes with a kernel of their own (64, 128,
+/// 256); None for the others, which read the cache gathered instead.
+pub fn paged_kernel_name(head_dim: usize, dtype: DType) -> Option<String> {
+    let element = match dtype {
+        DType::F16 => "fp16",
+        DType::BF16 => "bf16",
+        _ => return None,
+    };
+    matches!(head_dim, 64 | 128 | 256).then(|| format!("splitkv_hdim{head_dim}_{element}"))
+}
+
+/// Whether a decode step on `device` reads its paged cache through FA-2's split-KV kernel.
+pub fn uses_paged_flash(device: &Device, head_dim: usize, dtype: DType) -> bool {
+    device.is_cuda() && cfg!(feature = "flash-attn") && paged_kernel_name(head_dim, dtype).is_some_and(|name| listed(BUILT_KERNELS, &name))
 }
 
 /// Whether this build holds the real kernel for that shape (not a stub, not missing).
@@ -90,6 +108,12 @@ mod tests {
             assert!(listed(DEFAULT_KERNELS, &kernel_name(hd, dtype, causal).unwrap()), "{hd} {dtype:?} {causal}");
         }
         assert!(!listed(DEFAULT_KERNELS, "hdim64_fp16"), "BERT-large in f16 is not a default model");
+        // Decoding reads the paged cache of both default chat models.
+        for hd in [64, 128] {
+            assert!(listed(DEFAULT_KERNELS, &paged_kernel_name(hd, DType::BF16).unwrap()), "{hd}");
+        }
+        assert_eq!(paged_kernel_name(96, DType::BF16), None, "no split-KV kernel of its own");
+        assert!(!uses_paged_flash(&Device::Cpu, 128, DType::BF16));
         assert!(listed("all", "hdim224_bf16_causal"));
         assert!(!listed("hdim64_bf16_causal", "hdim64_bf16"), "causality is part of the name");
     }

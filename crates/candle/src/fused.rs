@@ -9,8 +9,11 @@
 //! bf16 logits (src/kernels/fused.cu).
 //!
 //! On the CPU (and for dtypes the kernels do not cover) the same results come from candle's ops.
+//!
+//! The third, [`scatter_rows`], is the key/value pool's write (src/generate.rs): candle's scatter
+//! runs one thread per column and loops over the rows, too narrow for a prefill's thousands of rows.
 
-use candle_core::{DType, Result, Tensor, D};
+use candle_core::{CpuStorage, DType, InplaceOp3, Layout, Result, Tensor, D};
 
 /// `gate_up` (rows, 2·inter), gate first: silu(gate) · up, (rows, inter).
 pub fn silu_mul(gate_up: &Tensor, inter: usize) -> Result<Tensor> {
@@ -29,6 +32,74 @@ pub fn target_log_probs(logits: &Tensor, targets: &Tensor) -> Result<Tensor> {
     }
     let rows = targets.dim(0)?;
     candle_nn::ops::log_softmax(&logits.to_dtype(DType::F32)?, D::Minus1)?.gather(&targets.reshape((rows, 1))?.contiguous()?, 1)?.squeeze(1)
+}
+
+/// Copies row `i` of `src` (n, width) into row `rows[i]` of `dst` (dst_rows, width), in place.
+/// `rows` is (n,) u32, every one below dst_rows; all three contiguous, `src` in `dst`'s dtype.
+pub fn scatter_rows(dst: &Tensor, rows: &Tensor, src: &Tensor) -> Result<()> {
+    let (dst_rows, width) = dst.dims2()?;
+    let (n, src_width) = src.dims2()?;
+    if src_width != width || rows.dims1()? != n || rows.dtype() != DType::U32 || src.dtype() != dst.dtype() {
+        candle_core::bail!(
+            "scatter_rows: {n} rows of {src_width} {:?} into ({dst_rows}, {width}) {:?} through {:?} {:?} indices",
+            src.dtype(),
+            dst.dtype(),
+            rows.dims(),
+            rows.dtype()
+        );
+    }
+    if !(dst.is_contiguous() && rows.is_contiguous() && src.is_contiguous()) {
+        candle_core::bail!("scatter_rows: every tensor must be contiguous");
+    }
+    dst.inplace_op3(rows, src, &ScatterRows)
+}
+
+struct ScatterRows;
+
+impl InplaceOp3 for ScatterRows {
+    fn name(&self) -> &'static str {
+        "scatter-rows"
+    }
+
+    fn cpu_fwd(&self, dst: &mut CpuStorage, dl: &Layout, rows: &CpuStorage, rl: &Layout, src: &CpuStorage, sl: &Layout) -> Result<()> {
+        let (dst_rows, width) = dl.shape().dims2()?;
+        let n = rl.shape().dims1()?;
+        let CpuStorage::U32(all_rows) = rows else { candle_core::bail!("scatter_rows: rows must be u32") };
+        let rows = &all_rows[rl.start_offset()..rl.start_offset() + n];
+        if let Some(&r) = rows.iter().find(|&&r| r as usize >= dst_rows) {
+            candle_core::bail!("scatter_rows: row {r} is outside the {dst_rows} rows of the destination");
+        }
+        fn copy<T: Copy>(dst: &mut [T], src: &[T], rows: &[u32], width: usize) {
+            for (i, &r) in rows.iter().enumerate() {
+                let r = r as usize;
+                dst[r * width..(r + 1) * width].copy_from_slice(&src[i * width..(i + 1) * width]);
+            }
+        }
+        let (d0, s0) = (dl.start_offset(), sl.start_offset());
+        match (dst, src) {
+            (CpuStorage::F32(d), CpuStorage::F32(s)) => copy(&mut d[d0..], &s[s0..], rows, width),
+            (CpuStorage::BF16(d), CpuStorage::BF16(s)) => copy(&mut d[d0..], &s[s0..], rows, width),
+            (CpuStorage::F16(d), CpuStorage::F16(s)) => copy(&mut d[d0..], &s[s0..], rows, width),
+            (d, s) => {
+                use candle_core::backend::BackendStorage;
+                candle_core::bail!("scatter_rows: {:?} rows into {:?}", s.dtype(), d.dtype())
+            }
+        }
+        Ok(())
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        dst: &mut candle_core::cuda_backend::CudaStorage,
+        dl: &Layout,
+        rows: &candle_core::cuda_backend::CudaStorage,
+        rl: &Layout,
+        src: &candle_core::cuda_backend::CudaStorage,
+        sl: &Layout,
+    ) -> Result<()> {
+        cuda::scatter_rows(dst, dl, rows, rl, src, sl)
+    }
 }
 
 #[cfg(feature = "cuda")]
@@ -122,5 +193,75 @@ mod cuda {
         let out = CudaStorage::wrap_cuda_slice(out, dev.clone());
         drop((storage, t_storage));
         Ok(wrap(out, rows))
+    }
+
+    pub(super) fn scatter_rows(
+        dst: &mut CudaStorage,
+        dl: &candle_core::Layout,
+        rows: &CudaStorage,
+        rl: &candle_core::Layout,
+        src: &CudaStorage,
+        sl: &candle_core::Layout,
+    ) -> Result<()> {
+        let (dst_rows, width) = dl.shape().dims2()?;
+        let n = rl.shape().dims1()?;
+        if n == 0 {
+            return Ok(());
+        }
+        let dev: CudaDevice = dst.device.clone();
+        let rows = rows.as_cuda_slice::<u32>()?.slice(rl.start_offset()..rl.start_offset() + n);
+        let total = n * width;
+        let threads = 256u32;
+        let blocks = (total.div_ceil(threads as usize)).clamp(1, 132 * 64) as u32;
+        let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+        let (n_arg, width_arg, rows_arg) = (n as u64, width as u64, dst_rows as u64);
+        let (d0, s0) = (dl.start_offset(), sl.start_offset());
+        macro_rules! run {
+            ($t:ty, $name:literal) => {{
+                let s = src.as_cuda_slice::<$t>()?.slice(s0..s0 + total);
+                let d = dst.as_cuda_slice_mut::<$t>()?;
+                let mut d = d.slice_mut(d0..d0 + dst_rows * width);
+                // SAFETY: the kernel reads `total` elements of `s` and `n` of `rows`, and writes only
+                // rows below `dst_rows` of `d`, which holds dst_rows * width elements; bf16/f16 and
+                // f32 are copied as same-sized words (u16, u32), which the kernel never interprets.
+                let func = dev.get_or_load_custom_func($name, MODULE, PTX)?;
+                let mut b = func.builder();
+                b.arg(&rows).arg(&s).arg(&mut d).arg(&n_arg).arg(&width_arg).arg(&rows_arg);
+                unsafe { b.launch(cfg) }.map_err(err)?;
+            }};
+        }
+        match dst.dtype() {
+            DType::BF16 => run!(half::bf16, "scatter_rows_u16"),
+            DType::F16 => run!(half::f16, "scatter_rows_u16"),
+            DType::F32 => run!(f32, "scatter_rows_u32"),
+            d => candle_core::bail!("scatter_rows: dtype {d:?} is not supported"),
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use candle_core::{DType, Device, Tensor};
+
+    #[test]
+    fn scatter_rows_writes_each_row_where_it_is_told_and_nothing_else() {
+        for dtype in [DType::F32, DType::BF16] {
+            let dst = Tensor::zeros((6, 3), dtype, &Device::Cpu).unwrap();
+            let src = Tensor::arange(1f32, 10.0, &Device::Cpu).unwrap().reshape((3, 3)).unwrap().to_dtype(dtype).unwrap();
+            let rows = Tensor::new(&[4u32, 0, 2], &Device::Cpu).unwrap();
+            super::scatter_rows(&dst, &rows, &src).unwrap();
+            let got = dst.to_dtype(DType::F32).unwrap().to_vec2::<f32>().unwrap();
+            let want = [[4., 5., 6.], [0., 0., 0.], [7., 8., 9.], [0., 0., 0.], [1., 2., 3.], [0., 0., 0.]];
+            assert_eq!(got, want.map(|r| r.to_vec()).to_vec(), "{dtype:?}");
+            // A row outside the destination is refused and nothing is written.
+            let bad = Tensor::new(&[1u32, 6, 3], &Device::Cpu).unwrap();
+            let err = super::scatter_rows(&dst, &bad, &src).unwrap_err().to_string();
+            assert!(err.contains("row 6 is outside the 6 rows"), "{err}");
+            assert_eq!(dst.to_dtype(DType::F32).unwrap().to_vec2::<f32>().unwrap(), got);
+            // Shapes that do not fit are refused, not truncated.
+            let wide = Tensor::zeros((3, 4), dtype, &Device::Cpu).unwrap();
+            assert!(super::scatter_rows(&dst, &rows, &wide).is_err());
+        }
     }
 }

@@ -9,10 +9,12 @@
 //! batch at once and a waiting prompt is prefilled into its place, so the batch stays full
 //! (continuous batching).
 //!
-//! Caches are `(kv_heads, capacity, head_dim)` per layer and sequence, allocated for the prompt
-//! plus the tokens it may generate and grown by doubling if ever needed; a step writes its key and
-//! value in place. Attention over a cache runs in f32 on the non-flash path; with `flash-attn` on
-//! CUDA one varlen call covers the whole batch (queries of length 1, per-sequence key lengths).
+//! Caches live in one pool of fixed-size blocks per layer ([`KvPool`]): a sequence takes the blocks
+//! its prompt and whole generation budget need when it joins and gives them back when it ends. A
+//! step writes the batch's new keys and values with one scatter per layer and reads them through a
+//! block table: FA-2's paged (split-KV) kernel on CUDA, one call for the whole batch; elsewhere the
+//! rows of each sequence are gathered and attention runs in f32 (on the CPU) or through FA-2's
+//! varlen kernel (a CUDA build without the paged kernel).
 //!
 //! Sampling draws from each request's own seeded generator, so what a request generates does not
 //! depend on which other requests shared its batch.
@@ -28,15 +30,43 @@
 
 use std::time::Instant;
 
-use candle_core::{DType, Module, Result, Tensor};
+use candle_core::{DType, Device, Module, Result, Tensor};
 use warpfold_backend::{Bin, Layout, SequenceTag};
 
 use crate::llama::LlamaModel;
 
-/// One sequence's keys and values, layer by layer.
-pub struct SeqCache {
-    /// Per layer: k and v, each (kv_heads, capacity, head_dim), the first `len` positions valid.
+/// Tokens per cache block. FA-2's paged kernels take any multiple of 32 through candle-flash-attn;
+/// a small block wastes at most 31 tokens per sequence.
+pub const KV_BLOCK: usize = 32;
+
+/// Every running sequence's keys and values, in one pool of [`KV_BLOCK`]-token blocks per layer.
+///
+/// Why a pool: decoding writes one key and value per sequence and layer, and reads every
+/// sequence's whole cache. With one tensor per sequence that is a copy kernel per sequence and
+/// layer and a concatenation of every cache at every step, so a step's time grew with the batch
+/// (about 24 ms for 16 sequences of the 1.5B model on an H200, nearly all of it launches). In a
+/// pool, one scatter writes the batch's new rows and one attention call reads each sequence's
+/// blocks through a block table (FA-2's paged kernel on CUDA), so a step costs the same number of
+/// kernels for 1 sequence or 64. Rows are `kv_heads * head_dim` wide; a sequence's position `p`
+/// lives in row `blocks[p / KV_BLOCK] * KV_BLOCK + p % KV_BLOCK`.
+pub struct KvPool {
+    /// Per layer: k and v, each (blocks * KV_BLOCK, kv_heads * head_dim).
     layers: Vec<(Tensor, Tensor)>,
+    num_layers: usize,
+    free: Vec<u32>,
+    blocks: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    dtype: DType,
+    device: Device,
+    /// Decode steps read the pool through FA-2's paged kernel (else gathered, see [`CacheReads`]).
+    pub(crate) paged: bool,
+}
+
+/// One sequence's place in a [`KvPool`]: its blocks, in order, and the tokens held.
+#[derive(Debug, Default)]
+pub struct SeqCache {
+    blocks: Vec<u32>,
     len: usize,
 }
 
@@ -51,27 +81,113 @@ impl SeqCache {
     }
 
     fn capacity(&self) -> usize {
-        self.layers.first().map(|(k, _)| k.dim(1).unwrap_or(0)).unwrap_or(0)
+        self.blocks.len() * KV_BLOCK
     }
 
-    /// Doubles the capacity (copying what is held) when the next token would not fit.
-    fn reserve_one(&mut self) -> Result<()> {
-        let cap = self.capacity();
-        if self.len < cap {
+    /// The pool row of position `p`.
+    fn row(&self, p: usize) -> u32 {
+        self.blocks[p / KV_BLOCK] * KV_BLOCK as u32 + (p % KV_BLOCK) as u32
+    }
+}
+
+/// Blocks that hold `tokens` tokens.
+pub fn kv_blocks(tokens: usize) -> usize {
+    tokens.div_ceil(KV_BLOCK)
+}
+
+impl KvPool {
+    /// An empty pool for `model`'s layers, in its dtype; [`Self::with_blocks`] sizes it at once.
+    pub fn new(model: &LlamaModel) -> Self {
+        let c = &model.config;
+        Self {
+            layers: Vec::new(),
+            num_layers: c.num_hidden_layers,
+            free: Vec::new(),
+            blocks: 0,
+            kv_heads: c.kv_heads(),
+            head_dim: c.head_dim(),
+            dtype: model.dtype(),
+            device: model.device().clone(),
+            paged: paged_allowed() && crate::flash::uses_paged_flash(model.device(), c.head_dim(), model.dtype()),
+        }
+    }
+
+    /// A pool of `blocks` blocks (allocated now, so a budget is taken once, not by growth).
+    pub fn with_blocks(model: &LlamaModel, blocks: usize) -> Result<Self> {
+        let mut pool = Self::new(model);
+        pool.grow(blocks)?;
+        Ok(pool)
+    }
+
+    /// Blocks not held by any sequence.
+    pub fn free_blocks(&self) -> usize {
+        self.free.len()
+    }
+
+    pub fn total_blocks(&self) -> usize {
+        self.blocks
+    }
+
+    fn width(&self) -> usize {
+        self.kv_heads * self.head_dim
+    }
+
+    /// Adds `more` blocks, keeping what the pool holds (a copy into a larger pool).
+    fn grow(&mut self, more: usize) -> Result<()> {
+        if more == 0 {
             return Ok(());
         }
-        let new_cap = (cap * 2).max(16);
-        for (k, v) in &mut self.layers {
-            let (kv, _, hd) = k.dims3()?;
-            let grow = |t: &Tensor| -> Result<Tensor> {
-                let bigger = Tensor::zeros((kv, new_cap, hd), t.dtype(), t.device())?;
-                bigger.slice_set(t, 1, 0)?;
-                Ok(bigger)
-            };
-            *k = grow(k)?;
-            *v = grow(v)?;
+        let rows = (self.blocks + more) * KV_BLOCK;
+        let (width, dtype, device) = (self.width(), self.dtype, self.device.clone());
+        let enlarge = |t: Option<&Tensor>| -> Result<Tensor> {
+            let bigger = Tensor::zeros((rows, width), dtype, &device)?;
+            if let Some(t) = t {
+                bigger.slice_set(t, 0, 0)?;
+            }
+            Ok(bigger)
+        };
+        if self.layers.is_empty() {
+            self.layers = (0..self.num_layers).map(|_| Ok((enlarge(None)?, enlarge(None)?))).collect::<Result<_>>()?;
+        } else {
+            for (k, v) in &mut self.layers {
+                *k = enlarge(Some(k))?;
+                *v = enlarge(Some(v))?;
+            }
         }
+        self.free.extend((self.blocks..self.blocks + more).rev().map(|b| b as u32));
+        self.blocks += more;
         Ok(())
+    }
+
+    /// A new sequence's place with room for `tokens` tokens (the pool grows if it must).
+    pub fn allocate(&mut self, tokens: usize) -> Result<SeqCache> {
+        let need = kv_blocks(tokens.max(1));
+        if self.free.len() < need {
+            self.grow(need - self.free.len())?;
+        }
+        let at = self.free.len() - need;
+        let blocks = self.free.split_off(at);
+        Ok(SeqCache { blocks, len: 0 })
+    }
+
+    /// Gives a finished sequence's blocks back.
+    pub fn release(&mut self, seq: SeqCache) {
+        self.free.extend(seq.blocks);
+    }
+
+    /// Writes the keys and values of layer `l` ((n, kv_heads, hd) each) at the pool rows `at`
+    /// ((n,) u32).
+    fn write(&self, l: usize, at: &Tensor, k: &Tensor, v: &Tensor) -> Result<()> {
+        let n = k.dim(0)?;
+        let (kp, vp) = &self.layers[l];
+        crate::fused::scatter_rows(kp, at, &k.reshape((n, self.width()))?.to_dtype(self.dtype)?.contiguous()?)?;
+        crate::fused::scatter_rows(vp, at, &v.reshape((n, self.width()))?.to_dtype(self.dtype)?.contiguous()?)
+    }
+
+    /// Pool rows, on the pool's device.
+    fn rows(&self, rows: Vec<u32>) -> Result<Tensor> {
+        let n = rows.len();
+        Tensor::from_vec(rows, n, &self.device)
     }
 }
 
@@ -102,8 +218,9 @@ pub fn prompt_bin(prompts: &[&[u32]]) -> Bin {
 
 impl LlamaModel {
     /// Runs a packed bin of prompts and returns the logits at each prompt's last token ((n, vocab),
-    /// f32) and each prompt's cache, with room for `reserve[i]` more tokens.
-    pub fn prefill(&self, bin: &Bin, reserve: &[usize]) -> Result<(Tensor, Vec<SeqCache>)> {
+    /// f32) and each prompt's place in `pool`, holding its keys and values, with room for
+    /// `reserve[i]` more tokens.
+    pub fn prefill(&self, pool: &mut KvPool, bin: &Bin, reserve: &[usize]) -> Result<(Tensor, Vec<SeqCache>)> {
         let n = bin.num_sequences();
         if reserve.len() != n {
             candle_core::bail!("prefill: {} reserves for {n} sequences", reserve.len());
@@ -114,32 +231,28 @@ impl LlamaModel {
         let last: Vec<u32> = (0..n).map(|i| bin.cu_seqlens[i] + bin.seq_lens[i] - 1).collect();
         let last = hidden.index_select(&Tensor::from_vec(last, n, &self.device)?, 0)?;
         let logits = self.lm_head.forward(&last)?.to_dtype(DType::F32)?;
-        // 2. Each sequence's keys and values: (T, kv, hd) -> its rows -> (kv, len, hd) at the start
-        //    of a (kv, len + reserve, hd) cache.
+        // 2. Each sequence's blocks, then every tape row's keys and values to its pool row: one
+        //    scatter per layer for the whole bin.
         let mut caches = Vec::with_capacity(n);
+        let mut rows = Vec::with_capacity(bin.input_ids.len());
         for i in 0..n {
-            let (start, len) = (bin.cu_seqlens[i] as usize, bin.seq_lens[i] as usize);
-            let cap = len + reserve[i].max(1);
-            let mut layers = Vec::with_capacity(kv.len());
-            for (k, v) in &kv {
-                let place = |t: &Tensor| -> Result<Tensor> {
-                    let rows = t.narrow(0, start, len)?.transpose(0, 1)?.contiguous()?;
-                    let (kvh, _, hd) = rows.dims3()?;
-                    let cache = Tensor::zeros((kvh, cap, hd), rows.dtype(), rows.device())?;
-                    cache.slice_set(&rows, 1, 0)?;
-                    Ok(cache)
-                };
-                layers.push((place(k)?, place(v)?));
-            }
-            caches.push(SeqCache { layers, len });
+            let len = bin.seq_lens[i] as usize;
+            let mut c = pool.allocate(len + reserve[i].max(1))?;
+            rows.extend((0..len).map(|p| c.row(p)));
+            c.len = len;
+            caches.push(c);
+        }
+        let at = pool.rows(rows)?;
+        for (l, (k, v)) in kv.iter().enumerate() {
+            pool.write(l, &at, k, v)?;
         }
         Ok((logits, caches))
     }
 
-    /// One decoding step for a batch: `tokens[b]` is the next token of the sequence whose cache is
-    /// `caches[b]`, at position `caches[b].len()`. Appends to every cache and returns the logits
-    /// of the next token, (B, vocab) in f32.
-    pub fn decode_step(&self, tokens: &[u32], caches: &mut [SeqCache]) -> Result<Tensor> {
+    /// One decoding step for a batch: `tokens[b]` is the next token of the sequence whose place in
+    /// `pool` is `caches[b]`, at position `caches[b].len()`. Appends to every cache and returns the
+    /// logits of the next token, (B, vocab) in f32.
+    pub fn decode_step(&self, pool: &mut KvPool, tokens: &[u32], caches: &mut [SeqCache]) -> Result<Tensor> {
         let b = tokens.len();
         if caches.len() != b {
             candle_core::bail!("decode_step: {b} tokens for {} caches", caches.len());
@@ -151,23 +264,26 @@ impl LlamaModel {
         if let Some(c) = caches.iter().find(|c| c.len >= max_pos) {
             candle_core::bail!("a sequence of {} tokens has reached the model's {max_pos} positions", c.len);
         }
+        // A sequence that outgrows its blocks takes more (not when it reserved its budget).
         for c in caches.iter_mut() {
-            c.reserve_one()?;
+            if c.len >= c.capacity() {
+                let more = pool.allocate(c.capacity().max(KV_BLOCK))?;
+                c.blocks.extend(more.blocks);
+            }
         }
         let positions: Vec<u32> = caches.iter().map(|c| c.len as u32).collect();
         let (cos, sin) = self.rope_angles(&positions)?;
+        // Where the new rows go, and what attention reads: the same for every layer.
+        let at = pool.rows(caches.iter().map(|c| c.row(c.len)).collect())?;
+        let reads = CacheReads::new(pool, caches)?;
         let mut x = self.embed_tokens.forward(&Tensor::from_slice(tokens, b, &self.device)?)?;
         for (l, layer) in self.layers.iter().enumerate() {
             // 1. q, k, v of the B new tokens in one matmul: q (B, heads, hd), k and v (B, kv, hd).
             let (q, k, v) = layer.qkv(&x, &cos, &sin)?;
-            // 2. Each sequence's new key and value into its cache at its own position.
-            for (i, c) in caches.iter_mut().enumerate() {
-                let (kc, vc) = &c.layers[l];
-                kc.slice_set(&k.narrow(0, i, 1)?.transpose(0, 1)?.contiguous()?, 1, c.len)?;
-                vc.slice_set(&v.narrow(0, i, 1)?.transpose(0, 1)?.contiguous()?, 1, c.len)?;
-            }
+            // 2. The new keys and values into the pool, one scatter for the batch.
+            pool.write(l, &at, &k, &v)?;
             // 3. Each query attends to its own cache, itself included.
-            let ctx = cached_attention(&q, caches, l, layer.kv_heads, 1.0 / (layer.head_dim as f32).sqrt())?;
+            let ctx = reads.attend(pool, l, &q, 1.0 / (layer.head_dim as f32).sqrt())?;
             x = layer.finish(&ctx, &x)?;
         }
         for c in caches.iter_mut() {
@@ -177,46 +293,124 @@ impl LlamaModel {
     }
 }
 
-/// q (B, heads, hd) against each sequence's cache of layer `l` (its first `len + 1` positions):
-/// -> (B, heads, hd).
-fn cached_attention(q: &Tensor, caches: &[SeqCache], l: usize, kv: usize, scale: f32) -> Result<Tensor> {
-    let (b, heads, hd) = q.dims3()?;
-    let rep = heads / kv;
-    #[cfg(feature = "flash-attn")]
-    if crate::flash::uses_flash(q.device(), hd, q.dtype(), false) {
-        // One varlen call: queries of length 1, keys of each sequence's own length, back to back.
-        let mut ks = Vec::with_capacity(b);
-        let mut vs = Vec::with_capacity(b);
+/// How a decode step's queries read the pool, set up once per step for every layer: FA-2's paged
+/// kernel through a block table where this build has it, else the rows of every sequence's keys
+/// gathered into one packed tape (FA-2's varlen kernel on CUDA, plain attention on the CPU).
+enum CacheReads {
+    #[cfg_attr(not(feature = "flash-attn"), allow(dead_code))]
+    Paged {
+        cu_q: Tensor,
+        cu_k: Tensor,
+        table: Tensor,
+        max_k: usize,
+    },
+    Gathered {
+        rows: Tensor,
+        cu_k: Vec<u32>,
+        cu_k_t: Option<(Tensor, Tensor)>,
+        max_k: usize,
+    },
+}
+
+/// `WARPFOLD_DECODE_ATTENTION=gathered` sends CUDA decoding through the gathered path even where the
+/// paged kernel is built (to compare the two on one machine).
+fn paged_allowed() -> bool {
+    static ALLOWED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ALLOWED.get_or_init(|| std::env::var("WARPFOLD_DECODE_ATTENTION").map(|v| v.trim() != "gathered").unwrap_or(true))
+}
+
+impl CacheReads {
+    fn new(pool: &KvPool, caches: &[SeqCache]) -> Result<Self> {
+        let b = caches.len();
+        let device = &pool.device;
         let mut cu_k = vec![0u32];
         for c in caches {
-            let (kc, vc) = &c.layers[l];
-            ks.push(kc.narrow(1, 0, c.len + 1)?.transpose(0, 1)?);
-            vs.push(vc.narrow(1, 0, c.len + 1)?.transpose(0, 1)?);
             cu_k.push(cu_k[cu_k.len() - 1] + c.len as u32 + 1);
         }
         let max_k = caches.iter().map(|c| c.len + 1).max().unwrap_or(1);
-        let k_all = Tensor::cat(&ks, 0)?.contiguous()?;
-        let v_all = Tensor::cat(&vs, 0)?.contiguous()?;
-        let cu_q: Vec<u32> = (0..=b as u32).collect();
-        let cu_q = Tensor::from_vec(cu_q, b + 1, q.device())?;
-        let cu_k = Tensor::from_vec(cu_k, b + 1, q.device())?;
-        return candle_flash_attn::flash_attn_varlen(&q.contiguous()?, &k_all, &v_all, &cu_q, &cu_k, 1, max_k, scale, false);
+        if pool.paged {
+            let width = caches.iter().map(|c| kv_blocks(c.len + 1)).max().unwrap_or(1);
+            let mut table = vec![0u32; b * width];
+            for (i, c) in caches.iter().enumerate() {
+                let used = kv_blocks(c.len + 1);
+                table[i * width..i * width + used].copy_from_slice(&c.blocks[..used]);
+            }
+            let cu_q: Vec<u32> = (0..=b as u32).collect();
+            return Ok(CacheReads::Paged {
+                cu_q: Tensor::from_vec(cu_q, b + 1, device)?,
+                cu_k: Tensor::from_vec(cu_k, b + 1, device)?,
+                table: Tensor::from_vec(table, (b, width), device)?,
+                max_k,
+            });
+        }
+        let rows: Vec<u32> = caches.iter().flat_map(|c| (0..=c.len).map(|p| c.row(p))).collect();
+        let total = rows.len();
+        let flash = crate::flash::uses_flash(device, pool.head_dim, pool.dtype, false);
+        let cu_k_t = if flash {
+            let cu_q: Vec<u32> = (0..=b as u32).collect();
+            Some((Tensor::from_vec(cu_q, b + 1, device)?, Tensor::from_slice(&cu_k, b + 1, device)?))
+        } else {
+            None
+        };
+        Ok(CacheReads::Gathered { rows: Tensor::from_vec(rows, total, device)?, cu_k, cu_k_t, max_k })
     }
-    let dtype = q.dtype();
-    let mut out = Vec::with_capacity(b);
-    for (i, c) in caches.iter().enumerate() {
-        let keys = c.len + 1;
-        let (kc, vc) = &c.layers[l];
-        // (1, heads, hd) -> (kv, rep, hd): query head h uses kv head h / rep.
-        let qi = q.narrow(0, i, 1)?.reshape((kv, rep, hd))?.to_dtype(DType::F32)?;
-        let k = kc.narrow(1, 0, keys)?.to_dtype(DType::F32)?;
-        let v = vc.narrow(1, 0, keys)?.to_dtype(DType::F32)?;
-        // (kv, rep, hd) x (kv, hd, keys) -> (kv, rep, keys) -> softmax -> x (kv, keys, hd) -> (kv, rep, hd)
-        let scores = (qi.matmul(&k.t()?)? * scale as f64)?;
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-        out.push(probs.matmul(&v)?.reshape((1, heads, hd))?);
+
+    /// q (B, heads, hd) against each sequence's keys and values of layer `l`, itself included:
+    /// -> (B, heads, hd).
+    fn attend(&self, pool: &KvPool, l: usize, q: &Tensor, scale: f32) -> Result<Tensor> {
+        let (b, heads, hd) = q.dims3()?;
+        let kv = pool.kv_heads;
+        let (kp, vp) = &pool.layers[l];
+        match self {
+            #[cfg(feature = "flash-attn")]
+            CacheReads::Paged { cu_q, cu_k, table, max_k } => {
+                let shape = (pool.blocks, KV_BLOCK, kv, hd);
+                candle_flash_attn::flash_attn_varlen_paged_windowed(
+                    &q.contiguous()?,
+                    &kp.reshape(shape)?,
+                    &vp.reshape(shape)?,
+                    cu_q,
+                    cu_k,
+                    table,
+                    None,
+                    1,
+                    *max_k,
+                    scale,
+                    None,
+                    None,
+                    KV_BLOCK,
+                    None,
+                )
+            }
+            #[cfg(not(feature = "flash-attn"))]
+            CacheReads::Paged { .. } => unreachable!("the paged path is chosen only in flash-attn builds"),
+            CacheReads::Gathered { rows, cu_k, cu_k_t, max_k } => {
+                let total = rows.dim(0)?;
+                let k_all = kp.index_select(rows, 0)?.reshape((total, kv, hd))?;
+                let v_all = vp.index_select(rows, 0)?.reshape((total, kv, hd))?;
+                #[cfg(feature = "flash-attn")]
+                if let Some((cu_q, cu_k_t)) = cu_k_t {
+                    return candle_flash_attn::flash_attn_varlen(&q.contiguous()?, &k_all, &v_all, cu_q, cu_k_t, 1, *max_k, scale, false);
+                }
+                let _ = (cu_k_t, max_k);
+                let rep = heads / kv;
+                let dtype = q.dtype();
+                let mut out = Vec::with_capacity(b);
+                for i in 0..b {
+                    let (start, keys) = (cu_k[i] as usize, (cu_k[i + 1] - cu_k[i]) as usize);
+                    // (1, heads, hd) -> (kv, rep, hd): query head h uses kv head h / rep.
+                    let qi = q.narrow(0, i, 1)?.reshape((kv, rep, hd))?.to_dtype(DType::F32)?;
+                    let k = k_all.narrow(0, start, keys)?.transpose(0, 1)?.to_dtype(DType::F32)?.contiguous()?;
+                    let v = v_all.narrow(0, start, keys)?.transpose(0, 1)?.to_dtype(DType::F32)?.contiguous()?;
+                    // (kv, rep, hd) x (kv, hd, keys) -> (kv, rep, keys) -> softmax -> x (kv, keys, hd) -> (kv, rep, hd)
+                    let scores = (qi.matmul(&k.t()?)? * scale as f64)?;
+                    let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+                    out.push(probs.matmul(&v)?.reshape((1, heads, hd))?);
+                }
+                Tensor::cat(&out, 0)?.to_dtype(dtype)
+            }
+        }
     }
-    Tensor::cat(&out, 0)?.to_dtype(dtype)
 }
 
 /// How tokens are chosen.
@@ -426,8 +620,8 @@ struct Active {
     next: u32,
     cache: SeqCache,
     budget: usize,
-    /// The generation budget it reserved cache room for when it joined.
-    reserve: usize,
+    /// The cache tokens it reserved when it joined (its prompt and budget, in whole blocks).
+    reserved: usize,
 }
 
 /// Generates a continuation of every prompt: packed prefill of the prompts that join, batched
@@ -458,6 +652,17 @@ pub fn generate(
     let mut waiting_next = waiting.next();
     let mut active: Vec<Active> = Vec::new();
     let max_batch = opts.max_batch.max(1);
+    // What each request reserves when it joins: its prompt and whole budget, in whole blocks.
+    let need = |r: usize| {
+        let len = prompts[r].len();
+        kv_blocks(len + params.max_new_tokens.min(max_pos - len).max(1)) * KV_BLOCK
+    };
+    // The pool is taken once, as large as the cache budget or as the largest batch could need,
+    // whichever is less (a request larger than the budget runs alone and grows it).
+    let mut needs: Vec<usize> = (0..prompts.len()).map(need).collect();
+    needs.sort_unstable_by(|a, b| b.cmp(a));
+    let most = needs.iter().take(max_batch).sum::<usize>().min(opts.kv_tokens);
+    let mut pool = KvPool::with_blocks(model, most / KV_BLOCK)?;
     let finish = |request: usize,
                   stopped: bool,
                   outputs: &mut Vec<Vec<u32>>,
@@ -471,20 +676,19 @@ pub fn generate(
         // 1. Join: prompts fill the free places, as many as one packed prefill takes.
         let mut joining = Vec::new();
         let mut tokens = 0;
-        let mut reserved: usize = active.iter().map(|a| prompts[a.request].len() + a.reserve).sum();
+        let mut reserved: usize = active.iter().map(|a| a.reserved).sum();
         while let Some(r) = waiting_next {
             let len = prompts[r].len();
-            let need = len + params.max_new_tokens.min(max_pos - len);
             let alone = active.is_empty() && joining.is_empty();
             if active.len() + joining.len() >= max_batch
                 || (!joining.is_empty() && tokens + len > opts.prefill_tokens)
-                || (!alone && reserved + need > opts.kv_tokens)
+                || (!alone && reserved + need(r) > opts.kv_tokens)
             {
                 break;
             }
             joining.push(r);
             tokens += len;
-            reserved += need;
+            reserved += need(r);
             waiting_next = waiting.next();
         }
         stats.max_kv_reserved = stats.max_kv_reserved.max(reserved);
@@ -492,26 +696,32 @@ pub fn generate(
             let started = Instant::now();
             let refs: Vec<&[u32]> = joining.iter().map(|&r| prompts[r].as_slice()).collect();
             let budgets: Vec<usize> = joining.iter().map(|&r| params.max_new_tokens.min(max_pos - prompts[r].len())).collect();
-            let (logits, caches) = model.prefill(&prompt_bin(&refs), &budgets)?;
+            let (logits, caches) = model.prefill(&mut pool, &prompt_bin(&refs), &budgets)?;
             let logits = logits.to_vec2::<f32>()?;
             stats.prefills += 1;
             stats.prompt_tokens += tokens;
             stats.prefill_seconds += started.elapsed().as_secs_f64();
             for (((r, mut row), cache), budget) in joining.into_iter().zip(logits).zip(caches).zip(budgets) {
-                if budget == 0 {
-                    finish(r, false, &mut outputs, &mut results, &mut on_done);
-                    continue;
-                }
-                let history = History { prompt: &prompts[r], generated: &outputs[r], exempt: stop };
-                let t = sample(&mut row, &history, params, &mut rngs[r]);
-                if stop.contains(&t) {
-                    finish(r, true, &mut outputs, &mut results, &mut on_done);
-                } else if budget == 1 {
-                    outputs[r].push(t);
-                    finish(r, false, &mut outputs, &mut results, &mut on_done);
+                let done = if budget == 0 {
+                    Some(false)
                 } else {
-                    outputs[r].push(t);
-                    active.push(Active { request: r, next: t, cache, budget, reserve: budget });
+                    let history = History { prompt: &prompts[r], generated: &outputs[r], exempt: stop };
+                    let t = sample(&mut row, &history, params, &mut rngs[r]);
+                    if stop.contains(&t) {
+                        Some(true)
+                    } else {
+                        outputs[r].push(t);
+                        if budget == 1 {
+                            Some(false)
+                        } else {
+                            active.push(Active { request: r, next: t, cache, budget, reserved: need(r) });
+                            continue;
+                        }
+                    }
+                };
+                pool.release(cache);
+                if let Some(stopped) = done {
+                    finish(r, stopped, &mut outputs, &mut results, &mut on_done);
                 }
             }
             // Fill every free place before decoding, unless the prefill budget stopped it.
@@ -528,9 +738,8 @@ pub fn generate(
         // 2. One decode step for every running sequence.
         let started = Instant::now();
         let tokens: Vec<u32> = active.iter().map(|a| a.next).collect();
-        let mut caches: Vec<SeqCache> =
-            active.iter_mut().map(|a| std::mem::replace(&mut a.cache, SeqCache { layers: Vec::new(), len: 0 })).collect();
-        let logits = model.decode_step(&tokens, &mut caches)?.to_vec2::<f32>()?;
+        let mut caches: Vec<SeqCache> = active.iter_mut().map(|a| std::mem::take(&mut a.cache)).collect();
+        let logits = model.decode_step(&mut pool, &tokens, &mut caches)?.to_vec2::<f32>()?;
         for (a, c) in active.iter_mut().zip(caches) {
             a.cache = c;
         }
@@ -538,22 +747,22 @@ pub fn generate(
         stats.decode_tokens += active.len();
         stats.max_batch_seen = stats.max_batch_seen.max(active.len());
         stats.decode_seconds += started.elapsed().as_secs_f64();
-        // 3. Sample; finished sequences leave.
+        // 3. Sample; finished sequences leave and give their blocks back.
         let mut still = Vec::with_capacity(active.len());
         for (mut a, mut row) in active.into_iter().zip(logits) {
             let history = History { prompt: &prompts[a.request], generated: &outputs[a.request], exempt: stop };
             let t = sample(&mut row, &history, params, &mut rngs[a.request]);
             let produced = outputs[a.request].len() + 1;
-            if stop.contains(&t) {
-                finish(a.request, true, &mut outputs, &mut results, &mut on_done);
-            } else {
+            let stopped = stop.contains(&t);
+            if !stopped {
                 outputs[a.request].push(t);
-                if produced >= a.budget {
-                    finish(a.request, false, &mut outputs, &mut results, &mut on_done);
-                } else {
-                    a.next = t;
-                    still.push(a);
-                }
+            }
+            if stopped || produced >= a.budget {
+                finish(a.request, stopped, &mut outputs, &mut results, &mut on_done);
+                pool.release(std::mem::take(&mut a.cache));
+            } else {
+                a.next = t;
+                still.push(a);
             }
         }
         active = still;
@@ -704,11 +913,16 @@ mod model_tests {
         for (name, cfg) in variants() {
             let model = random_model(&cfg, 3);
             let mut rng = TestRng(17);
-            let full: Vec<Vec<u32>> = [14, 9, 21].iter().map(|&l| rng.ids(l, cfg.vocab_size)).collect();
+            let full: Vec<Vec<u32>> = [14, 9, 45].iter().map(|&l| rng.ids(l, cfg.vocab_size)).collect();
             let prompt_lens = [6usize, 1, 13];
             let prompts: Vec<&[u32]> = full.iter().zip(prompt_lens).map(|(s, p)| &s[..p]).collect();
-            // Reserve 2 so the caches have to grow while decoding.
-            let (logits, mut caches) = model.prefill(&prompt_bin(&prompts), &[2, 2, 2]).unwrap();
+            // A pool with a block in use by no one of these, so their blocks are not 0, 1, 2, ...
+            let mut pool = KvPool::new(&model);
+            let other = pool.allocate(KV_BLOCK).unwrap();
+            // Reserve 2 so the third sequence has to take more blocks while decoding (13 + 2 fit
+            // one block; it reaches 45 tokens).
+            let (logits, mut caches) = model.prefill(&mut pool, &prompt_bin(&prompts), &[2, 2, 2]).unwrap();
+            assert_eq!(caches.iter().map(|c| c.blocks.len()).collect::<Vec<_>>(), [1, 1, 1]);
             let logits = logits.to_vec2::<f32>().unwrap();
             let reference: Vec<Vec<Vec<f32>>> = full
                 .iter()
@@ -721,17 +935,22 @@ mod model_tests {
                 let d = max_abs_diff(row, &reference[i][prompt_lens[i] - 1]);
                 assert!(d <= 1e-4, "{name}: prefill logits of sequence {i} differ by {d}");
             }
-            // Decode the rest of each sequence, teacher-forced, all three in one batch while they last.
+            // Decode the rest of each sequence, teacher-forced, all three in one batch while they
+            // last; a finished one gives its blocks back at once, and they are taken again.
             let mut step = 0;
+            let mut spares = Vec::new();
             loop {
                 let live: Vec<usize> = (0..3).filter(|&i| prompt_lens[i] + step < full[i].len()).collect();
+                for i in (0..3).filter(|&i| prompt_lens[i] + step == full[i].len()) {
+                    pool.release(std::mem::take(&mut caches[i]));
+                    spares.push(pool.allocate(1).unwrap());
+                }
                 if live.is_empty() {
                     break;
                 }
                 let tokens: Vec<u32> = live.iter().map(|&i| full[i][prompt_lens[i] + step]).collect();
-                let mut batch: Vec<SeqCache> =
-                    live.iter().map(|&i| std::mem::replace(&mut caches[i], SeqCache { layers: vec![], len: 0 })).collect();
-                let out = model.decode_step(&tokens, &mut batch).unwrap().to_vec2::<f32>().unwrap();
+                let mut batch: Vec<SeqCache> = live.iter().map(|&i| std::mem::take(&mut caches[i])).collect();
+                let out = model.decode_step(&mut pool, &tokens, &mut batch).unwrap().to_vec2::<f32>().unwrap();
                 for ((&i, c), row) in live.iter().zip(batch).zip(out) {
                     let pos = prompt_lens[i] + step;
                     assert_eq!(c.len(), pos + 1);
@@ -741,7 +960,11 @@ mod model_tests {
                 }
                 step += 1;
             }
-            assert!(step >= 8);
+            assert!(step >= 32);
+            // Every block comes back.
+            pool.release(other);
+            spares.into_iter().for_each(|c| pool.release(c));
+            assert_eq!(pool.free_blocks(), pool.total_blocks(), "{name}");
         }
     }
 
@@ -755,10 +978,10 @@ mod model_tests {
         let free = BatchOptions { max_batch: 8, prefill_tokens: 4096, kv_tokens: usize::MAX };
         let (unbounded, wide) = generate(&model, &prompts, &[], &params, free, |_, _| {}).unwrap();
         assert_eq!(wide.max_batch_seen, 8);
-        // Room for about two sequences' prompts and generations at a time.
-        let tight = BatchOptions { kv_tokens: 60, ..free };
+        // Room for four blocks of 32 at a time: 2 to 4 of these sequences (one needs 2 blocks).
+        let tight = BatchOptions { kv_tokens: 4 * KV_BLOCK + 5, ..free };
         let (bounded, stats) = generate(&model, &prompts, &[], &params, tight, |_, _| {}).unwrap();
-        assert!(stats.max_kv_reserved <= 60, "{stats:?}");
+        assert!(stats.max_kv_reserved <= 4 * KV_BLOCK, "{stats:?}");
         assert!(stats.max_batch_seen >= 2 && stats.max_batch_seen < 8, "{stats:?}");
         assert_eq!(bounded, unbounded, "a budget changes what runs together, never what is generated");
         // A single sequence larger than the budget still runs, alone.

@@ -223,11 +223,12 @@ fn gpu_decoder_logits_match_transformers_on_the_same_weights() {
         // Ours: one packed prefill of every prompt, then `steps` batched decode steps fed the same
         // next tokens as the reference (teacher forcing), so every row compares like with like.
         let refs: Vec<&[u32]> = prompts.iter().map(|p| p.as_slice()).collect();
-        let (first, mut caches) = model.prefill(&crate::generate::prompt_bin(&refs), &vec![steps + 1; n]).unwrap();
+        let mut pool = crate::generate::KvPool::new(&model);
+        let (first, mut caches) = model.prefill(&mut pool, &crate::generate::prompt_bin(&refs), &vec![steps + 1; n]).unwrap();
         let mut ours: Vec<Vec<Vec<f32>>> = first.to_vec2::<f32>().unwrap().into_iter().map(|row| vec![row]).collect();
         for s in 0..steps {
             let tokens: Vec<u32> = continuations.iter().map(|c| c[s]).collect();
-            let logits = model.decode_step(&tokens, &mut caches).unwrap().to_vec2::<f32>().unwrap();
+            let logits = model.decode_step(&mut pool, &tokens, &mut caches).unwrap().to_vec2::<f32>().unwrap();
             for (i, row) in logits.into_iter().enumerate() {
                 ours[i].push(row);
             }
@@ -291,5 +292,98 @@ fn gpu_fused_kernels_match_candles_own_ops() {
         let worst = got.iter().zip(&want).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
         eprintln!("target_log_probs, vocab {vocab}: max |diff| {worst:.2e} (values near {:.1})", want[0]);
         assert!(worst <= 1e-3, "vocab {vocab}: {worst}");
+    }
+    // The cache pool's row writes: the same rows land in the same places as on the CPU, exactly.
+    for dtype in [DType::BF16, DType::F16, DType::F32] {
+        let (pool_rows, width, n) = (5000, 256, 3000);
+        let src = rng.tensor(&[n, width], 3.0, 0.0).to_dtype(dtype).unwrap();
+        let rows: Vec<u32> = (0..n as u32).map(|i| (i * 7 + 3) % pool_rows as u32).collect();
+        let rows = Tensor::new(rows.as_slice(), &Device::Cpu).unwrap();
+        let host = Tensor::zeros((pool_rows, width), dtype, &Device::Cpu).unwrap();
+        crate::fused::scatter_rows(&host, &rows, &src).unwrap();
+        let gpu = Tensor::zeros((pool_rows, width), dtype, &cuda).unwrap();
+        crate::fused::scatter_rows(&gpu, &rows.to_device(&cuda).unwrap(), &src.to_device(&cuda).unwrap()).unwrap();
+        let diff = (host.to_dtype(DType::F32).unwrap() - gpu.to_device(&Device::Cpu).unwrap().to_dtype(DType::F32).unwrap())
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap();
+        eprintln!("scatter_rows {dtype:?}: max |gpu - cpu| {diff}");
+        assert_eq!(diff, 0.0, "{dtype:?}");
+    }
+}
+
+/// Decoding on the GPU through the paged cache (FA-2's split-KV kernel reading blocks through a
+/// block table) gives the logits of a full causal forward of the whole sequence, and those of the
+/// gathered path: for head sizes 64 and 128 with grouped queries, sequences that outgrow their
+/// first blocks, blocks handed out of order, and a batch that shrinks as sequences end.
+#[test]
+#[ignore = "needs a CUDA GPU with FlashAttention-2: see bench/gpu/run-gpu-tests.sh"]
+fn gpu_paged_decode_matches_a_full_forward_and_the_gathered_path() {
+    use crate::generate::{prompt_bin, KvPool, SeqCache};
+    use candle_core::Module;
+    let cuda = cuda();
+    for hd in [64usize, 128] {
+        let cfg: crate::llama::Config = serde_json::from_str(&format!(
+            r#"{{"model_type":"qwen2","hidden_size":256,"intermediate_size":512,"num_hidden_layers":3,"num_attention_heads":4,
+                "num_key_value_heads":2,"head_dim":{hd},"vocab_size":211,"rms_norm_eps":1e-6,"rope_theta":10000.0,
+                "max_position_embeddings":512}}"#
+        ))
+        .unwrap();
+        let weights = crate::llama::tests::random_weights(&cfg, 5);
+        let model = LlamaModel::new(&cfg, candle_nn::VarBuilder::from_tensors(weights, DType::BF16, &cuda)).unwrap();
+        let mut rng = Rng(29);
+        let full: Vec<Vec<u32>> = [70usize, 20, 110].iter().map(|&l| rng.ids(l, cfg.vocab_size)).collect();
+        let prompt_lens = [37usize, 5, 30];
+        let reference: Vec<Vec<Vec<f32>>> = full
+            .iter()
+            .map(|s| {
+                let h = model.forward_hidden(&bin_of(std::slice::from_ref(s), 1)).unwrap();
+                model.lm_head.forward(&h).unwrap().to_dtype(DType::F32).unwrap().to_vec2::<f32>().unwrap()
+            })
+            .collect();
+        let mut rows = Vec::new();
+        for paged in [true, false] {
+            let mut pool = KvPool::new(&model);
+            assert!(!paged || pool.paged, "hd {hd}: this build has FA-2's split-KV kernel");
+            pool.paged = paged;
+            let other = pool.allocate(40).unwrap();
+            let prompts: Vec<&[u32]> = full.iter().zip(prompt_lens).map(|(s, p)| &s[..p]).collect();
+            let (first, mut caches) = model.prefill(&mut pool, &prompt_bin(&prompts), &[2, 2, 2]).unwrap();
+            let mut got: Vec<Vec<Vec<f32>>> = first.to_vec2::<f32>().unwrap().into_iter().map(|r| vec![r]).collect();
+            let mut step = 0;
+            loop {
+                let live: Vec<usize> = (0..3).filter(|&i| prompt_lens[i] + step < full[i].len()).collect();
+                if live.is_empty() {
+                    break;
+                }
+                let tokens: Vec<u32> = live.iter().map(|&i| full[i][prompt_lens[i] + step]).collect();
+                let mut batch: Vec<SeqCache> = live.iter().map(|&i| std::mem::take(&mut caches[i])).collect();
+                let out = model.decode_step(&mut pool, &tokens, &mut batch).unwrap().to_vec2::<f32>().unwrap();
+                for ((&i, c), row) in live.iter().zip(batch).zip(out) {
+                    got[i].push(row);
+                    caches[i] = c;
+                }
+                step += 1;
+            }
+            pool.release(other);
+            let mut worst = 0f32;
+            for i in 0..3 {
+                for (s, row) in got[i].iter().enumerate() {
+                    worst = worst.max(rel_l2(row, &reference[i][prompt_lens[i] - 1 + s]));
+                }
+            }
+            eprintln!("hd {hd}, paged {paged}: worst rel L2 against the full forward {worst:.2e}");
+            assert!(worst < 2e-2, "hd {hd}, paged {paged}: {worst}");
+            rows.push(got);
+        }
+        let (paged, gathered) = (&rows[0], &rows[1]);
+        let worst =
+            (0..3).flat_map(|i| paged[i].iter().zip(&gathered[i]).map(|(a, b)| rel_l2(a, b)).collect::<Vec<_>>()).fold(0f32, f32::max);
+        eprintln!("hd {hd}: paged against gathered, worst rel L2 {worst:.2e}");
+        assert!(worst < 1e-2, "hd {hd}: {worst}");
     }
 }

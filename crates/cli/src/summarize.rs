@@ -93,7 +93,7 @@ pub struct SummaryArgs {
     /// and up on a GPU, 1,536 otherwise)
     #[arg(long, default_value_t = defaults().chunk_tokens)]
     pub chunk_tokens: usize,
-    /// Most sequences decoding together.
+    /// Most sequences decoding together. 0: by the device (64 on a GPU, 16 on a CPU)
     #[arg(long, default_value_t = defaults().batch.max_batch)]
     pub max_batch: usize,
     /// Most prompt tokens in one packed prefill.
@@ -114,7 +114,7 @@ impl SummaryArgs {
                 penalty_prompt_tokens: self.penalty_prompt_tokens,
                 no_repeat_ngram: self.no_repeat_ngram,
             },
-            batch: BatchOptions { max_batch: self.max_batch.max(1), prefill_tokens: self.prefill_tokens.max(1), ..d.batch },
+            batch: BatchOptions { max_batch: self.max_batch, prefill_tokens: self.prefill_tokens.max(1), ..d.batch },
             chunk_tokens: self.chunk_tokens,
             prompts: self.prompts,
             retry: (!self.no_retry).then_some(RetrySettings {
@@ -427,6 +427,7 @@ pub fn run_bench(global: &GlobalOptions, args: &BenchSummarizeArgs) -> Result<Ex
     // 1. Packed and batched: every document's prompts in one call per map-reduce level.
     let started = Instant::now();
     let mut s = Summarizer::new(&chat, options.clone()).map_err(anyhow::Error::msg)?;
+    let max_batch = s.options.batch.max_batch;
     let packed = s.summarize_documents(&texts)?;
     let packed_seconds = started.elapsed().as_secs_f64();
     let packed_out = packed.iter().map(|r| r.tokens_out).sum();
@@ -471,7 +472,7 @@ pub fn run_bench(global: &GlobalOptions, args: &BenchSummarizeArgs) -> Result<Ex
             .collect(),
         document_tokens,
         max_tokens: options.sampling.max_new_tokens,
-        max_batch: options.batch.max_batch,
+        max_batch,
         documents_per_minute_ratio: packed_report.documents_per_minute / alone_report.documents_per_minute.max(1e-9),
         decode_tokens_per_second_ratio: packed_report.decode_tokens_per_second / alone_report.decode_tokens_per_second.max(1e-9),
         identical_summaries: identical,

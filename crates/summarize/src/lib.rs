@@ -69,7 +69,7 @@ impl Default for SummarizeOptions {
                 no_repeat_ngram: 0,
                 ..Default::default()
             },
-            batch: BatchOptions::default(),
+            batch: BatchOptions { max_batch: AUTO_MAX_BATCH, ..BatchOptions::default() },
             chunk_tokens: AUTO_CHUNK_TOKENS,
             retry: Some(RetrySettings { repetition_penalty: 1.3, no_repeat_ngram: 3 }),
             prompts: PromptStyle::Auto,
@@ -152,7 +152,6 @@ impl SummarizeOptions {
             };
         }
         o.retry = retry_on.then_some(retry);
-        o.batch.max_batch = o.batch.max_batch.max(1);
         o.batch.prefill_tokens = o.batch.prefill_tokens.max(1);
         o.check().map_err(|e| format!("WARPFOLD_SUMMARY_*: {e}"))?;
         Ok(o)
@@ -206,6 +205,21 @@ pub enum PromptStyle {
 
 /// `chunk_tokens` chosen by the model and the device.
 pub const AUTO_CHUNK_TOKENS: usize = 0;
+
+/// `batch.max_batch` chosen by the device ([`max_batch_for`]).
+pub const AUTO_MAX_BATCH: usize = 0;
+
+/// Sequences decoding together: 64 on a GPU, 16 on a CPU. A decode step on a GPU costs about the
+/// same for 1 sequence as for 64 (the pooled cache reads every sequence in one call, and the
+/// weights are read once per step whatever the batch), so more sequences are nearly free tokens;
+/// on a CPU a step's matmuls grow with the batch, and 16 already keeps the cores busy.
+pub fn max_batch_for(on_gpu: bool) -> usize {
+    if on_gpu {
+        64
+    } else {
+        16
+    }
+}
 
 /// The pieces map-reduce cuts a document into, for a model of `hidden_size` and `context` tokens
 /// on a GPU or not. Small models lose track of long inputs and the CPU pays for long prompts'
@@ -319,9 +333,18 @@ impl<'a> Summarizer<'a> {
             // Room for map-reduce to converge whatever the summary budget.
             options.chunk_tokens = chosen.max(2 * options.sampling.max_new_tokens);
         }
+        if options.batch.max_batch == AUTO_MAX_BATCH {
+            options.batch.max_batch = max_batch_for(chat.model.device().is_cuda());
+        }
         if let Ok((free, _)) = warpfold_candle::device_memory(chat.model.device()) {
             let c = &chat.model.config;
-            // The caches are bf16 on a GPU.
+            // The cache pool is taken at once, so what the largest prefill needs besides it is
+            // set aside first: per token its activations (hidden states, q/k/v, the feed-forward's
+            // gate, up and product) and the keys and values of every layer kept until they reach
+            // the pool, all bf16. A whole document (`chunk_tokens` and the prompt) runs alone.
+            let per_token = 2 * (4 * c.hidden_size + 3 * c.intermediate_size + 2 * c.num_hidden_layers * c.kv_heads() * c.head_dim());
+            let largest = options.batch.prefill_tokens.max(options.chunk_tokens + 512);
+            let free = free.saturating_sub((largest * per_token) as u64);
             let budget = BatchOptions::kv_tokens_for(free, 0.1, c.num_hidden_layers, c.kv_heads(), c.head_dim(), 2);
             options.batch.kv_tokens = options.batch.kv_tokens.min(budget);
         }
@@ -528,6 +551,9 @@ mod tests {
         assert_eq!(chunk_tokens_for(2048, 4096, true), 2048, "a large model with a short context: half of it");
         assert_eq!(chunk_tokens_for(2048, 2048, true), 1536, "never below the small models' pieces");
         assert_eq!(SummarizeOptions::default().chunk_tokens, AUTO_CHUNK_TOKENS);
+        // The decode batch follows the device the same way, unless it is set.
+        assert_eq!(SummarizeOptions::default().batch.max_batch, AUTO_MAX_BATCH);
+        assert_eq!((max_batch_for(true), max_batch_for(false)), (64, 16));
         assert!(SummarizeOptions::default().check().is_ok(), "auto passes the check; the size is checked once chosen");
         let fixed = SummarizeOptions { chunk_tokens: 100, ..Default::default() };
         assert!(fixed.check().unwrap_err().contains("at least twice max tokens"), "a chosen size is still checked");

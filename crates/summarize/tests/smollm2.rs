@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use candle_core::Device;
-use warpfold_candle::generate::{generate, prompt_bin, BatchOptions, SamplingParams};
+use warpfold_candle::generate::{generate, prompt_bin, BatchOptions, KvPool, SamplingParams};
 use warpfold_summarize::{ChatError, ChatModel, SummarizeOptions, Summarizer, SYSTEM_PROMPT};
 
 fn model_path() -> PathBuf {
@@ -55,7 +55,7 @@ fn logits_of_a_packed_prefill_equal_each_prompt_alone() {
     let refs: Vec<&[u32]> = prompts.iter().map(|p| p.as_slice()).collect();
     let bin = prompt_bin(&refs);
     let packed = chat.model.forward_hidden(&bin).unwrap();
-    let (last_packed, _) = chat.model.prefill(&bin, &vec![1; prompts.len()]).unwrap();
+    let (last_packed, _) = chat.model.prefill(&mut KvPool::new(&chat.model), &bin, &vec![1; prompts.len()]).unwrap();
     let last_packed = last_packed.to_vec2::<f32>().unwrap();
     let mut worst = 0f32;
     for (i, p) in prompts.iter().enumerate() {
@@ -67,7 +67,7 @@ fn logits_of_a_packed_prefill_equal_each_prompt_alone() {
         for (x, y) in a.iter().flatten().zip(b.iter().flatten()) {
             worst = worst.max((x - y).abs());
         }
-        let (last_alone, _) = chat.model.prefill(&alone_bin, &[1]).unwrap();
+        let (last_alone, _) = chat.model.prefill(&mut KvPool::new(&chat.model), &alone_bin, &[1]).unwrap();
         let last_alone = last_alone.to_vec2::<f32>().unwrap();
         for (x, y) in last_packed[i].iter().zip(&last_alone[0]) {
             worst = worst.max((x - y).abs());
@@ -76,7 +76,7 @@ fn logits_of_a_packed_prefill_equal_each_prompt_alone() {
     // f32 activations; the quantized matmul quantizes each row of activations on its own.
     assert!(worst <= 1e-3, "packed and alone differ by {worst}");
     // And the hidden states mean something: the last-token logits are not flat.
-    let logits = chat.model.prefill(&prompt_bin(&refs[..1]), &[1]).unwrap().0.to_vec2::<f32>().unwrap();
+    let logits = chat.model.prefill(&mut KvPool::new(&chat.model), &prompt_bin(&refs[..1]), &[1]).unwrap().0.to_vec2::<f32>().unwrap();
     let (min, max) = logits[0].iter().fold((f32::MAX, f32::MIN), |(a, b), &x| (a.min(x), b.max(x)));
     assert!(max - min > 5.0, "{min}..{max}");
 }
@@ -179,8 +179,8 @@ fn gpu_logits_match_the_cpu_and_batched_greedy_matches_alone() {
     let prompts: Vec<Vec<u32>> = TEXTS.iter().map(|t| cpu.encode_chat(SYSTEM_PROMPT, t).unwrap()).collect();
     let refs: Vec<&[u32]> = prompts.iter().map(|p| p.as_slice()).collect();
     let reserve = vec![1; prompts.len()];
-    let (c, _) = cpu.model.prefill(&prompt_bin(&refs), &reserve).unwrap();
-    let (g, _) = gpu.model.prefill(&prompt_bin(&refs), &reserve).unwrap();
+    let (c, _) = cpu.model.prefill(&mut KvPool::new(&cpu.model), &prompt_bin(&refs), &reserve).unwrap();
+    let (g, _) = gpu.model.prefill(&mut KvPool::new(&gpu.model), &prompt_bin(&refs), &reserve).unwrap();
     let (c, g) = (c.to_vec2::<f32>().unwrap(), g.to_vec2::<f32>().unwrap());
     for (i, (a, b)) in c.iter().zip(&g).enumerate() {
         let scale = a.iter().fold(0f32, |m, x| m.max(x.abs()));

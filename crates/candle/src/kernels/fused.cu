@@ -104,3 +104,31 @@ extern "C" __global__ void target_log_prob_f16(const __half* logits, const uint3
 extern "C" __global__ void target_log_prob_f32(const float* logits, const uint32_t* targets, float* out, uint64_t vocab) {
   target_log_prob(logits, targets, out, vocab);
 }
+
+// The key/value pool's writes: row i of `src` (n, width) goes to row rows[i] of `dst`, every
+// element on its own thread (candle's scatter loops over the rows inside one thread per column,
+// which made an 8,192-token prefill's cache writes 256 threads wide). Elements are copied as raw
+// 2- or 4-byte words, so one kernel serves bf16 and f16 (and f32). Rows past `dst_rows` are
+// skipped: the caller checks them; the kernel must not write outside the pool whatever it gets.
+template <typename T>
+__device__ void scatter_rows(const uint32_t* __restrict__ rows, const T* __restrict__ src, T* __restrict__ dst, uint64_t n,
+                             uint64_t width, uint64_t dst_rows) {
+  const uint64_t total = n * width;
+  const uint64_t stride = (uint64_t)blockDim.x * gridDim.x;
+  for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const uint64_t r = i / width;
+    const uint64_t row = rows[r];
+    if (row < dst_rows) {
+      dst[row * width + (i - r * width)] = src[i];
+    }
+  }
+}
+
+extern "C" __global__ void scatter_rows_u16(const uint32_t* rows, const uint16_t* src, uint16_t* dst, uint64_t n, uint64_t width,
+                                            uint64_t dst_rows) {
+  scatter_rows(rows, src, dst, n, width, dst_rows);
+}
+extern "C" __global__ void scatter_rows_u32(const uint32_t* rows, const uint32_t* src, uint32_t* dst, uint64_t n, uint64_t width,
+                                            uint64_t dst_rows) {
+  scatter_rows(rows, src, dst, n, width, dst_rows);
+}
