@@ -33,6 +33,7 @@ use std::time::Instant;
 use candle_core::{DType, Device, Module, Result, Tensor};
 use warpfold_backend::{Bin, Layout, SequenceTag};
 
+use crate::llama::stage_profile::{self, time as stage};
 use crate::llama::LlamaModel;
 
 /// Tokens per cache block. FA-2's paged kernels take any multiple of 32 through candle-flash-attn;
@@ -271,25 +272,29 @@ impl LlamaModel {
                 c.blocks.extend(more.blocks);
             }
         }
-        let positions: Vec<u32> = caches.iter().map(|c| c.len as u32).collect();
-        let (cos, sin) = self.rope_angles(&positions)?;
+        stage_profile::begin(&self.device);
         // Where the new rows go, and what attention reads: the same for every layer.
-        let at = pool.rows(caches.iter().map(|c| c.row(c.len)).collect())?;
-        let reads = CacheReads::new(pool, caches)?;
-        let mut x = self.embed_tokens.forward(&Tensor::from_slice(tokens, b, &self.device)?)?;
+        let (cos, sin, at, reads, mut x) = stage("step set-up", || {
+            let positions: Vec<u32> = caches.iter().map(|c| c.len as u32).collect();
+            let (cos, sin) = self.rope_angles(&positions)?;
+            let at = pool.rows(caches.iter().map(|c| c.row(c.len)).collect())?;
+            let reads = CacheReads::new(pool, caches)?;
+            let x = self.embed_tokens.forward(&Tensor::from_slice(tokens, b, &self.device)?)?;
+            Ok((cos, sin, at, reads, x))
+        })?;
         for (l, layer) in self.layers.iter().enumerate() {
             // 1. q, k, v of the B new tokens in one matmul: q (B, heads, hd), k and v (B, kv, hd).
             let (q, k, v) = layer.qkv(&x, &cos, &sin)?;
             // 2. The new keys and values into the pool, one scatter for the batch.
-            pool.write(l, &at, &k, &v)?;
+            stage("cache write", || pool.write(l, &at, &k, &v))?;
             // 3. Each query attends to its own cache, itself included.
-            let ctx = reads.attend(pool, l, &q, 1.0 / (layer.head_dim as f32).sqrt())?;
+            let ctx = stage("attention over the cache", || reads.attend(pool, l, &q, 1.0 / (layer.head_dim as f32).sqrt()))?;
             x = layer.finish(&ctx, &x)?;
         }
         for c in caches.iter_mut() {
             c.len += 1;
         }
-        self.lm_head.forward(&self.norm.forward(&x)?)?.to_dtype(DType::F32)
+        stage("norm, lm_head, to f32", || self.lm_head.forward(&self.norm.forward(&x)?)?.to_dtype(DType::F32))
     }
 }
 
@@ -663,6 +668,13 @@ pub fn generate(
     needs.sort_unstable_by(|a, b| b.cmp(a));
     let most = needs.iter().take(max_batch).sum::<usize>().min(opts.kv_tokens);
     let mut pool = KvPool::with_blocks(model, most / KV_BLOCK)?;
+    // WARPFOLD_PROFILE=1: where prefills' and decode steps' time goes, stage by stage (the device
+    // synchronized around each stage, so the run itself is slower).
+    let profiling = stage_profile::enabled();
+    let (mut prefill_times, mut decode_times) = (Vec::new(), Vec::new());
+    if profiling {
+        stage_profile::take();
+    }
     let finish = |request: usize,
                   stopped: bool,
                   outputs: &mut Vec<Vec<u32>>,
@@ -698,6 +710,9 @@ pub fn generate(
             let budgets: Vec<usize> = joining.iter().map(|&r| params.max_new_tokens.min(max_pos - prompts[r].len())).collect();
             let (logits, caches) = model.prefill(&mut pool, &prompt_bin(&refs), &budgets)?;
             let logits = logits.to_vec2::<f32>()?;
+            if profiling {
+                stage_profile::add(&mut prefill_times, stage_profile::take());
+            }
             stats.prefills += 1;
             stats.prompt_tokens += tokens;
             stats.prefill_seconds += started.elapsed().as_secs_f64();
@@ -739,7 +754,11 @@ pub fn generate(
         let started = Instant::now();
         let tokens: Vec<u32> = active.iter().map(|a| a.next).collect();
         let mut caches: Vec<SeqCache> = active.iter_mut().map(|a| std::mem::take(&mut a.cache)).collect();
-        let logits = model.decode_step(&mut pool, &tokens, &mut caches)?.to_vec2::<f32>()?;
+        let logits = model.decode_step(&mut pool, &tokens, &mut caches)?;
+        let logits = stage("logits to the host", || logits.to_vec2::<f32>())?;
+        if profiling {
+            stage_profile::add(&mut decode_times, stage_profile::take());
+        }
         for (a, c) in active.iter_mut().zip(caches) {
             a.cache = c;
         }
@@ -766,6 +785,11 @@ pub fn generate(
             }
         }
         active = still;
+    }
+    if profiling {
+        stage_profile::print(&format!("generation prefills ({} prompt tokens)", stats.prompt_tokens), stats.prefills, &prefill_times);
+        let mean = stats.decode_tokens as f64 / stats.decode_steps.max(1) as f64;
+        stage_profile::print(&format!("generation decode steps (mean batch {mean:.1})"), stats.decode_steps, &decode_times);
     }
     let results = results.into_iter().map(|g| g.expect("every request finishes. This is a bug.")).collect();
     Ok((results, stats))

@@ -847,6 +847,46 @@ pub mod stage_profile {
         out
     }
 
+    /// Stage times so far: (name, total time, calls).
+    pub type Times = Vec<(&'static str, Duration, u32)>;
+
+    /// Takes the stage times recorded on this thread since the last take (or report).
+    pub fn take() -> Times {
+        TIMES.with(|t| std::mem::take(&mut t.borrow_mut().1))
+    }
+
+    /// Adds `more` into `into`, stage by stage.
+    pub fn add(into: &mut Times, more: Times) {
+        for (name, took, calls) in more {
+            match into.iter_mut().find(|(n, _, _)| *n == name) {
+                Some(entry) => {
+                    entry.1 += took;
+                    entry.2 += calls;
+                }
+                None => into.push((name, took, calls)),
+            }
+        }
+    }
+
+    /// Prints `times` of `steps` steps of `what` (a generation's prefills or decode steps): each
+    /// stage's total, its share, and its time per step.
+    pub fn print(what: &str, steps: usize, times: &Times) {
+        let total: f64 = times.iter().map(|s| s.1.as_secs_f64()).sum();
+        eprintln!(
+            "profile: {what}: {steps} steps, {:.1} ms in timed stages, {:.3} ms a step",
+            total * 1e3,
+            total * 1e3 / steps.max(1) as f64
+        );
+        for (name, took, calls) in times {
+            let ms = took.as_secs_f64() * 1e3;
+            eprintln!(
+                "profile:   {name:<24} {ms:>9.1} ms {:>5.1}% {:>8.3} ms a step ({calls} calls)",
+                100.0 * took.as_secs_f64() / total.max(1e-12),
+                ms / steps.max(1) as f64
+            );
+        }
+    }
+
     /// Prints and clears the stage times of the bin just run.
     pub fn report(bin: &Bin, device: &Device) {
         if !enabled() {
