@@ -8,8 +8,9 @@
 // UI_DIST=1: serve the page's own files from ui/dist instead of the binary's embedded copy (to try a
 //           rebuilt UI against the real server without rebuilding it).
 // CHROMIUM: the browser (default /usr/bin/chromium). ARTIFACTS: where screenshots and the server's
-//           log go (default tests/e2e/artifacts); against the real server the screenshots are also
-//           written to docs/screenshots/browser-*.png (E2E_SCREENSHOTS=0: not).
+//           log go (default tests/e2e/artifacts, git-ignored). E2E_SCREENSHOTS=1 (what
+//           scripts/screenshots.sh sets) also writes them to docs/screenshots/browser-*.png, the
+//           documentation's pictures; a test run leaves the tree as it was.
 
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
@@ -33,8 +34,8 @@ const CSP = "default-src 'self'; style-src 'self'; img-src 'self' data: blob:; c
 const WAIT = Number(process.env.E2E_WAIT_MS ?? 180_000);
 
 mkdirSync(ARTIFACTS, { recursive: true });
-// the committed pictures show the real server; a mock run (or E2E_SCREENSHOTS=0) keeps its own to the artifacts
-const WRITE_SHOTS = !MOCK && process.env.E2E_SCREENSHOTS !== "0";
+// the committed pictures show the real server, refreshed only when asked (scripts/screenshots.sh)
+const WRITE_SHOTS = !MOCK && process.env.E2E_SCREENSHOTS === "1";
 if (WRITE_SHOTS) mkdirSync(SHOTS, { recursive: true });
 
 function freePort() {
