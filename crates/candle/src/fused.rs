@@ -137,10 +137,13 @@ mod cuda {
         macro_rules! run {
             ($t:ty, $name:literal) => {{
                 let src = cuda.as_cuda_slice::<$t>()?.slice(o1..o2);
+                // SAFETY: every one of the `n` outputs is written by the kernel before it is read.
                 let out = unsafe { dev.alloc::<$t>(n.max(1)) }?;
                 let func = dev.get_or_load_custom_func($name, MODULE, PTX)?;
                 let mut b = func.builder();
                 b.arg(&src).arg(&out).arg(&rows_arg).arg(&inter_arg);
+                // SAFETY: the arguments match silu_mul_* in kernels/fused.cu; `src` holds rows x
+                // 2·inter contiguous values (checked above), `out` rows x inter.
                 unsafe { b.launch(cfg) }.map_err(err)?;
                 CudaStorage::wrap_cuda_slice(out, dev.clone())
             }};
@@ -172,6 +175,7 @@ mod cuda {
         let (t1, t2) = t_layout.contiguous_offsets().ok_or_else(|| err("targets not contiguous"))?;
         let dev: &CudaDevice = &cuda.device;
         let tg = t_cuda.as_cuda_slice::<u32>()?.slice(t1..t2);
+        // SAFETY: the kernel writes one value per row, every row (one block each).
         let out = unsafe { dev.alloc::<f32>(rows) }?;
         let cfg = LaunchConfig { grid_dim: (rows as u32, 1, 1), block_dim: (512, 1, 1), shared_mem_bytes: 0 };
         let vocab_arg = vocab as u64;
@@ -181,6 +185,8 @@ mod cuda {
                 let func = dev.get_or_load_custom_func($name, MODULE, PTX)?;
                 let mut b = func.builder();
                 b.arg(&src).arg(&tg).arg(&out).arg(&vocab_arg);
+                // SAFETY: the arguments match target_log_prob_* in kernels/fused.cu; `src` is rows x
+                // vocab contiguous, `tg` rows u32 targets, `out` rows f32.
                 unsafe { b.launch(cfg) }.map_err(err)?;
             }};
         }

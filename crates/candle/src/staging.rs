@@ -167,6 +167,8 @@ mod cuda {
             let inputs = [input_buffer(&stream, len)?, input_buffer(&stream, len)?];
             keep_freed_memory(&stream)?;
             // Cached (not write-combined): the host reads results.
+            // SAFETY: pinned host memory of `len` f32 for this context; it is written only by the
+            // device-to-host copies below before the host reads it (fetch_wait waits on their event).
             let results = vec![(unsafe { ctx.alloc_pinned_with_flags::<f32>(len, 0) }.map_err(err)?, false)];
             tracing::debug!(values = len, "pinned staging buffers allocated");
             Ok(Self { stream, inputs, turn: 0, results, started: None, previous_end: None })
@@ -204,9 +206,13 @@ mod cuda {
             }
             // 2. One asynchronous copy into fresh device memory; the kernels that read it are
             //    queued on the same stream, after it.
+            // SAFETY: uninitialised device memory, fully written by the copy queued next on the
+            // same stream before any kernel (queued after it) reads it.
             let mut dst = unsafe { stream.alloc::<u32>(total.max(1)) }.map_err(err)?;
             {
                 let (dst_ptr, _sync) = dst.device_ptr_mut(&stream);
+                // SAFETY: `host` is pinned and holds `total` values; it is not written again until
+                // `buf.copied` (recorded after this copy) has completed, step 1 above.
                 unsafe { result::memcpy_htod_async(dst_ptr, &host[..total], stream.cu_stream()) }.map_err(err)?;
             }
             buf.copied.record(&stream).map_err(err)?;
@@ -220,6 +226,8 @@ mod cuda {
             let buffer = match self.results.iter().position(|(b, busy)| !busy && b.len() >= n) {
                 Some(i) => i,
                 None => {
+                    // SAFETY: pinned host memory for results, read only after the copy into it
+                    // has completed (fetch_wait).
                     let b = unsafe { self.stream.context().alloc_pinned_with_flags::<f32>(n.next_power_of_two().max(1 << 16), 0) }
                         .map_err(err)?;
                     match self.results.iter().position(|(_, busy)| !busy) {
@@ -241,6 +249,10 @@ mod cuda {
             let host = self.results[buffer].0.as_mut_slice().map_err(err)?;
             {
                 let (src_ptr, _sync) = src.device_ptr(&self.stream);
+                // SAFETY: `host` holds at least `n` values and is marked busy until fetch_wait has
+                // synchronized on the event recorded after this copy; `src` is `n` contiguous f32
+                // kept alive by the stream ordering (the tensor's memory returns to the pool only
+                // after work queued before its release).
                 unsafe { result::memcpy_dtoh_async(&mut host[..n], src_ptr, self.stream.cu_stream()) }.map_err(err)?;
             }
             drop(storage);
@@ -275,6 +287,8 @@ mod cuda {
     /// A write-combined pinned buffer (the host only writes it; the device reads it faster) and its
     /// copy event, recorded once so that the first wait on it returns at once.
     fn input_buffer(stream: &Arc<CudaStream>, len: usize) -> Result<InputBuffer> {
+        // SAFETY: pinned, write-combined host memory the host only writes and the device only reads
+        // through the copies in `upload`, which wait for the previous copy out of it.
         let host = unsafe { stream.context().alloc_pinned::<u32>(len) }.map_err(err)?;
         let copied = stream.record_event(None).map_err(err)?;
         Ok(InputBuffer { host, copied })
@@ -293,6 +307,8 @@ mod cuda {
             e => Err(err(format!("{what}: {e:?}"))),
         };
         let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+        // SAFETY: the context is bound to this thread above; both calls write only the local
+        // handle and read the local threshold, and their results are checked.
         check(unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()) }, "default memory pool")?;
         let mut threshold = u64::MAX;
         check(
