@@ -7,6 +7,7 @@ mod cli;
 mod common;
 mod embedding;
 mod index;
+mod scaleout;
 mod security;
 mod serve;
 mod setup;

@@ -11,8 +11,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use warpfold_engine::Lane;
 use warpfold_index::extract::Isolation;
+use warpfold_index::merge::{merge_indexes, MergeOptions};
 use warpfold_index::pipeline::{IndexOptions, IndexReport, Progress};
 use warpfold_index::search::{Hit, Searcher};
+use warpfold_index::shard::Shard;
+use warpfold_index::shards::ShardSearcher;
 use warpfold_index::store::Store;
 
 use crate::{setup, GlobalOptions};
@@ -60,15 +63,39 @@ pub struct IndexArgs {
     /// extraction time limit then holds per page.
     #[arg(long, env = "WARPFOLD_OCR_LANGUAGES", default_value = warpfold_index::ocr::DEFAULT_LANGUAGES)]
     pub ocr_languages: String,
+    /// Index only shard I of N (0 <= I < N): the files whose path, relative to the folder given,
+    /// hashes into it; the same files on every run and machine. Give each shard its own --db and
+    /// combine them with `warpfold merge` (docs/scale-out.md).
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<Shard>,
+}
+
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// The merged index to write (refused if it exists, unless --force).
+    pub out: PathBuf,
+    /// The shard indexes (built by `warpfold index --shard I/N`, or any warpfold indexes of one model).
+    #[arg(required = true)]
+    pub shards: Vec<PathBuf>,
+    /// Replace OUT if it exists.
+    #[arg(long)]
+    pub force: bool,
+    /// Merge even if some shards of the split are not given.
+    #[arg(long)]
+    pub partial: bool,
+    /// Print one JSON object with the merge's report instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
 pub struct SearchArgs {
     /// What to look for, in your own words.
     pub query: String,
-    /// The index database built by `warpfold index`.
-    #[arg(long)]
-    pub db: PathBuf,
+    /// The index database built by `warpfold index`; repeat it to search several shard indexes
+    /// as one (the same hits as searching their merge).
+    #[arg(long, required = true)]
+    pub db: Vec<PathBuf>,
     /// How many hits to show.
     #[arg(short = 'k', long, default_value_t = 5)]
     pub k: usize,
@@ -102,6 +129,9 @@ pub fn run_index(global: &GlobalOptions, args: &IndexArgs) -> Result<ExitCode> {
         if !path.exists() {
             bail!("{}: no such file or folder", path.display());
         }
+    }
+    if args.shard.is_none() && !args.paths.is_empty() && args.db.exists() {
+        warpfold_index::shard::refuse_unsharded_run(&Store::open_read_only(&args.db)?)?;
     }
     let dir = setup::embedding_model_dir(global)?;
     let embedder = setup::embedder_for(global, &dir)?;
@@ -148,15 +178,52 @@ pub fn run_index(global: &GlobalOptions, args: &IndexArgs) -> Result<ExitCode> {
                 bar.set_message(format!("{} chunks embedded, {} tokens", progress.chunks_embedded.load(Ordering::Relaxed), s.real_tokens));
             }
         });
-        let report = warpfold_index::index_paths(&args.paths, &args.db, embedder, &dir.name, &options, progress);
+        let report = match args.shard {
+            Some(shard) => warpfold_index::shard::index_shard(&args.paths, shard, &args.db, embedder, &dir.name, &options, progress)
+                .map(|(report, selection)| (report, Some(selection))),
+            None => warpfold_index::index_paths(&args.paths, &args.db, embedder, &dir.name, &options, progress).map(|r| (r, None)),
+        };
         drop(stop);
         report
     })?;
+    let (report, selection) = report;
     bar.finish_and_clear();
+    if args.json {
+        let mut value = serde_json::to_value(&report)?;
+        if let Some(selection) = selection {
+            value["shard"] = serde_json::to_value(selection)?;
+        }
+        println!("{value}");
+    } else {
+        if let Some(s) = selection {
+            println!("shard {}/{}: {} of the {} files found", s.index, s.count, s.files, s.files_all);
+        }
+        print_report(&report, &args.db);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn run_merge(args: &MergeArgs) -> Result<ExitCode> {
+    let options = MergeOptions { force: args.force, partial: args.partial };
+    let report = merge_indexes(&args.out, &args.shards, &options)?;
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
-        print_report(&report, &args.db);
+        println!(
+            "{} documents ({} indexed), {} chunks, {} embeddings from {} shard(s){} -> {} ({:.2} s)",
+            report.documents,
+            report.indexed,
+            report.chunks,
+            report.embeddings,
+            report.shards.len(),
+            if report.duplicate_documents > 0 {
+                format!("; {} document(s) held by more than one shard kept once (the copy indexed last)", report.duplicate_documents)
+            } else {
+                String::new()
+            },
+            report.output,
+            report.seconds
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -207,28 +274,48 @@ fn print_report(r: &IndexReport, db: &Path) {
 
 pub fn run_search(global: &GlobalOptions, args: &SearchArgs) -> Result<ExitCode> {
     let started = Instant::now();
-    let store = Store::open_read_only(&args.db)?;
-    let Some((_, dim)) = store.model()? else {
-        bail!("{} holds no documents yet; run `warpfold index PATH... --db {}` first", args.db.display(), args.db.display());
-    };
     let dir = setup::embedding_model_dir(global)?;
-    store.check_model(&dir.name, dim, false)?;
-    drop(store);
+    for db in &args.db {
+        let store = Store::open_read_only(db).map_err(|e| {
+            let display = db.display().to_string();
+            if e.to_string().contains(&display) {
+                anyhow::Error::from(e)
+            } else {
+                anyhow::Error::from(e).context(display)
+            }
+        })?;
+        match store.model()? {
+            Some((_, dim)) => store.check_model(&dir.name, dim, false)?,
+            None if args.db.len() == 1 => {
+                bail!("{} holds no documents yet; run `warpfold index PATH... --db {}` first", db.display(), db.display())
+            }
+            None => {}
+        }
+    }
     let embedder = setup::embedder_for(global, &dir)?;
-    let searcher = Searcher::open(&args.db)?;
-    let loaded = started.elapsed();
-    let query_started = Instant::now();
-    let hits = searcher.search(&args.query, args.k, |query| {
-        embedder.embed_texts(Lane::Interactive, &[query]).pop().expect("one answer per text").map_err(|e| e.to_string())
-    })?;
-    let query_time = query_started.elapsed();
+    let embed =
+        |query: &str| embedder.embed_texts(Lane::Interactive, &[query]).pop().expect("one answer per text").map_err(|e| e.to_string());
+    let (hits, chunks, loaded, query_time) = if let [db] = args.db.as_slice() {
+        let searcher = Searcher::open(db)?;
+        let loaded = started.elapsed();
+        let query_started = Instant::now();
+        let hits = searcher.search(&args.query, args.k, embed)?;
+        (hits, searcher.vectors().len(), loaded, query_started.elapsed())
+    } else {
+        let searcher = ShardSearcher::open(&args.db)?;
+        let loaded = started.elapsed();
+        let query_started = Instant::now();
+        let hits = searcher.search(&args.query, args.k, embed)?;
+        (hits, searcher.vectors().len(), loaded, query_started.elapsed())
+    };
     if args.json {
         println!("{}", serde_json::to_string(&hits)?);
     } else {
         print_hits(&hits);
         eprintln!(
-            "{} chunks searched; query {:.1} ms (embedding + cosine + BM25 + fusion), loading {:.0} ms",
-            searcher.vectors().len(),
+            "{} chunks searched{}; query {:.1} ms (embedding + cosine + BM25 + fusion), loading {:.0} ms",
+            chunks,
+            if args.db.len() > 1 { format!(" in {} indexes", args.db.len()) } else { String::new() },
             query_time.as_secs_f64() * 1e3,
             loaded.as_secs_f64() * 1e3
         );

@@ -111,6 +111,9 @@ pub enum Command {
     Index(index::IndexArgs),
     /// Search an index: semantic (embeddings) and keyword (BM25) hits merged.
     Search(index::SearchArgs),
+    /// Merge shard indexes (`index --shard I/N`) into one index: documents, pages, chunks and
+    /// embeddings once each, full-text index rebuilt; refuses shards of another model.
+    Merge(index::MergeArgs),
     /// Summarize documents (PDF, text, Markdown) with a local chat model; long ones by map-reduce.
     Summarize(summarize::SummarizeArgs),
     /// Summarization speed: packed and batched against one document at a time, on the samples.
@@ -170,6 +173,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(&cli.global, args),
         Command::Index(args) => index::run_index(&cli.global, args),
         Command::Search(args) => index::run_search(&cli.global, args),
+        Command::Merge(args) => index::run_merge(args),
         Command::Summarize(args) => summarize::run(&cli.global, args),
         Command::BenchSummarize(args) => summarize::run_bench(&cli.global, args),
         Command::MakeSamples { dir } => index::run_make_samples(dir),

@@ -40,6 +40,9 @@ pub enum IndexError {
     Walk { path: String, source: std::io::Error },
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A sharded run on the wrong index (see [`crate::shard`]).
+    #[error("{0}")]
+    Shard(String),
 }
 
 #[derive(Debug, Clone)]

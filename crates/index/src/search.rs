@@ -226,7 +226,7 @@ pub fn snippet(chunk: &str, query: &str) -> (String, usize) {
 
 /// How deep each ranking goes: deeper than k, so fusion can lift a chunk that several rank
 /// moderately.
-fn depth(k: usize) -> usize {
+pub(crate) fn depth(k: usize) -> usize {
     (k * 4).max(50)
 }
 
@@ -235,8 +235,32 @@ fn keyword_rankings(store: &Store, query: &str, k: usize) -> Result<(Vec<i64>, V
     Ok((store.keyword_search(query, depth(k))?, store.phrase_search(query, depth(k))?))
 }
 
+/// Where [`fuse`] reads the chunks it ranked: one index, or several shards searched together.
+pub(crate) trait ChunkSource {
+    fn chunk(&self, id: i64) -> Result<Option<StoredChunk>, StoreError>;
+    /// The OCR'd pages of the document holding chunk `id` (at `path`).
+    fn ocr_pages(&self, id: i64, path: &str) -> Result<Vec<u32>, StoreError>;
+}
+
+impl ChunkSource for Store {
+    fn chunk(&self, id: i64) -> Result<Option<StoredChunk>, StoreError> {
+        Store::chunk(self, id)
+    }
+
+    fn ocr_pages(&self, _id: i64, path: &str) -> Result<Vec<u32>, StoreError> {
+        Store::ocr_pages(self, path)
+    }
+}
+
 /// Fuses the three rankings and reads the top `k` chunks with their snippets.
-fn fuse(store: &Store, query: &str, nearest: &[(i64, f32)], keyword: &[i64], phrase: &[i64], k: usize) -> Result<Vec<Hit>, StoreError> {
+pub(crate) fn fuse(
+    store: &impl ChunkSource,
+    query: &str,
+    nearest: &[(i64, f32)],
+    keyword: &[i64],
+    phrase: &[i64],
+    k: usize,
+) -> Result<Vec<Hit>, StoreError> {
     let cosines: HashMap<i64, f32> = nearest.iter().copied().collect();
     let semantic: Vec<i64> = nearest.iter().map(|(id, _)| *id).collect();
     let mut hits = Vec::with_capacity(k);
@@ -244,7 +268,7 @@ fn fuse(store: &Store, query: &str, nearest: &[(i64, f32)], keyword: &[i64], phr
         let Some(stored) = store.chunk(id)? else { continue };
         let (snippet_text, anchor) = snippet(&stored.text, query);
         let page = stored.page_at(anchor);
-        let ocr = store.ocr_pages(&stored.path)?.contains(&page);
+        let ocr = store.ocr_pages(id, &stored.path)?.contains(&page);
         let StoredChunk { text, path, char_start, char_end, .. } = stored;
         hits.push(Hit {
             path,

@@ -204,7 +204,11 @@ impl Store {
     }
 
     fn check_schema(&self) -> Result<(), StoreError> {
-        let version = self.meta("schema_version")?;
+        let version = match self.meta("schema_version") {
+            // An SQLite file of something else: not a warpfold index, said as such.
+            Err(StoreError::Sql(message)) if message.starts_with("no such table") => None,
+            other => other?,
+        };
         if version.as_deref() != Some(SCHEMA_VERSION) {
             return Err(StoreError::Schema { path: self.path.clone(), found: version });
         }
@@ -221,7 +225,7 @@ impl Store {
         Ok(())
     }
 
-    fn create_schema(&self) -> Result<(), StoreError> {
+    pub(crate) fn create_schema(&self) -> Result<(), StoreError> {
         self.conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
              CREATE TABLE IF NOT EXISTS documents(
@@ -291,7 +295,7 @@ impl Store {
             .collect::<Result<_, _>>()?)
     }
 
-    fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+    pub(crate) fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
         Ok(self.conn.query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| r.get(0)).optional()?)
     }
 
@@ -501,14 +505,13 @@ impl Store {
         Ok(Some(DocumentDetail { document: summary, chunks, ocr_pages }))
     }
 
-    /// Every chunk id with its embedding, for the vector half of search.
+    /// Every chunk id with its embedding, for the vector half of search, by document path and
+    /// chunk order (equal cosines rank in that order, whatever order the rows were written in).
     pub fn load_vectors(&self) -> Result<(Vec<i64>, Vec<f32>, usize), StoreError> {
         let dim = self.model()?.map(|(_, d)| d).unwrap_or(0);
         let mut ids = Vec::new();
         let mut flat = Vec::new();
-        let mut stmt = self
-            .conn
-            .prepare("SELECT chunks.id, embeddings.vector FROM chunks JOIN embeddings ON embeddings.text_hash = chunks.text_hash")?;
+        let mut stmt = self.conn.prepare(VECTORS_IN_ORDER)?;
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
             let bytes = row.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
@@ -527,7 +530,7 @@ impl Store {
         let Some((all, any)) = fts_expressions(query) else {
             return Ok(Vec::new());
         };
-        let mut stmt = self.conn.prepare_cached("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2")?;
+        let mut stmt = self.conn.prepare_cached(RANKED_MATCHES)?;
         let mut ids: Vec<i64> = stmt.query_map(params![all, limit as i64], |r| r.get(0))?.collect::<Result<_, _>>()?;
         if ids.len() < limit {
             let seen: HashSet<i64> = ids.iter().copied().collect();
@@ -540,12 +543,10 @@ impl Store {
     /// Chunks holding the query's words as one phrase (in order, adjacent), best BM25 first; empty
     /// for one-word queries, which the keyword ranking already covers.
     pub fn phrase_search(&self, query: &str, limit: usize) -> Result<Vec<i64>, StoreError> {
-        let words: Vec<String> = query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
-        if words.len() < 2 {
+        let Some(phrase) = fts_phrase(query) else {
             return Ok(Vec::new());
-        }
-        let phrase = format!("\"{}\"", words.join(" "));
-        let mut stmt = self.conn.prepare_cached("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2")?;
+        };
+        let mut stmt = self.conn.prepare_cached(RANKED_MATCHES)?;
         let ids = stmt.query_map(params![phrase, limit as i64], |r| r.get(0))?.collect::<Result<_, _>>()?;
         Ok(ids)
     }
@@ -586,10 +587,26 @@ impl Store {
     pub fn connection(&self) -> &Connection {
         &self.conn
     }
+
+    /// The index file's path as given when it was opened.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
 }
 
+/// Full-text matches best first; equal BM25 scores by document path, then chunk order, not in
+/// whatever order FTS5's sorter leaves them: the same ranking whichever order the rows were
+/// written in (one run, a merge of shards, or shards searched together, see `crate::shards`).
+const RANKED_MATCHES: &str = "SELECT chunks_fts.rowid FROM chunks_fts
+     JOIN chunks ON chunks.id = chunks_fts.rowid JOIN documents ON documents.id = chunks.document_id
+     WHERE chunks_fts MATCH ?1 ORDER BY chunks_fts.rank, documents.path, chunks.ordinal LIMIT ?2";
+
+const VECTORS_IN_ORDER: &str = "SELECT chunks.id, embeddings.vector FROM chunks
+     JOIN documents ON documents.id = chunks.document_id JOIN embeddings ON embeddings.text_hash = chunks.text_hash
+     ORDER BY documents.path, chunks.ordinal";
+
 /// A path as the `file:` URI SQLite expects: `%`, `?` and `#` escaped.
-fn uri_path(path: &Path) -> String {
+pub(crate) fn uri_path(path: &Path) -> String {
     path.display().to_string().replace('%', "%25").replace('?', "%3f").replace('#', "%23")
 }
 
@@ -741,11 +758,27 @@ fn drop_unused_embeddings(conn: &Connection, hashes: &[Vec<u8>]) -> Result<(), S
 /// query has nothing else: they match nearly every chunk, cost the most to rank and change the
 /// order the least (the phrase ranking still uses them).
 pub fn fts_expressions(query: &str) -> Option<(String, String)> {
-    let words: Vec<String> = query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+    let quoted = fts_phrases(query);
+    (!quoted.is_empty()).then(|| (quoted.join(" AND "), quoted.join(" OR ")))
+}
+
+/// The quoted words (FTS5 phrases, in order, repeats kept) that [`fts_expressions`] joins.
+pub fn fts_phrases(query: &str) -> Vec<String> {
+    let words = query_words(query);
     let content: Vec<&String> = words.iter().filter(|w| !crate::search::is_stopword(w)).collect();
     let chosen: Vec<&String> = if content.is_empty() { words.iter().collect() } else { content };
-    let quoted: Vec<String> = chosen.iter().map(|w| format!("\"{w}\"")).collect();
-    (!quoted.is_empty()).then(|| (quoted.join(" AND "), quoted.join(" OR ")))
+    chosen.iter().map(|w| format!("\"{w}\"")).collect()
+}
+
+/// A query's words, lowercased.
+pub fn query_words(query: &str) -> Vec<String> {
+    query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+}
+
+/// The exact-phrase FTS5 expression of [`Store::phrase_search`], for queries of two words or more.
+pub fn fts_phrase(query: &str) -> Option<String> {
+    let words = query_words(query);
+    (words.len() >= 2).then(|| format!("\"{}\"", words.join(" ")))
 }
 
 #[cfg(test)]

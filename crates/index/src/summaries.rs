@@ -27,7 +27,7 @@ pub struct StoredSummary {
     pub created_at: i64,
 }
 
-const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS summaries(
+pub(crate) const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS summaries(
     content_hash TEXT NOT NULL,
     model TEXT NOT NULL,
     path TEXT NOT NULL,
