@@ -12,6 +12,10 @@ bash scripts/build-ui.sh
 cargo build --release --locked
 ./target/release/warpfold models fetch
 cargo test --release --locked --workspace --exclude warpfold-desktop
+# Scale-out (docs/scale-out.md): the Ray driver on a local two-node Ray cluster (one shard task
+# killed and retried; the merge equal to a one-process index) and the Kubernetes manifests.
+bash scripts/install-ray.sh
+.venv-ray/bin/python scaleout/test_scaleout.py -v
 (cd ui && npm run --silent check)
 bash tests/e2e/run.sh
 cargo build --release --locked -p warpfold-desktop
