@@ -11,6 +11,9 @@ padding, SDPA attention.
 Writes one line per document, {"path", "summary", "tokens_in", "tokens_out"}, as `warpfold summarize
 --json` does, and prints the timings as JSON on the last line. `--memory-gib` caps what PyTorch may
 allocate on the GPU (the gaming-card case); a batch that runs out of memory is split in two.
+
+The pieces (load, prompts, batches, generation) are functions that bench/gpu/peer_e2e.py (the
+end-to-end peer: PDFs, embeddings, summaries) shares.
 """
 import json
 import os
@@ -20,7 +23,9 @@ import time
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-# crates/summarize/src/lib.rs: SYSTEM_PROMPT and instruction() for a whole document.
+# crates/summarize/src/lib.rs: SYSTEM_PROMPT, and instruction() for a whole document: DETAILED_WHOLE
+# and "." for the detailed style (which `--prompts auto` picks for the 1.5B model), then "\n\n" and
+# the text.
 SYSTEM = "You are a helpful assistant that writes short, faithful summaries of documents."
 WHOLE = {
     "detailed": "Summarize the following document in one paragraph. Begin with one sentence on what it is about, "
@@ -28,10 +33,122 @@ WHOLE = {
     "brief": "Summarize the following document in a few sentences. Say what it is about, and keep its key facts: "
     "names, numbers, dates and amounts.\n\n",
 }
+# The ChatML the model was trained on, for a GGUF whose template did not come through.
+CHATML = ("{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n'}}{% endfor %}"
+          "{% if add_generation_prompt %}{{'<|im_start|>assistant\\n'}}{% endif %}")
 
 
 def arg(name, default, cast=str):
     return cast(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else default
+
+
+def cap_memory(memory_gib):
+    """Caps what PyTorch may allocate on the GPU (None: the whole card)."""
+    if memory_gib:
+        total = torch.cuda.get_device_properties(0).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, memory_gib * 2**30 / total))
+
+
+def load(gguf, cache=None):
+    """The tokenizer (left padding) and the model on the GPU in bf16, from the GGUF, or from `cache`
+    (a folder save_pretrained wrote from an earlier load of the same GGUF) when it holds one. A load
+    from the GGUF with `cache` given saves there afterwards. Returns (tok, model, info) with the
+    seconds of the load and of the save apart. The cache is written beside and renamed into place, so
+    a call killed while saving leaves none."""
+    t0 = time.time()
+    source = "gguf"
+    if cache and os.path.exists(os.path.join(cache, "config.json")):
+        try:
+            tok = AutoTokenizer.from_pretrained(cache)
+            model = AutoModelForCausalLM.from_pretrained(cache, dtype=torch.bfloat16).to("cuda").eval()
+            source = "cache " + cache
+        except Exception as e:  # a cache cut short (a call killed while saving): the GGUF again
+            print(f"peer: the cache {cache} did not load ({e}); loading the GGUF", file=sys.stderr)
+            t0 = time.time()
+    if source == "gguf":
+        directory, name = os.path.split(os.path.abspath(gguf))
+        tok = AutoTokenizer.from_pretrained(directory, gguf_file=name)
+        model = AutoModelForCausalLM.from_pretrained(directory, gguf_file=name, dtype=torch.bfloat16).to("cuda").eval()
+    if tok.chat_template is None:
+        tok.chat_template = CHATML
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    torch.cuda.synchronize()
+    load_s = time.time() - t0
+    save_s = None
+    if cache and source == "gguf":
+        t1 = time.time()
+        try:
+            tmp = cache + ".partial"
+            model.save_pretrained(tmp)
+            tok.save_pretrained(tmp)
+            if os.path.exists(cache):
+                __import__("shutil").rmtree(cache)
+            os.rename(tmp, cache)
+            save_s = time.time() - t1
+        except Exception as e:
+            print(f"peer: saving the cache {cache} failed: {e}", file=sys.stderr)
+    return tok, model, {"load_seconds": load_s, "load_from": source, "cache_save_seconds": save_s}
+
+
+def prompts_for(tok, texts, style="detailed"):
+    """Each text's chat prompt (warpfold's system prompt and whole-document instruction) and its ids."""
+    prompts = []
+    for text in texts:
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": WHOLE[style] + text}]
+        prompts.append(tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+    ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    return prompts, ids
+
+
+def make_batches(lengths, batch, batch_tokens):
+    """Indices sorted by length, longest first, in batches of at most `batch` whose padded size (the
+    longest sets the width) stays under `batch_tokens`."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches, current = [], []
+    for i in order:
+        width = lengths[current[0]] if current else lengths[i]
+        if current and (len(current) >= batch or (len(current) + 1) * width > batch_tokens):
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
+
+
+class Generator:
+    """Batched greedy generation, left padded; a batch that runs out of memory is split in two.
+    `run(group)` returns {index: (summary, tokens_out)} for the group."""
+
+    def __init__(self, tok, model, prompts, max_new=160):
+        self.tok, self.model, self.prompts, self.max_new = tok, model, prompts, max_new
+        self.splits = 0
+
+    def run(self, group):
+        tok = self.tok
+        enc = tok([self.prompts[i] for i in group], return_tensors="pt", padding=True, add_special_tokens=False).to("cuda")
+        try:
+            with torch.inference_mode():
+                gen = self.model.generate(**enc, max_new_tokens=self.max_new, do_sample=False, repetition_penalty=1.1,
+                                          pad_token_id=tok.pad_token_id)
+        except torch.OutOfMemoryError:
+            if len(group) == 1:
+                raise
+            self.splits += 1
+            del enc
+            torch.cuda.empty_cache()
+            half = len(group) // 2
+            out = self.run(group[:half])
+            out.update(self.run(group[half:]))
+            return out
+        new = gen[:, enc["input_ids"].shape[1]:]
+        out = {}
+        for row, i in enumerate(group):
+            toks = [t for t in new[row].tolist() if t != tok.pad_token_id]
+            out[i] = (tok.decode(toks, skip_special_tokens=True).strip(), len(toks))
+        return out
 
 
 def main():
@@ -41,67 +158,17 @@ def main():
     batch = arg("--batch", 16, int)
     batch_tokens = arg("--batch-tokens", 65536, int)
     memory_gib = arg("--memory-gib", None, float)
-    if memory_gib:
-        total = torch.cuda.get_device_properties(0).total_memory
-        torch.cuda.set_per_process_memory_fraction(min(1.0, memory_gib * 2**30 / total))
-    t0 = time.time()
-    directory, name = os.path.split(os.path.abspath(gguf))
-    tok = AutoTokenizer.from_pretrained(directory, gguf_file=name)
-    model = AutoModelForCausalLM.from_pretrained(directory, gguf_file=name, torch_dtype=torch.bfloat16).to("cuda").eval()
-    if tok.chat_template is None:
-        # The GGUF's template did not come through: the ChatML the model was trained on.
-        tok.chat_template = ("{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n'}}{% endfor %}"
-                             "{% if add_generation_prompt %}{{'<|im_start|>assistant\\n'}}{% endif %}")
-    tok.padding_side = "left"
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    load_s = time.time() - t0
+    cap_memory(memory_gib)
+    tok, model, info = load(gguf)
 
     t1 = time.time()
     paths = sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".txt"))
-    prompts = []
-    for p in paths:
-        text = open(p, encoding="utf-8").read()
-        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": WHOLE[style] + text}]
-        prompts.append(tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
-    ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
-    order = sorted(range(len(paths)), key=lambda i: -len(ids[i]))
-    # Batches of similar lengths under the padded-token budget (the longest sets the width).
-    batches, current = [], []
-    for i in order:
-        width = len(ids[current[0]]) if current else len(ids[i])
-        if current and (len(current) >= batch or (len(current) + 1) * width > batch_tokens):
-            batches.append(current)
-            current = []
-        current.append(i)
-    if current:
-        batches.append(current)
+    prompts, ids = prompts_for(tok, [open(p, encoding="utf-8").read() for p in paths], style)
+    batches = make_batches([len(x) for x in ids], batch, batch_tokens)
+    generator = Generator(tok, model, prompts, max_new)
     results = {}
-    splits = 0
-
-    def run(group):
-        nonlocal splits
-        enc = tok([prompts[i] for i in group], return_tensors="pt", padding=True, add_special_tokens=False).to("cuda")
-        try:
-            with torch.inference_mode():
-                gen = model.generate(**enc, max_new_tokens=max_new, do_sample=False, repetition_penalty=1.1,
-                                     pad_token_id=tok.pad_token_id)
-        except torch.OutOfMemoryError:
-            if len(group) == 1:
-                raise
-            splits += 1
-            torch.cuda.empty_cache()
-            half = len(group) // 2
-            run(group[:half])
-            run(group[half:])
-            return
-        new = gen[:, enc["input_ids"].shape[1]:]
-        for row, i in enumerate(group):
-            toks = [t for t in new[row].tolist() if t != tok.pad_token_id]
-            results[i] = (tok.decode(toks, skip_special_tokens=True).strip(), len(toks))
-
     for group in batches:
-        run(group)
+        results.update(generator.run(group))
     torch.cuda.synchronize()
     run_s = time.time() - t1
     with open(out, "w") as f:
@@ -110,8 +177,8 @@ def main():
             f.write(json.dumps({"path": p, "summary": summary, "tokens_in": len(ids[i]), "tokens_out": n}) + "\n")
     print(json.dumps({
         "system": "transformers " + __import__("transformers").__version__ + ", torch " + torch.__version__,
-        "model": name, "documents": len(paths), "batches": len(batches), "oom_splits": splits,
-        "load_seconds": load_s, "seconds": run_s, "documents_per_minute": 60 * len(paths) / run_s,
+        "model": os.path.basename(gguf), "documents": len(paths), "batches": len(batches), "oom_splits": generator.splits,
+        "load_seconds": info["load_seconds"], "seconds": run_s, "documents_per_minute": 60 * len(paths) / run_s,
         "prompt_tokens": sum(map(len, ids)), "generated_tokens": sum(r[1] for r in results.values()),
         "peak_gib": torch.cuda.max_memory_allocated() / 2**30, "memory_gib_cap": memory_gib,
     }))

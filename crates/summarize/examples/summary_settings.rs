@@ -15,6 +15,14 @@
 //! writes) with the same checks, for the same `--words` and `--seeds`. `--seeds 7,101,9 --words
 //! 250,450,950` are the documents of tests/summary_quality.rs; the default seeds are 100, 101, ...
 //!
+//! `--write DIR --pdf` writes each document as `known-I.pdf` instead, in pages of about
+//! `--page-words` words (default 290; the page count is the document's `--words` over that,
+//! rounded, at least 1; the text is shared evenly among them, pages breaking at sentence ends), with warpfold-index's PDF writer; it prints each
+//! document's pages and words and the totals, and with `--model FILE.gguf` also its tokens (the
+//! model's own tokenizer, the document's text alone). `--score` takes the paths of either kind
+//! (`.../known-I.pdf` as well as `.../known-I.txt`). bench/gpu/e2e-words.txt holds the `--words`
+//! of the 200 PDFs of the end-to-end GPU benchmark (bench/gpu/pack-s9.sh).
+//!
 //! Measured 2026-12-01 on the 2-core build machine, shared with other builds (load 3-6, so seconds
 //! and tokens/s are noisy to ±15%), SmolLM2-135M-Instruct Q4_1 on the CPU, greedy, 160 tokens,
 //! chunks of 1,536, the prompts of this version. `pP`: repetition penalty P; `nN`: no-repeat
@@ -122,11 +130,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut write: Option<PathBuf> = None;
     let mut score: Option<PathBuf> = None;
     let mut seeds: Option<Vec<u64>> = None;
+    let mut pdf = false;
+    let mut page_words = 290usize;
+    let mut model_given = false;
     let mut settings = Vec::new();
     while let Some(a) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{a} needs a value"));
         match a.as_str() {
-            "--model" => model = value()?.into(),
+            "--model" => {
+                model = value()?.into();
+                model_given = true;
+            }
+            "--pdf" => pdf = true,
+            "--page-words" => page_words = value()?.parse()?,
             "--words" => words = value()?.split(',').map(|w| w.parse()).collect::<Result<_, _>>()?,
             "--max-tokens" => max_tokens = value()?.parse()?,
             "--chunk-tokens" => chunk_tokens = value()?.parse()?,
@@ -145,6 +161,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(dir) = write {
         std::fs::create_dir_all(&dir)?;
+        if pdf {
+            return write_pdfs(&docs, &words, &dir, page_words, model_given.then_some(model.as_path()));
+        }
         for (i, d) in docs.iter().enumerate() {
             std::fs::write(dir.join(format!("known-{i}.txt")), &d.text)?;
         }
@@ -221,6 +240,101 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// A document's text cut into `pages` pages of about equal words, each ending at a sentence end
+/// (a line ending a heading or a paragraph counts): each page a list of paragraphs.
+fn paginate(text: &str, pages: usize) -> Vec<Vec<String>> {
+    // Paragraphs as lists of sentences ("word word." units), in order.
+    let paragraphs: Vec<Vec<String>> = text
+        .split("\n\n")
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| p.split_inclusive(". ").map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+        .collect();
+    let total: usize = paragraphs.iter().flatten().map(|s| s.split_whitespace().count()).sum();
+    let pages = pages.max(1);
+    let mut out: Vec<Vec<String>> = vec![Vec::new()];
+    let mut done = 0usize;
+    for paragraph in &paragraphs {
+        let mut current = String::new();
+        for sentence in paragraph {
+            // A page ends once its share of the words is in, unless it is the last page.
+            if out.len() < pages && done >= total * out.len() / pages {
+                if !current.is_empty() {
+                    out.last_mut().expect("a page").push(std::mem::take(&mut current));
+                }
+                out.push(Vec::new());
+            }
+            if !current.is_empty() {
+                current.push(' ');
+            }
+            current.push_str(sentence);
+            done += sentence.split_whitespace().count();
+        }
+        if !current.is_empty() {
+            out.last_mut().expect("a page").push(current);
+        }
+    }
+    out
+}
+
+/// `--write DIR --pdf`: each document as known-I.pdf, in pages of about `page_words` words.
+fn write_pdfs(
+    docs: &[known_documents::KnownDocument],
+    asked: &[usize],
+    dir: &std::path::Path,
+    page_words: usize,
+    model: Option<&std::path::Path>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    use warpfold_index::pdfgen::{Font, Page, PdfDocument, TextBlock};
+    let tokenizer = match model {
+        Some(path) => {
+            let file = warpfold_candle::gguf::GgufFile::open(path)?;
+            Some(warpfold_summarize::chat::tokenizer_from_meta(&file.tokenizer_meta()?)?)
+        }
+        None => None,
+    };
+    let (mut all_pages, mut all_words, mut all_tokens) = (0usize, 0usize, 0usize);
+    for (i, d) in docs.iter().enumerate() {
+        let words = d.text.split_whitespace().count();
+        let pages = ((asked[i] as f64 / page_words.max(1) as f64).round() as usize).max(1);
+        let laid = paginate(&d.text, pages);
+        assert_eq!(laid.len(), pages, "document {i}: {pages} pages asked, {} laid out", laid.len());
+        let pdf = PdfDocument {
+            pages: laid
+                .into_iter()
+                .map(|paragraphs| Page {
+                    blocks: paragraphs.into_iter().map(|text| TextBlock { font: Font::Helvetica, text }).collect(),
+                    image: false,
+                })
+                .collect(),
+            compress: true,
+            encrypt_with_unknown_password: false,
+        };
+        if let Some(bad) = d.text.chars().find(|&c| !c.is_whitespace() && !Font::Helvetica.can_encode(&c.to_string())) {
+            return Err(format!("document {i}: {bad:?} cannot be written in Helvetica").into());
+        }
+        std::fs::write(dir.join(format!("known-{i}.pdf")), pdf.to_bytes())?;
+        let tokens = match &tokenizer {
+            Some(t) => t.encode(d.text.as_str(), false).map_err(|e| e.to_string())?.len(),
+            None => 0,
+        };
+        println!(
+            "known-{i}.pdf: {pages} pages, {words} words{}",
+            if tokenizer.is_some() { format!(", {tokens} tokens") } else { String::new() }
+        );
+        all_pages += pages;
+        all_words += words;
+        all_tokens += tokens;
+    }
+    println!(
+        "total: {} documents, {all_pages} pages, {all_words} words{} -> {}",
+        docs.len(),
+        if tokenizer.is_some() { format!(", {all_tokens} tokens (text alone; each prompt adds the instruction)") } else { String::new() },
+        dir.display()
+    );
+    Ok(())
+}
+
 /// Scores summaries made elsewhere of the documents `--write` wrote, and prints one line per
 /// document and the totals.
 fn score_file(docs: &[known_documents::KnownDocument], file: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
@@ -234,7 +348,7 @@ fn score_file(docs: &[known_documents::KnownDocument], file: &std::path::Path) -
             .and_then(|s| s.to_str())
             .and_then(|s| s.strip_prefix("known-"))
             .and_then(|i| i.parse().ok())
-            .ok_or_else(|| format!("{path}: not a known-I.txt"))?;
+            .ok_or_else(|| format!("{path}: not a known-I.txt or known-I.pdf"))?;
         let d = docs.get(index).ok_or_else(|| format!("{path}: no document {index} for these --words"))?;
         let kept = d.facts_in(summary);
         let copied = d.copied_from_opening(summary);

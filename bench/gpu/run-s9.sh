@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Session 9 (issue 15 item 5): the end-to-end run on the GPU machine. 200 PDFs of 1-29 pages (1,580
+# pages, 493,070 words, 555,890 tokens of text, ~570k prompt tokens; bench/gpu/pack-s9.sh) dropped on the app core (`warpfold
+# serve --summarize`, what the desktop runs) until every document is indexed and summarized, on the
+# whole GPU and under `--vram-budget 8GiB`; the peer (bench/gpu/peer_e2e.py: pypdf, sentence-transformers
+# at batch 256, transformers' batched generate) on the same PDFs and models, uncapped and capped at
+# 8 GiB. nvidia-smi is sampled every 100 ms through each run. Key facts are scored on the build machine
+# (bench/gpu/score-s9.sh).
+#
+#   bash bench/gpu/run-s9.sh put     # append the carried stream part (one per call, in order, on a warm
+#                                    # machine); once the small files are in, unpack and check them
+#                                    # (the binary on the GPU, MiniLM, pypdf); after the last part,
+#                                    # check the sha256 and unpack everything into /tmp/st
+#   bash bench/gpu/run-s9.sh ours    # quality documents, then the app core whole GPU, then 8 GiB
+#   bash bench/gpu/run-s9.sh peer    # the peer, whole GPU (resumes if an earlier call stopped it)
+#   bash bench/gpu/run-s9.sh peer8   # the peer capped at 8 GiB (resumes likewise)
+#
+# Every stage first appends whatever part the call carries, so the last `put` can be the first `ours`.
+# Outputs: $OUT/s9-STAGE.log and $OUT/s9-STAGE.tar.xz (everything the stage wrote; the peer's folder
+# keeps its state in /tmp/s9 for a resumed call). Extra settings for `ours` pass through:
+#   TAG=s9b WF_ARGS="..." SERVE_ARGS="..." RUNS="whole" QUALITY=0 WARPFOLD_X=... bash run-s9.sh ours
+# WF_ARGS are global options of every warpfold command (before the subcommand), SERVE_ARGS arguments
+# of `serve` (e.g. "--max-tokens 160"), RUNS which app-core runs (whole, 8gib), QUALITY=0 skips the
+# quality documents, DECODE=0 skips the `warpfold summarize` decode-rate run; the environment
+# (WARPFOLD_* switches) reaches every warpfold process.
+#
+# Expected durations, from session 8 (BENCHMARKS.md: 48 reports, 147,878 prompt tokens; warpfold 18.4 s
+# summarizing + ~6 s load; transformers 54.6 s + 65-69 s dequantizing the GGUF, 118.4 s capped at
+# 8 GiB), scaled by prompt tokens (~570k here, 3.9x):
+#   put:   ~15-25 s a call (the part's transfer, then seconds); the call that unpacks the small files
+#          also runs the binary once on the GPU (~20 s: the driver compiles candle's PTX, cached after)
+#   ours:  ~20 s quality documents; each app-core run ~90-120 s (server start with the VRAM probe
+#          ~10 s, indexing 1,580 pages ~10-20 s overlapping the summaries, ~70 s summarizing); the
+#          decode-rate run ~80 s if time is left  => ~300-350 s
+#   peer:  ~65 s GGUF load + ~10 s saving the bf16 cache + ~12 s pypdf (12.0 s on the 2-core build
+#          machine) + ~10 s embeddings + ~210 s summarizing => ~310-330 s
+#   peer8: ~10 s load from the bf16 cache + ~10 s embeddings (the text and the extraction's seconds
+#          come from the peer's run, /tmp/s9/pdf-text.json: pypdf is CPU work, the cap changes
+#          nothing there) + ~460 s summarizing => may pass its deadline (470 s into the call): it
+#          stops before a batch it cannot finish and a second `peer8` call resumes (~60-120 s)
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+stage=${1:-put}
+shift || true
+TAG=${TAG:-s9}
+exec > >(tee "$OUT/$TAG-$stage.log") 2>&1
+T0=$(date +%s)
+REPO=$PWD
+elapsed() { echo $(($(date +%s) - T0)); }
+export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib WARPFOLD_MODELS_DIR=/tmp/wf-models WARPFOLD_LOG=${WARPFOLD_LOG:-warn}
+PY=/opt/torch/.venv/bin/python
+[ -x $PY ] || PY=python3
+W=/tmp/warpfold
+ST=/tmp/st
+Q=$ST/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+M=/tmp/wf-models/all-MiniLM-L6-v2
+R=/tmp/s9   # results that must outlive a call (the peer's resumable state)
+mkdir -p $R
+
+# --- the stream: append this call's part; unpack what is complete.
+if ls .gpu-extra/stream/part-* >/dev/null 2>&1; then bash bench/gpu/stream.sh put || exit 1; fi
+want=$(cat .gpu-extra/stream/PARTS 2>/dev/null || echo 0)
+have=$(wc -l < /tmp/stream.parts 2>/dev/null || echo 0)
+echo "stream: $have of $want parts"
+if [ ! -f /tmp/small.ok ] && [ "$have" -gt 0 ]; then
+  # Everything but the GGUF that is complete so far (a member cut at the end of the stream fails its
+  # own check below and is unpacked again by a later call; the PDFs precede MiniLM in the stream).
+  mkdir -p $ST
+  tar -C $ST -xf /tmp/stream.tar --exclude='*.gguf' 2>/dev/null
+  if [ ! -x $W ] && xz -t $ST/warpfold.xz 2>/dev/null; then
+    bash $ST/run-on-gpu-machine.sh $ST/warpfold.xz --version | tail -3
+  fi
+  if [ ! -d $M ] && xz -t $ST/minilm-f16.tar.xz 2>/dev/null; then
+    mkdir -p /tmp/wf-models && xz -dc $ST/minilm-f16.tar.xz | tar -C /tmp/wf-models -xf - && echo "MiniLM f16 in $M"
+  fi
+  if [ ! -f /tmp/pylib/.ok ] && [ -d $ST/wheels ] && (cd $ST/wheels && sha256sum --quiet -c "$REPO/bench/gpu/peer-wheels.sha256"); then
+    $PY -m pip install -q --no-deps --no-index --upgrade --target /tmp/pylib $ST/wheels/*.whl 2>&1 | tail -2
+    PYTHONPATH=/tmp/pylib $PY -c "import gguf, pypdf; print('gguf', gguf.__version__, 'pypdf', pypdf.__version__)" && touch /tmp/pylib/.ok
+  fi
+  if [ -x $W ] && [ -d $M ] && [ ! -f /tmp/gpu.ok ]; then
+    # The binary on the GPU once (the first CUDA run compiles candle's PTX; later runs find it cached).
+    echo '{"text": "a first sentence on the GPU"}' | timeout 120 $W --device cuda embed >/dev/null && touch /tmp/gpu.ok && echo "warpfold on the GPU: ok ($(elapsed) s)"
+  fi
+  echo "PDFs: $(ls $ST/pdfs 2>/dev/null | wc -l); quality documents: $(ls $ST/kd 2>/dev/null | wc -l)"
+  [ -f /tmp/gpu.ok ] && [ -f /tmp/pylib/.ok ] && touch /tmp/small.ok && echo "small files: unpacked and checked"
+fi
+if [ ! -f /tmp/st.ok ] && [ "$have" -gt 0 ] && [ "$have" = "$want" ]; then
+  bash bench/gpu/stream.sh open $ST >/dev/null && sha256sum $Q && touch /tmp/st.ok && echo "stream: complete and checked"
+fi
+export PYTHONPATH=/tmp/pylib
+ready() { [ -f /tmp/st.ok ] && [ -f /tmp/small.ok ] || { echo "not ready: $have of $want parts in; small files checked: $([ -f /tmp/small.ok ] && echo yes || echo no)"; exit 1; }; }
+sample() { # label: nvidia-smi every 100 ms into $2/label.smi, with a line tying its clock to the epoch
+  echo "epoch $(date +%s.%N) local $(date '+%Y/%m/%d %H:%M:%S.%N')" > "$2/$1.smi.anchor"
+  nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader,nounits -lms 100 > "$2/$1.smi" &
+  echo $!
+}
+pack() { # the stage's outputs into one file
+  tar -C "$1" -cf - . | xz -T0 -6 > "$OUT/$TAG-$stage.tar.xz" && ls -la "$OUT"
+}
+
+case "$stage" in
+  put) ;;
+  ours)
+    ready
+    O=$R/$TAG-ours && rm -rf $O && mkdir -p $O
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee $O/gpu.txt
+    $W --version | tee -a $O/gpu.txt
+    if [ "${QUALITY:-1}" = 1 ]; then
+      echo "=== 1. the quality documents (tests/summary_quality.rs), chunks of 1,280 as the test ($(elapsed) s)"
+      timeout 120 $W --device cuda ${WF_ARGS:-} summarize $ST/kd --decoder $Q --json --chunk-tokens 1280 > $O/q-qwen.jsonl 2> $O/q-qwen.err
+      tail -2 $O/q-qwen.err
+    fi
+    for run in ${RUNS:-whole 8gib}; do
+      extra=${WF_ARGS:-}
+      [ $run = 8gib ] && extra="$extra --vram-budget 8GiB"
+      echo "=== 2. the app core, $run ($(elapsed) s)"
+      s=$(sample e2e-ours-$run $O)
+      serve_args=()
+      for a in ${SERVE_ARGS:-}; do serve_args+=(--serve-arg "$a"); done
+      timeout 280 python3 bench/gpu/app_core.py $W $ST/pdfs $O/e2e-ours-$run.json --summarize $Q \
+        --summaries-out $O/e2e-ours-$run.jsonl --timeout 260 "${serve_args[@]}" ${extra:+--extra $extra} | grep -v '^  '
+      kill $s
+    done
+    if [ "${DECODE:-1}" = 1 ] && [ "$(elapsed)" -lt 380 ]; then
+      # The app exposes no decode rate; `warpfold summarize` prints it for the same PDFs and model.
+      echo "=== 3. decode tokens/s: warpfold summarize on the same PDFs ($(elapsed) s)"
+      s=$(sample cli-ours $O)
+      timeout $((560 - $(elapsed))) /usr/bin/time -f "wall %e s, max RSS %M KiB" $W --device cuda ${WF_ARGS:-} summarize $ST/pdfs --decoder $Q --json > $O/cli-ours.jsonl 2> $O/cli-ours.err
+      kill $s
+      tail -3 $O/cli-ours.err
+    fi
+    pack $O ;;
+  peer|peer8)
+    ready
+    O=$R/$TAG-$stage && mkdir -p $O
+    cap=() && [ $stage = peer8 ] && cap=(--memory-gib 8)
+    resume=() && [ -f $O/e2e-$stage.jsonl.state.json ] && resume=(--resume)
+    if [ ${#resume[@]} -gt 0 ] && grep -q '"all_done": true' $O/e2e-$stage.jsonl.state.json; then
+      echo "$stage: all done in an earlier call"
+    else
+      $PY -c "import transformers, sentence_transformers, torch, gguf, pypdf; print('transformers', transformers.__version__, 'sentence-transformers', sentence_transformers.__version__, 'torch', torch.__version__, 'gguf', gguf.__version__, 'pypdf', pypdf.__version__)"
+      n=$(ls $O/*.smi 2>/dev/null | wc -l)
+      echo "=== the peer, $stage${resume:+ (resumed)} ($(elapsed) s)"
+      s=$(sample e2e-$stage-call$((n + 1)) $O)
+      PYTHONUNBUFFERED=1 timeout $((570 - $(elapsed))) $PY bench/gpu/peer_e2e.py $Q $ST/pdfs $M $O/e2e-$stage.jsonl --cache /tmp/qwen-bf16 --text-cache $R/pdf-text.json \
+        --deadline $((470 - $(elapsed))) "${cap[@]}" "${resume[@]}" "$@" > $O/e2e-$stage-call$((n + 1)).out 2> $O/e2e-$stage-call$((n + 1)).err
+      echo "exit $?"
+      kill $s
+      grep -v '^{' $O/e2e-$stage-call$((n + 1)).out | tail -40
+      tail -1 $O/e2e-$stage-call$((n + 1)).out | $PY -m json.tool 2>/dev/null | grep -v '^        ' | head -70
+      grep -q '"all_done": true' $O/e2e-$stage.jsonl.state.json && echo "$stage: all done" || echo "$stage: NOT all done: call run-s9.sh $stage again to resume"
+      grep -iE "error|Traceback" $O/e2e-$stage-call$((n + 1)).err | tail -5
+    fi
+    pack $O ;;
+  *) echo "usage: run-s9.sh put|ours|peer|peer8" >&2; exit 2 ;;
+esac
+echo "=== done ($(elapsed) s)"
