@@ -262,7 +262,11 @@ def summarize_run(cmd, folder, out, summaries_out, timeout, data, token, port):
     arrived = events.snapshot()
     metrics = get(base, "/metrics", token)
     server.terminate()
-    server.wait(timeout=60)
+    try:
+        server.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
     rows = summaries_from_index(os.path.join(data, "index.db"))
     if summaries_out:
         with open(summaries_out, "w") as f:
