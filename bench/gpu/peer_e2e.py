@@ -157,7 +157,8 @@ def main():
         # f32 checkpoint runs for a user (the weights rounded to f16, nothing else).
         try:
             st = SentenceTransformer(args.st_model, device="cuda", model_kwargs={"dtype": torch.float32})
-        except TypeError:  # a release that takes no model_kwargs: f32 is its default
+        except Exception as e:  # a release that takes no such model_kwargs: f32 by hand
+            print(f"peer: SentenceTransformer(model_kwargs=dtype) failed ({e}); loading and casting to f32", file=sys.stderr)
             st = SentenceTransformer(args.st_model, device="cuda").float()
         state["embed_dtype"] = str(next(st.parameters()).dtype)
         torch.cuda.synchronize()
