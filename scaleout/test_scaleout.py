@@ -29,6 +29,8 @@ import unittest
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scaleout"))
+from warpfold_ray import shard_of  # noqa: E402
 BINARY = Path(os.environ.get("WARPFOLD_BIN", REPO / "target/release/warpfold"))
 DRIVER = REPO / "scaleout/warpfold_ray.py"
 SHARDS = 4
@@ -208,7 +210,12 @@ class RayShardsTest(unittest.TestCase):
             files_all = reports[0]["shard"]["files_all"]
             self.assertEqual(sum(r["shard"]["files"] for r in reports.values()), files_all, "the shards partition the corpus")
             self.assertTrue(all(r["shard"]["files"] > 0 for r in reports.values()))
-            self.assertEqual(len({r["node"] for r in reports.values()}) >= 1, True)
+            # The driver's shard_of is warpfold's: the same split computed in Python.
+            keys = [p.relative_to(corpus).as_posix() for p in corpus.rglob("*") if p.is_file()]
+            self.assertEqual(len(keys), files_all)
+            for i, r in reports.items():
+                self.assertEqual(sum(1 for k in keys if shard_of(k, SHARDS) == i), r["shard"]["files"], f"shard {i}")
+            self.assertEqual(len({r["ray_node_id"] for r in reports.values()}), 2, "the tasks ran on both worker nodes")
 
             self.assert_same_index(single, merged)
             for query in QUERIES:

@@ -108,6 +108,7 @@ def index_shard(
         report["attempts"] = sum(1 for line in log if line.strip())
     report["db"] = str(db)
     report["node"] = attempt["node"]
+    report["ray_node_id"] = ray.get_runtime_context().get_node_id()
     return report
 
 
