@@ -14,8 +14,8 @@
 //! not warpfold indexes, a mix of shard counts, and (unless `partial`) missing shards are refused
 //! before anything is written, each error naming the file.
 //!
-//! Chunk rows are inserted shard by shard, in each shard's own chunk order, so the merged index
-//! breaks ranking ties the way a search over the shards does (see [`crate::shards`]).
+//! Chunk rows are inserted shard by shard, in each shard's own row order, so equal cosines (equal
+//! texts) rank in the merged index as in a search over the shards (see [`crate::shards`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};

@@ -11,7 +11,8 @@
 //! (one phrase's score is monotone in that count), and the chunk's token count comes from the
 //! FTS5 size table. The vector half is exact anyway (a cosine does not depend on the rest of the
 //! index). Documents that several shards hold count once, from the copy [`crate::merge::winners`]
-//! keeps; equal scores are ordered by document path, then chunk order, as in any one index.
+//! keeps. Equal BM25 scores rank by document path, then chunk order, as in any one index; equal
+//! cosines (equal texts) rank by shard, then the shard's row order, the order a merge writes them.
 //!
 //! Cost: the keyword half reads every matching row of every shard (FTS5 ranks every matching row
 //! too, but inside SQLite); for a large corpus, merge once and search the merge.
@@ -164,12 +165,13 @@ impl ShardSearcher {
                 }
             }
         }
-        // (path, ordinal, key, vector) of every visible chunk, put in the order one index loads them.
-        let mut loaded: Vec<(String, i64, i64, Vec<f32>)> = Vec::new();
+        // Every visible chunk's vector, by text hash, then shard, then row: the order the merge's
+        // rows load in (`Store::load_vectors`), so equal cosines rank alike.
+        let mut loaded: Vec<(Vec<u8>, i64, Vec<f32>)> = Vec::new();
         for (position, shard) in shards.iter().enumerate() {
             let mut stmt = shard.store.connection().prepare(
-                "SELECT chunks.id, chunks.text_hash, embeddings.vector, documents.path, chunks.ordinal FROM chunks
-                 JOIN documents ON documents.id = chunks.document_id JOIN embeddings ON embeddings.text_hash = chunks.text_hash",
+                "SELECT chunks.id, chunks.text_hash, embeddings.vector FROM chunks
+                 JOIN embeddings ON embeddings.text_hash = chunks.text_hash ORDER BY chunks.id",
             )?;
             let mut rows = stmt.query([])?;
             while let Some(row) = rows.next()? {
@@ -191,12 +193,12 @@ impl ShardSearcher {
                 if bytes.len() != dim * 4 {
                     continue;
                 }
-                loaded.push((row.get(3)?, row.get(4)?, key(position, id), decode_vector(&bytes)));
+                loaded.push((hash, key(position, id), decode_vector(&bytes)));
             }
         }
-        loaded.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
-        let ids = loaded.iter().map(|l| l.2).collect();
-        let flat = loaded.into_iter().flat_map(|l| l.3).collect();
+        loaded.sort_unstable_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        let ids = loaded.iter().map(|l| l.1).collect();
+        let flat = loaded.into_iter().flat_map(|l| l.2).collect();
         let vectors = VectorIndex::from_parts(ids, flat, dim.max(1));
         let mut searcher = ShardSearcher { shards, vectors, rows: 0, tokens: 0, sizes: Default::default(), order: Default::default() };
         for shard in &searcher.shards {

@@ -505,8 +505,9 @@ impl Store {
         Ok(Some(DocumentDetail { document: summary, chunks, ocr_pages }))
     }
 
-    /// Every chunk id with its embedding, for the vector half of search, by document path and
-    /// chunk order (equal cosines rank in that order, whatever order the rows were written in).
+    /// Every chunk id with its embedding, for the vector half of search, by text hash and then row
+    /// order: equal cosines (chunks of equal text) rank in row order, which a merge of shards
+    /// writes shard after shard, so shards searched together rank them as their merge does.
     pub fn load_vectors(&self) -> Result<(Vec<i64>, Vec<f32>, usize), StoreError> {
         let dim = self.model()?.map(|(_, d)| d).unwrap_or(0);
         let mut ids = Vec::new();
@@ -530,11 +531,10 @@ impl Store {
         let Some((all, any)) = fts_expressions(query) else {
             return Ok(Vec::new());
         };
-        let mut stmt = self.conn.prepare_cached(RANKED_MATCHES)?;
-        let mut ids: Vec<i64> = stmt.query_map(params![all, limit as i64], |r| r.get(0))?.collect::<Result<_, _>>()?;
+        let mut ids = self.ranked_matches(&all, limit)?;
         if ids.len() < limit {
             let seen: HashSet<i64> = ids.iter().copied().collect();
-            let more: Vec<i64> = stmt.query_map(params![any, limit as i64], |r| r.get(0))?.collect::<Result<_, _>>()?;
+            let more = self.ranked_matches(&any, limit)?;
             ids.extend(more.into_iter().filter(|id| !seen.contains(id)).take(limit - seen.len()));
         }
         Ok(ids)
@@ -546,9 +546,42 @@ impl Store {
         let Some(phrase) = fts_phrase(query) else {
             return Ok(Vec::new());
         };
-        let mut stmt = self.conn.prepare_cached(RANKED_MATCHES)?;
-        let ids = stmt.query_map(params![phrase, limit as i64], |r| r.get(0))?.collect::<Result<_, _>>()?;
-        Ok(ids)
+        self.ranked_matches(&phrase, limit)
+    }
+
+    /// The best `limit` rows for an FTS5 expression by BM25; equal scores by document path, then
+    /// chunk order, whatever order the rows were written in (a one-process index, a merge of shards
+    /// and shards searched together rank alike, see `crate::shards`). A run of equal scores that
+    /// crosses the cut is read whole, so which of them make the cut does not depend on row order
+    /// either. FTS5's own `ORDER BY rank LIMIT` does the ranking; only the few rows returned are
+    /// looked up for their path.
+    fn ranked_matches(&self, expression: &str, limit: usize) -> Result<Vec<i64>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut rows: Vec<(i64, f64)> = self
+            .conn
+            .prepare_cached(RANKED_MATCHES)?
+            .query_map(params![expression, limit as i64 + 1], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        if rows.len() > limit && rows[limit].1 == rows[limit - 1].1 {
+            let cut = rows[limit].1;
+            rows.retain(|r| r.1 != cut);
+            let mut tied = self.conn.prepare_cached(MATCHES_SCORING)?;
+            for row in tied.query_map(params![expression, cut], |r| Ok((r.get(0)?, r.get(1)?)))? {
+                rows.push(row?);
+            }
+        }
+        let mut keyed = Vec::with_capacity(rows.len());
+        let mut place = self.conn.prepare_cached(
+            "SELECT documents.path, chunks.ordinal FROM chunks JOIN documents ON documents.id = chunks.document_id WHERE chunks.id = ?1",
+        )?;
+        for (id, rank) in rows {
+            let (path, ordinal): (String, i64) = place.query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            keyed.push((rank, path, ordinal, id));
+        }
+        keyed.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| (&a.1, a.2).cmp(&(&b.1, b.2))));
+        Ok(keyed.into_iter().take(limit).map(|(_, _, _, id)| id).collect())
     }
 
     pub fn chunk(&self, id: i64) -> Result<Option<StoredChunk>, StoreError> {
@@ -594,16 +627,14 @@ impl Store {
     }
 }
 
-/// Full-text matches best first; equal BM25 scores by document path, then chunk order, not in
-/// whatever order FTS5's sorter leaves them: the same ranking whichever order the rows were
-/// written in (one run, a merge of shards, or shards searched together, see `crate::shards`).
-const RANKED_MATCHES: &str = "SELECT chunks_fts.rowid FROM chunks_fts
-     JOIN chunks ON chunks.id = chunks_fts.rowid JOIN documents ON documents.id = chunks.document_id
-     WHERE chunks_fts MATCH ?1 ORDER BY chunks_fts.rank, documents.path, chunks.ordinal LIMIT ?2";
+/// FTS5's own best-first ranking (its fast path for `ORDER BY rank LIMIT`), with the score.
+const RANKED_MATCHES: &str = "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2";
+/// Every row of one score: the run of equal scores that crosses a ranking's cut.
+const MATCHES_SCORING: &str = "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ?1 AND bm25(chunks_fts) = ?2";
 
-const VECTORS_IN_ORDER: &str = "SELECT chunks.id, embeddings.vector FROM chunks
-     JOIN documents ON documents.id = chunks.document_id JOIN embeddings ON embeddings.text_hash = chunks.text_hash
-     ORDER BY documents.path, chunks.ordinal";
+/// By text hash, then row order: the order of the `chunks_by_hash` index, so no sort.
+const VECTORS_IN_ORDER: &str = "SELECT chunks.id, embeddings.vector FROM chunks JOIN embeddings ON embeddings.text_hash = chunks.text_hash
+     ORDER BY chunks.text_hash, chunks.id";
 
 /// A path as the `file:` URI SQLite expects: `%`, `?` and `#` escaped.
 pub(crate) fn uri_path(path: &Path) -> String {
@@ -1002,6 +1033,38 @@ mod tests {
         let mut perms = std::fs::metadata(&folder).unwrap().permissions();
         std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
         std::fs::set_permissions(&folder, perms).unwrap();
+    }
+
+    /// Equal BM25 scores rank by path and chunk order however the rows were written, also when the
+    /// run of equal scores crosses the cut (which rows make it must not depend on row order).
+    #[test]
+    fn equal_keyword_scores_rank_by_path_and_chunk_order_across_the_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("i.db"), "m", 2).unwrap();
+        let best = chunk(0, "lantern lantern lantern");
+        store.commit_document(&record("/m/best", "b", vec![best.clone()]), &[(best.text_hash, vec![1.0, 0.0])]).unwrap();
+        // Ten equal chunks, written in reverse path order, two chunks each.
+        for i in (0..10).rev() {
+            let (a, b) = (chunk(0, &format!("lantern tower {i}")), chunk(1, &format!("lantern tower {}", i + 10)));
+            let vectors = [(a.text_hash, vec![0.0, 1.0]), (b.text_hash, vec![0.5, 0.5])];
+            store.commit_document(&record(&format!("/m/d{i}"), "h", vec![a, b]), &vectors).unwrap();
+        }
+        let ids = store.keyword_search("lantern", 5).unwrap();
+        let places: Vec<(String, String)> = ids
+            .iter()
+            .map(|id| {
+                let c = store.chunk(*id).unwrap().unwrap();
+                (c.path, c.text)
+            })
+            .collect();
+        let expected = [
+            ("/m/best", "lantern lantern lantern"),
+            ("/m/d0", "lantern tower 0"),
+            ("/m/d0", "lantern tower 10"),
+            ("/m/d1", "lantern tower 1"),
+            ("/m/d1", "lantern tower 11"),
+        ];
+        assert_eq!(places, expected.map(|(p, t)| (p.to_string(), t.to_string())));
     }
 
     #[test]
