@@ -308,7 +308,15 @@ def summarize_run(cmd, folder, out, summaries_out, timeout, data, token, port):
         "tokens_in": sum(r["tokens_in"] for r in rows),
         "tokens_out": tokens_out,
         "generated_tokens_per_second_summarizing": tokens_out / model_s if model_s else None,
-        "decode_tokens_per_second": None,  # not exposed by the app; see `warpfold summarize`'s line
+        # The app's own counters (/metrics summary_*): decode tokens over the decode steps' time.
+        "decode_tokens": metric(metrics, "summary_decode_tokens_total"),
+        "decode_steps": metric(metrics, "summary_decode_steps_total"),
+        "decode_seconds": metric(metrics, "summary_decode_seconds_total"),
+        "decode_tokens_per_second": (metric(metrics, "summary_decode_tokens_total") or 0) / metric(metrics, "summary_decode_seconds_total")
+        if metric(metrics, "summary_decode_seconds_total") else None,
+        "prompt_tokens": metric(metrics, "summary_prompt_tokens_total"),
+        "prefill_seconds": metric(metrics, "summary_prefill_seconds_total"),
+        "summary_model_seconds": metric(metrics, "summary_model_seconds_total"),
         "tokens_embedded": metric(metrics, "real_tokens_total"),
         "model_busy_seconds": metric(metrics, "backend_busy_seconds_total"),
         "metrics": metrics,

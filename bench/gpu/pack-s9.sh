@@ -25,6 +25,14 @@ dir=.gpu-extra/s9
 rm -rf "$dir" && mkdir -p "$dir"
 cp $G/warpfold.xz $G/run-on-gpu-machine.sh "$dir/"
 ln "$Q" "$dir/" 2>/dev/null || cp "$Q" "$dir/"
+# The other default chat model (the quality documents' loop check on the GPU for both), the gated GPU
+# tests (scripts/gpu/build-cuda-tests.sh: the paged decode against a full forward, the row scatter),
+# and, for the decode A/B in one run, the binary of the commit before the paged cache
+# (OLD=path/to/warpfold.xz, built from 0b2f880 by scripts/gpu/build-cuda.sh in a worktree).
+S=models/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf
+ln "$S" "$dir/" 2>/dev/null || cp "$S" "$dir/"
+[ -f $G/candle-tests.xz ] && cp $G/candle-tests.xz "$dir/"
+[ -n "${OLD:-}" ] && cp "$OLD" "$dir/warpfold-old.xz"
 ex=target/release/examples/summary_settings
 cargo build --release --locked -p warpfold-summarize --example summary_settings
 $ex --seeds 7,101,9 --words 250,450,950 --write "$dir/kd"
@@ -35,7 +43,8 @@ python3 bench/gpu/to_f16.py models/all-MiniLM-L6-v2/model.safetensors "$stage/al
 tar -C "$stage" -cf - all-MiniLM-L6-v2 | xz -T2 -6 > "$dir/minilm-f16.tar.xz" && rm -rf "$stage"
 du -sh "$dir"/* && echo "PDFs: $(ls "$dir/pdfs" | wc -l)"
 # The order of the stream: everything but the GGUF fits the first part or two.
-bash bench/gpu/stream.sh pack "$dir" run-on-gpu-machine.sh wheels kd pdfs minilm-f16.tar.xz warpfold.xz "$(basename "$Q")"
+extra=() && for f in candle-tests.xz warpfold-old.xz; do [ -f "$dir/$f" ] && extra+=("$f"); done
+bash bench/gpu/stream.sh pack "$dir" run-on-gpu-machine.sh wheels kd pdfs minilm-f16.tar.xz warpfold.xz "${extra[@]}" "$(basename "$S")" "$(basename "$Q")"
 first=$(tar -tvf .gpu-extra/stream/part-00 2>/dev/null | awk '{print $3, $6}' | grep -v '/$' | head -400 || true)
 echo "part-00 holds $(echo "$first" | grep -c .) entries, from $(echo "$first" | head -1 | cut -d' ' -f2) to $(echo "$first" | tail -1 | cut -d' ' -f2)"
 ls -la .gpu-extra/stream

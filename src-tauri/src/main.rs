@@ -130,7 +130,13 @@ fn start_app(handle: &tauri::AppHandle) -> Result<App, AppError> {
             },
             device: options.device.first()?,
             auto: true,
-            options: warpfold_app::summaries::SummarizeOptions::from_vars(|key| std::env::var(key).ok()).map_err(AppError::InvalidInput)?,
+            options: {
+                let mut summary =
+                    warpfold_app::summaries::SummarizeOptions::from_vars(|key| std::env::var(key).ok()).map_err(AppError::InvalidInput)?;
+                // WARPFOLD_VRAM_BUDGET caps the summarizer's caches as it caps the embedder's bins.
+                summary.vram_budget = options.vram_budget;
+                summary
+            },
         });
     }
     App::start(config, started.embedder)

@@ -124,8 +124,11 @@ struct Inner {
     chosen: Mutex<HashSet<PathBuf>>,
     watcher: Mutex<Option<FolderWatcher>>,
     stop: AtomicBool,
-    /// Documents to summarize (when summaries are on).
-    summarize: Option<Sender<String>>,
+    /// Documents to summarize (when summaries are on), a batch per message: the documents of one index run arrive together,
+    /// so the summarizer never starts on the first of them alone.
+    summarize: Option<Sender<Vec<String>>>,
+    /// What the summarizer has done since the start (the state view and /metrics show it).
+    summary_totals: Mutex<summaries::SummaryTotals>,
 }
 
 /// The application: cheap to clone, shared by every request and event forwarder.
@@ -180,6 +183,7 @@ impl App {
                 watcher: Mutex::new(None),
                 stop: AtomicBool::new(false),
                 summarize,
+                summary_totals: Mutex::new(summaries::SummaryTotals::default()),
             }),
         };
         if let (Some(summary_config), Some(rx)) = (summary_config, summarize_rx) {
@@ -239,7 +243,7 @@ impl App {
             samples: self.inner.samples.lock().unwrap().iter().cloned().collect(),
             documents: counts.map_or(0, |c| c.documents),
             chunks: counts.map_or(0, |c| c.chunks),
-            summaries: self.inner.config.summaries.as_ref().map(SummaryConfig::view),
+            summaries: self.inner.config.summaries.as_ref().map(|c| c.view(self.summary_totals())),
         }
     }
 
@@ -414,9 +418,7 @@ impl App {
         for path in paths {
             self.checked_path(path)?;
         }
-        for path in paths {
-            let _ = queue.send(path.clone());
-        }
+        let _ = queue.send(paths.to_vec());
         Ok(paths.len())
     }
 
@@ -581,11 +583,13 @@ impl App {
         );
         self.refresh_searcher();
         if let (Some(queue), Some(true)) = (&self.inner.summarize, self.inner.config.summaries.as_ref().map(|s| s.auto)) {
-            for file in indexed_files {
-                let path = file.display().to_string();
-                if self.inner.board.get(&path).is_some_and(|f| f.state == QueueState::Done) {
-                    let _ = queue.send(path);
-                }
+            let done: Vec<String> = indexed_files
+                .iter()
+                .map(|file| file.display().to_string())
+                .filter(|path| self.inner.board.get(path).is_some_and(|f| f.state == QueueState::Done))
+                .collect();
+            if !done.is_empty() {
+                let _ = queue.send(done);
             }
         }
         Ok(())

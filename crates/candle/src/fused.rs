@@ -222,6 +222,8 @@ mod cuda {
         let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
         let (n_arg, width_arg, rows_arg) = (n as u64, width as u64, dst_rows as u64);
         let (d0, s0) = (dl.start_offset(), sl.start_offset());
+        use candle_core::backend::BackendStorage;
+        let dtype = dst.dtype();
         macro_rules! run {
             ($t:ty, $name:literal) => {{
                 let s = src.as_cuda_slice::<$t>()?.slice(s0..s0 + total);
@@ -236,7 +238,7 @@ mod cuda {
                 unsafe { b.launch(cfg) }.map_err(err)?;
             }};
         }
-        match dst.dtype() {
+        match dtype {
             DType::BF16 => run!(half::bf16, "scatter_rows_u16"),
             DType::F16 => run!(half::f16, "scatter_rows_u16"),
             DType::F32 => run!(f32, "scatter_rows_u32"),

@@ -562,6 +562,16 @@ async fn metrics(State(state): State<Shared>) -> Response {
     metric("documents_failed", "gauge", "Files that could not be indexed.", c.failed as f64);
     let rate = view.samples.last().map_or(0.0, |x| x.tokens_per_s);
     metric("tokens_per_second", "gauge", "Real tokens embedded per second over the last sample.", rate);
+    if view.summaries.is_some() {
+        let t = state.app.summary_totals();
+        metric("summary_documents_total", "counter", "Documents summarized.", t.documents as f64);
+        metric("summary_prompt_tokens_total", "counter", "Prompt tokens the chat model prefilled.", t.prompt_tokens as f64);
+        metric("summary_prefill_seconds_total", "counter", "Time the chat model spent in prefills.", t.prefill_seconds);
+        metric("summary_decode_tokens_total", "counter", "Tokens the chat model generated in decode steps.", t.decode_tokens as f64);
+        metric("summary_decode_steps_total", "counter", "Decode steps the chat model ran.", t.decode_steps as f64);
+        metric("summary_decode_seconds_total", "counter", "Time the chat model spent in decode steps.", t.decode_seconds);
+        metric("summary_model_seconds_total", "counter", "Time in the chat model, tokenizing included.", t.model_seconds);
+    }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }
 
@@ -642,8 +652,9 @@ fn serve(global: &GlobalOptions, args: &ServeArgs, random: impl FnOnce(&mut [u8]
             device: setup::backend_device(global)?,
             auto: true,
             options: {
-                let options = args.summary.options();
+                let mut options = args.summary.options();
                 options.check().map_err(|e| anyhow::anyhow!("summary settings: {e}"))?;
+                options.vram_budget = global.vram_budget;
                 options
             },
         });

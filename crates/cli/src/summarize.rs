@@ -117,6 +117,8 @@ impl SummaryArgs {
             batch: BatchOptions { max_batch: self.max_batch, prefill_tokens: self.prefill_tokens.max(1), ..d.batch },
             chunk_tokens: self.chunk_tokens,
             prompts: self.prompts,
+            // The global --vram-budget, set by the command that runs the model.
+            vram_budget: None,
             retry: (!self.no_retry).then_some(RetrySettings {
                 repetition_penalty: self.retry_repetition_penalty,
                 no_repeat_ngram: self.retry_no_repeat_ngram,
@@ -231,7 +233,8 @@ fn is_zero(n: &usize) -> bool {
 }
 
 pub fn run(global: &GlobalOptions, args: &SummarizeArgs) -> Result<ExitCode> {
-    let options = args.model.summary.options();
+    let mut options = args.model.summary.options();
+    options.vram_budget = global.vram_budget;
     options.check().map_err(anyhow::Error::msg)?;
     let docs = read_documents(&args.paths, args.extract_timeout)?;
     if docs.is_empty() {
@@ -405,7 +408,8 @@ fn mode_report(
 }
 
 pub fn run_bench(global: &GlobalOptions, args: &BenchSummarizeArgs) -> Result<ExitCode> {
-    let options = args.model.summary.options();
+    let mut options = args.model.summary.options();
+    options.vram_budget = global.vram_budget;
     options.check().map_err(anyhow::Error::msg)?;
     let samples;
     let paths = if args.paths.is_empty() {

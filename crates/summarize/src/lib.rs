@@ -49,6 +49,10 @@ pub struct SummarizeOptions {
     pub retry: Option<RetrySettings>,
     /// The prompts' wording (Auto: by the model's size, see [`PromptStyle`]).
     pub prompts: PromptStyle,
+    /// The GPU memory the whole process may use (`--vram-budget`, `WARPFOLD_VRAM_BUDGET`: a smaller
+    /// card played on a larger one). The cache pool is sized from what a card of this size would
+    /// have free now, not from the device's own free memory. None: the device's.
+    pub vram_budget: Option<u64>,
 }
 
 /// The stronger repetition settings of a second attempt: a higher penalty and a no-repeat n-gram
@@ -73,6 +77,7 @@ impl Default for SummarizeOptions {
             chunk_tokens: AUTO_CHUNK_TOKENS,
             retry: Some(RetrySettings { repetition_penalty: 1.3, no_repeat_ngram: 3 }),
             prompts: PromptStyle::Auto,
+            vram_budget: None,
         }
     }
 }
@@ -209,6 +214,16 @@ pub const AUTO_CHUNK_TOKENS: usize = 0;
 /// `batch.max_batch` chosen by the device ([`max_batch_for`]).
 pub const AUTO_MAX_BATCH: usize = 0;
 
+/// What a card of `budget` bytes would have free, when the device has `free` of `total`: the
+/// memory in use (this process's model, embedder and context, and anything else on the device)
+/// counts against the budget as it would on the smaller card.
+pub fn within_budget(free: u64, total: u64, budget: Option<u64>) -> u64 {
+    match budget {
+        Some(b) => b.saturating_sub(total.saturating_sub(free)).min(free),
+        None => free,
+    }
+}
+
 /// Sequences decoding together: 64 on a GPU, 16 on a CPU. A decode step on a GPU costs about the
 /// same for 1 sequence as for 64 (the pooled cache reads every sequence in one call, and the
 /// weights are read once per step whatever the batch), so more sequences are nearly free tokens;
@@ -336,7 +351,8 @@ impl<'a> Summarizer<'a> {
         if options.batch.max_batch == AUTO_MAX_BATCH {
             options.batch.max_batch = max_batch_for(chat.model.device().is_cuda());
         }
-        if let Ok((free, _)) = warpfold_candle::device_memory(chat.model.device()) {
+        if let Ok((free, total)) = warpfold_candle::device_memory(chat.model.device()) {
+            let free = within_budget(free, total, options.vram_budget);
             let c = &chat.model.config;
             // The cache pool is taken at once, so what the largest prefill needs besides it is
             // set aside first: per token its activations (hidden states, q/k/v, the feed-forward's
@@ -554,6 +570,12 @@ mod tests {
         // The decode batch follows the device the same way, unless it is set.
         assert_eq!(SummarizeOptions::default().batch.max_batch, AUTO_MAX_BATCH);
         assert_eq!((max_batch_for(true), max_batch_for(false)), (64, 16));
+        // An 8 GiB card played on a 141 GiB one with 3 GiB in use has 5 GiB free, not 138.
+        const GIB: u64 = 1 << 30;
+        assert_eq!(within_budget(138 * GIB, 141 * GIB, Some(8 * GIB)), 5 * GIB);
+        assert_eq!(within_budget(138 * GIB, 141 * GIB, None), 138 * GIB);
+        assert_eq!(within_budget(1 * GIB, 141 * GIB, Some(8 * GIB)), 0, "more in use than the budget: nothing");
+        assert_eq!(within_budget(2 * GIB, 4 * GIB, Some(8 * GIB)), 2 * GIB, "a budget above the card changes nothing");
         assert!(SummarizeOptions::default().check().is_ok(), "auto passes the check; the size is checked once chosen");
         let fixed = SummarizeOptions { chunk_tokens: 100, ..Default::default() };
         assert!(fixed.check().unwrap_err().contains("at least twice max tokens"), "a chosen size is still checked");
