@@ -559,12 +559,15 @@ impl Store {
         if limit == 0 {
             return Ok(Vec::new());
         }
+        // A few rows past the cut: a run of equal scores crossing it usually ends among them.
+        let fetch = limit + TIE_SLACK;
         let mut rows: Vec<(i64, f64)> = self
             .conn
             .prepare_cached(RANKED_MATCHES)?
-            .query_map(params![expression, limit as i64 + 1], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .query_map(params![expression, fetch as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<Result<_, _>>()?;
-        if rows.len() > limit && rows[limit].1 == rows[limit - 1].1 {
+        if rows.len() == fetch && rows[limit].1 == rows[limit - 1].1 && rows[fetch - 1].1 == rows[limit].1 {
+            // It did not: read every row of that score (a second pass over the matches).
             let cut = rows[limit].1;
             rows.retain(|r| r.1 != cut);
             let mut tied = self.conn.prepare_cached(MATCHES_SCORING)?;
@@ -572,16 +575,29 @@ impl Store {
                 rows.push(row?);
             }
         }
-        let mut keyed = Vec::with_capacity(rows.len());
+        // FTS5 returned them best first; only runs of equal scores need their rows' paths.
+        rows.sort_by(|a, b| a.1.total_cmp(&b.1));
         let mut place = self.conn.prepare_cached(
             "SELECT documents.path, chunks.ordinal FROM chunks JOIN documents ON documents.id = chunks.document_id WHERE chunks.id = ?1",
         )?;
-        for (id, rank) in rows {
-            let (path, ordinal): (String, i64) = place.query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            keyed.push((rank, path, ordinal, id));
+        let mut start = 0;
+        while start < rows.len() {
+            let end = start + rows[start..].iter().take_while(|r| r.1 == rows[start].1).count();
+            if end - start > 1 {
+                let mut run = Vec::with_capacity(end - start);
+                for &(id, rank) in &rows[start..end] {
+                    let (path, ordinal): (String, i64) = place.query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                    run.push((path, ordinal, id, rank));
+                }
+                run.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+                for (slot, (_, _, id, rank)) in rows[start..end].iter_mut().zip(run) {
+                    *slot = (id, rank);
+                }
+            }
+            start = end;
         }
-        keyed.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| (&a.1, a.2).cmp(&(&b.1, b.2))));
-        Ok(keyed.into_iter().take(limit).map(|(_, _, _, id)| id).collect())
+        rows.truncate(limit);
+        Ok(rows.into_iter().map(|(id, _)| id).collect())
     }
 
     pub fn chunk(&self, id: i64) -> Result<Option<StoredChunk>, StoreError> {
@@ -629,6 +645,8 @@ impl Store {
 
 /// FTS5's own best-first ranking (its fast path for `ORDER BY rank LIMIT`), with the score.
 const RANKED_MATCHES: &str = "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2";
+/// Rows read past a ranking's cut, to see the end of a run of equal scores that crosses it.
+const TIE_SLACK: usize = 16;
 /// Every row of one score: the run of equal scores that crosses a ranking's cut.
 const MATCHES_SCORING: &str = "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ?1 AND bm25(chunks_fts) = ?2";
 
