@@ -76,7 +76,7 @@ if [ ! -f /tmp/small.ok ] && [ "$have" -gt 0 ]; then
   fi
   if [ ! -f /tmp/pylib/.ok ] && [ -d $ST/wheels ] && (cd $ST/wheels && sha256sum --quiet -c "$REPO/bench/gpu/peer-wheels.sha256"); then
     $PY -m pip install -q --no-deps --no-index --upgrade --target /tmp/pylib $ST/wheels/*.whl 2>&1 | tail -2
-    PYTHONPATH=/tmp/pylib $PY -c "import gguf, pypdf; print('gguf', gguf.__version__, 'pypdf', pypdf.__version__)" && touch /tmp/pylib/.ok
+    PYTHONPATH=/tmp/pylib $PY -c "import gguf, pypdf; print('gguf and pypdf', pypdf.__version__)" && touch /tmp/pylib/.ok
   fi
   if [ -x $W ] && [ -d $M ] && [ ! -f /tmp/gpu.ok ]; then
     # The binary on the GPU once (the first CUDA run compiles candle's PTX; later runs find it cached).
@@ -149,7 +149,7 @@ case "$stage" in
       # PDFs with this build (64 sequences at a time, then 16 as before) and with the build before it
       # (warpfold-old.xz, batches of 16), WARPFOLD_PROFILE=1 once for where a step's time goes.
       echo "=== 3. decode A/B on 64 PDFs ($(elapsed) s)"
-      mkdir -p /tmp/pdfs64 && for f in $(ls $ST/pdfs | sort -V | head -64); do ln -sf $ST/pdfs/$f /tmp/pdfs64/$f; done
+      rm -rf /tmp/pdfs64 && mkdir -p /tmp/pdfs64 && for f in $(ls $ST/pdfs | sort -V | head -64); do cp $ST/pdfs/$f /tmp/pdfs64/$f; done
       [ -x /tmp/warpfold-old ] || { xz -dc $ST/warpfold-old.xz > /tmp/warpfold-old 2>/dev/null && chmod +x /tmp/warpfold-old; }
       ab() { # label binary extra...
         local label=$1 bin=$2; shift 2
@@ -158,7 +158,7 @@ case "$stage" in
         echo "$label: $(grep -E 'decode|documents' $O/ab-$label.err | tail -2 | tr '\n' ' ')"
       }
       ab new $W
-      ab new-b16 $W --max-batch 16
+      [ "${AB16:-0}" = 1 ] && ab new-b16 $W --max-batch 16
       [ -x /tmp/warpfold-old ] && ab old /tmp/warpfold-old
       WARPFOLD_PROFILE=1 ab new-profile $W
       grep "profile: generation decode" -A14 $O/ab-new-profile.err | head -16
@@ -172,7 +172,7 @@ case "$stage" in
     if [ ${#resume[@]} -gt 0 ] && grep -q '"all_done": true' $O/e2e-$stage.jsonl.state.json; then
       echo "$stage: all done in an earlier call"
     else
-      $PY -c "import transformers, sentence_transformers, torch, gguf, pypdf; print('transformers', transformers.__version__, 'sentence-transformers', sentence_transformers.__version__, 'torch', torch.__version__, 'gguf', gguf.__version__, 'pypdf', pypdf.__version__)"
+      $PY -c "import transformers, sentence_transformers, torch, gguf, pypdf; print('transformers', transformers.__version__, 'sentence-transformers', sentence_transformers.__version__, 'torch', torch.__version__, 'pypdf', pypdf.__version__)"
       n=$(ls $O/*.smi 2>/dev/null | wc -l)
       echo "=== the peer, $stage${resume:+ (resumed)} ($(elapsed) s)"
       s=$(sample e2e-$stage-call$((n + 1)) $O)
