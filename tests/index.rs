@@ -15,7 +15,7 @@ use warpfold_index::pdfgen::{planted_sentence, Font, Page, PdfDocument, TextBloc
 use warpfold_index::search::{hybrid_search, VectorIndex};
 use warpfold_index::store::Store;
 
-use crate::common::{load, minilm_dir, warpfold};
+use crate::common::{assert_same_index, dump_index, load, minilm_dir, warpfold};
 
 fn index_json(paths: &[&Path], db: &Path, extra: &[&str]) -> Value {
     let out = warpfold().arg("index").args(paths).arg("--db").arg(db).arg("--json").args(extra).output().unwrap();
@@ -515,43 +515,6 @@ fn every_bad_file_gets_its_own_status_and_the_good_ones_are_indexed() {
     assert_eq!(retried["documents_failed"], 1, "{retried:#}");
 }
 
-/// (path, ordinal) -> (text, pages, char offsets, vector) for a whole index.
-type Dump = BTreeMap<(String, i64), (String, i64, i64, i64, i64, Vec<f32>)>;
-
-fn dump(db: &Path) -> Dump {
-    let store = Store::open_existing(db).unwrap();
-    let mut stmt = store
-        .connection()
-        .prepare(
-            "SELECT d.path, c.ordinal, c.text, c.page_start, c.page_end, c.char_start, c.char_end, e.vector
-             FROM chunks c JOIN documents d ON d.id = c.document_id JOIN embeddings e ON e.text_hash = c.text_hash",
-        )
-        .unwrap();
-    let rows = stmt
-        .query_map([], |r| {
-            Ok((
-                (r.get::<_, String>(0)?, r.get(1)?),
-                (r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, warpfold_index::store::decode_vector(&r.get::<_, Vec<u8>>(7)?)),
-            ))
-        })
-        .unwrap()
-        .collect::<Result<Dump, _>>()
-        .unwrap();
-    let chunks: i64 = store.connection().query_row("SELECT count(*) FROM chunks", [], |r| r.get(0)).unwrap();
-    assert_eq!(chunks as usize, rows.len(), "every chunk has exactly one embedding row");
-    rows
-}
-
-fn assert_same_index(a: &Dump, b: &Dump) {
-    assert_eq!(a.len(), b.len());
-    for ((ka, va), (kb, vb)) in a.iter().zip(b) {
-        assert_eq!(ka, kb);
-        assert_eq!((&va.0, va.1, va.2, va.3, va.4), (&vb.0, vb.1, vb.2, vb.3, vb.4), "{ka:?}");
-        let diff = va.5.iter().zip(&vb.5).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
-        assert!(diff < 1e-5, "{ka:?}: vectors differ by {diff}");
-    }
-}
-
 fn long_text_documents(dir: &Path, n: usize, seed: u64) {
     let mut rng = Rng::new(seed);
     for i in 0..n {
@@ -659,5 +622,5 @@ fn a_killed_run_resumes_to_exactly_the_uninterrupted_index() {
     let resumed = index_json(&[&docs], &killed_db, &[]);
     assert_eq!(resumed["documents_skipped"].as_u64(), Some(at_kill.documents), "{resumed:#}");
     assert_eq!(resumed["documents_indexed"].as_u64(), Some(total - at_kill.documents), "{resumed:#}");
-    assert_same_index(&dump(&whole_db), &dump(&killed_db));
+    assert_same_index(&dump_index(&whole_db), &dump_index(&killed_db));
 }

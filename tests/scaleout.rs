@@ -2,14 +2,13 @@
 //! one run builds, `search` over the shards giving their merge's hits, and the refusals. (The Ray
 //! driver and the Kubernetes manifests are tested by scaleout/test_scaleout.py, from scripts/test.sh.)
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::Value;
 use warpfold_engine::corpus::{words, Rng};
-use warpfold_index::store::{decode_vector, Store};
+use warpfold_index::store::Store;
 
-use crate::common::{max_abs_diff, warpfold};
+use crate::common::{assert_same_index, dump_index, warpfold};
 
 fn run_json(args: &[&str]) -> Value {
     let out = warpfold().args(args).output().unwrap();
@@ -42,26 +41,6 @@ fn corpus(root: &Path) {
     }
     let out = warpfold().arg("make-samples").arg(root.join("samples")).output().unwrap();
     assert!(out.status.success());
-}
-
-/// Every chunk by (path, ordinal): text, pages, offsets, and its vector.
-type Chunks = BTreeMap<(String, i64), (String, i64, i64, i64, i64, Vec<f32>)>;
-
-fn chunks(db: &Path) -> Chunks {
-    let store = Store::open_read_only(db).unwrap();
-    let mut stmt = store
-        .connection()
-        .prepare(
-            "SELECT d.path, c.ordinal, c.text, c.page_start, c.page_end, c.char_start, c.char_end, e.vector
-             FROM chunks c JOIN documents d ON d.id = c.document_id JOIN embeddings e ON e.text_hash = c.text_hash",
-        )
-        .unwrap();
-    let rows = stmt
-        .query_map([], |r| {
-            Ok(((r.get(0)?, r.get(1)?), (r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, decode_vector(&r.get::<_, Vec<u8>>(7)?))))
-        })
-        .unwrap();
-    rows.collect::<Result<_, _>>().unwrap()
 }
 
 fn documents(db: &Path) -> Vec<(String, String, String, u32)> {
@@ -119,15 +98,7 @@ fn sharded_runs_merge_into_the_index_one_run_builds_and_shards_search_as_their_m
     assert_eq!(report["duplicate_documents"].as_u64(), Some(0));
 
     assert_eq!(documents(Path::new(&merged)), documents(Path::new(&single)));
-    let (one, both) = (chunks(Path::new(&single)), chunks(Path::new(&merged)));
-    assert_eq!(one.keys().collect::<Vec<_>>(), both.keys().collect::<Vec<_>>());
-    let mut worst = 0f32;
-    for (key, a) in &one {
-        let b = &both[key];
-        assert_eq!((&a.0, a.1, a.2, a.3, a.4), (&b.0, b.1, b.2, b.3, b.4), "{key:?}");
-        worst = worst.max(max_abs_diff(&a.5, &b.5));
-    }
-    assert!(worst < 1e-5, "largest vector difference {worst}");
+    assert_same_index(&dump_index(Path::new(&single)), &dump_index(Path::new(&merged)));
     let counts = |db: &str| Store::open_read_only(Path::new(db)).unwrap().counts().unwrap();
     assert_eq!(counts(&merged), counts(&single), "embeddings once per text in both");
 

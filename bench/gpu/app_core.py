@@ -140,14 +140,7 @@ def main():
     print(" ".join(cmd), flush=True)
     if chat_model:
         return summarize_run(cmd, folder, out, summaries_out, timeout, data, token, port)
-    log = open(out + ".log", "w")
-    started = time.time()
-    server = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
-    line = server.stdout.readline()
-    if "listening" not in line:
-        print("serve did not start:", line, file=sys.stderr)
-        sys.exit(1)
-    ready_s = time.time() - started
+    server, ready_s = start_server(cmd, out)
     base = f"http://127.0.0.1:{port}"
     state = json.loads(get(base, "/api/state", token))
     print(json.dumps({"device": state["device"]}, indent=None)[:600])
@@ -215,8 +208,9 @@ def main():
     print(json.dumps({k: v for k, v in report.items() if k not in ("metrics", "device")}, indent=1))
 
 
-def summarize_run(cmd, folder, out, summaries_out, timeout, data, token, port):
-    """`serve --summarize`: add the folder, wait until every document is indexed and summarized."""
+def start_server(cmd, out):
+    """Starts `warpfold serve` (its log in OUT.log) and waits for its "listening" line: the process
+    and the seconds it took."""
     log = open(out + ".log", "w")
     started = time.time()
     server = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
@@ -224,7 +218,12 @@ def summarize_run(cmd, folder, out, summaries_out, timeout, data, token, port):
     if "listening" not in line:
         print("serve did not start:", line, file=sys.stderr)
         sys.exit(1)
-    ready_s = time.time() - started
+    return server, time.time() - started
+
+
+def summarize_run(cmd, folder, out, summaries_out, timeout, data, token, port):
+    """`serve --summarize`: add the folder, wait until every document is indexed and summarized."""
+    server, ready_s = start_server(cmd, out)
     base = f"http://127.0.0.1:{port}"
     state = json.loads(get(base, "/api/state", token))
     print(json.dumps({"device": state["device"], "summaries": state.get("summaries")})[:1500], flush=True)
