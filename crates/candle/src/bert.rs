@@ -16,7 +16,8 @@ use serde::Deserialize;
 use warpfold_backend::model_dir::Pooling;
 use warpfold_backend::Bin;
 
-use crate::cpu_ops::{GeluErf, MaskedSoftmax};
+use crate::bert_cpu::{Activation, CpuEncoder, CpuLayer, Gemm, LayerParts};
+use crate::stage_profile::{self, time as stage};
 
 /// Mirrors the fields of a BERT `config.json` that the forward uses.
 #[derive(Debug, Clone, Deserialize)]
@@ -117,13 +118,6 @@ struct Layer {
     act: Activation,
 }
 
-#[derive(Clone, Copy)]
-enum Activation {
-    GeluErf,
-    GeluTanh,
-    Relu,
-}
-
 impl Layer {
     fn new(cfg: &Config, vb: VarBuilder) -> Result<Self> {
         let h = cfg.hidden_size;
@@ -157,26 +151,29 @@ impl Layer {
     /// (T, H) -> (T, H)
     fn forward(&self, x: &Tensor, slots: &SlotGroups) -> Result<Tensor> {
         // 1. (T, H) -> (T, 3H): queries, keys and values for every token of every sequence.
-        let qkv = self.qkv.forward(x)?;
+        let qkv = stage("matmul qkv + bias", || self.qkv.forward(x))?;
         // 2. Block-diagonal attention.
         let ctx = match &slots.flash {
             #[cfg(feature = "flash-attn")]
             Some(flash) => self.flash_attention(&qkv, flash)?,
             #[cfg(not(feature = "flash-attn"))]
             Some(never) => match *never {},
-            None => self.grouped_attention(&qkv, slots)?,
+            None => stage("attention (grouped)", || self.grouped_attention(&qkv, slots))?,
         };
         // 3. Output projection, residual, norm.
-        let x = self.attn_norm.forward(&self.attn_out.forward(&ctx)?.add(x)?)?;
+        let y = stage("matmul attn_out + bias", || self.attn_out.forward(&ctx))?;
+        let y = stage("residual add", || y.add(x))?;
+        let x = stage("layer norm", || self.attn_norm.forward(&y))?;
         // 4. Feed-forward, residual, norm.
-        let y = self.intermediate.forward(&x)?;
-        let y = match self.act {
-            Activation::GeluErf if y.device().is_cpu() => y.apply_op1_no_bwd(&GeluErf)?,
-            Activation::GeluErf => y.gelu_erf()?,
-            Activation::GeluTanh => y.gelu()?,
-            Activation::Relu => y.relu()?,
-        };
-        self.out_norm.forward(&self.output.forward(&y)?.add(&x)?)
+        let y = stage("matmul ffn_in + bias", || self.intermediate.forward(&x))?;
+        let y = stage("activation", || match self.act {
+            Activation::GeluErf => y.gelu_erf(),
+            Activation::GeluTanh => y.gelu(),
+            Activation::Relu => y.relu(),
+        })?;
+        let y = stage("matmul ffn_out + bias", || self.output.forward(&y))?;
+        let y = stage("residual add", || y.add(&x))?;
+        stage("layer norm", || self.out_norm.forward(&y))
     }
 
     /// FlashAttention-2's varlen kernel over the whole tape at once (real tokens only, see
@@ -185,21 +182,22 @@ impl Layer {
     fn flash_attention(&self, qkv: &Tensor, flash: &FlashSlots) -> Result<Tensor> {
         let t = qkv.dim(0)?;
         let qkv = qkv.reshape((t, 3, self.heads, self.head_dim))?;
-        let q = qkv.i((.., 0))?.contiguous()?;
-        let k = qkv.i((.., 1))?.contiguous()?;
-        let v = qkv.i((.., 2))?.contiguous()?;
+        let (q, k, v) =
+            stage("q/k/v copies", || Ok((qkv.i((.., 0))?.contiguous()?, qkv.i((.., 1))?.contiguous()?, qkv.i((.., 2))?.contiguous()?)))?;
         let scale = 1.0 / (self.head_dim as f32).sqrt();
-        let ctx = candle_flash_attn::flash_attn_varlen(
-            &q,
-            &k,
-            &v,
-            &flash.cu_seqlens,
-            &flash.cu_seqlens,
-            flash.max_seqlen,
-            flash.max_seqlen,
-            scale,
-            false,
-        )?;
+        let ctx = stage("flash attention", || {
+            candle_flash_attn::flash_attn_varlen(
+                &q,
+                &k,
+                &v,
+                &flash.cu_seqlens,
+                &flash.cu_seqlens,
+                flash.max_seqlen,
+                flash.max_seqlen,
+                scale,
+                false,
+            )
+        })?;
         ctx.reshape((t, self.heads * self.head_dim))
     }
 
@@ -217,18 +215,12 @@ impl Layer {
             let scale = 1.0 / (self.head_dim as f64).sqrt();
             // (n, heads, s, hd) x (n, heads, hd, s) -> (n, heads, s, s)
             let scores = q.matmul(&k.t()?)?;
-            let probs = if scores.device().is_cpu() {
-                // Scale, key mask and softmax in one pass; pad keys are never exponentiated.
-                let op = MaskedSoftmax { scale: scale as f32, heads: self.heads, real_lens: g.real_lens.clone() };
-                scores.apply_op1_no_bwd(&op)?
-            } else {
-                let scores = (scores * scale)?;
-                let scores = match &g.key_mask {
-                    Some(mask) => scores.broadcast_add(mask)?,
-                    None => scores,
-                };
-                candle_nn::ops::softmax_last_dim(&scores)?
+            let scores = (scores * scale)?;
+            let scores = match &g.key_mask {
+                Some(mask) => scores.broadcast_add(mask)?,
+                None => scores,
             };
+            let probs = candle_nn::ops::softmax_last_dim(&scores)?;
             // (n, heads, s, s) x (n, heads, s, hd) -> (n, heads, s, hd) -> (n*s, H)
             let ctx = probs.matmul(&v)?.transpose(1, 2)?.reshape((g.count * g.slot_len, h))?;
             parts.push(ctx);
@@ -259,9 +251,7 @@ struct SlotGroup {
     start: usize,
     count: usize,
     slot_len: usize,
-    real_lens: Vec<u32>,
-    /// (n, 1, 1, s): 0 for real keys, -inf for pad keys; `None` when no slot of the run has padding
-    /// or on the CPU, where [`MaskedSoftmax`] masks by length.
+    /// (n, 1, 1, s): 0 for real keys, -inf for pad keys; `None` when no slot of the run has padding.
     key_mask: Option<Tensor>,
 }
 
@@ -286,7 +276,7 @@ impl SlotGroups {
         for (start, count, slot_len) in groups {
             let real = &bin.seq_lens[first_slot..first_slot + count];
             first_slot += count;
-            let key_mask = if real.iter().all(|&r| r as usize == slot_len) || device.is_cpu() {
+            let key_mask = if real.iter().all(|&r| r as usize == slot_len) {
                 None
             } else {
                 let mut mask = vec![0f32; count * slot_len];
@@ -295,7 +285,7 @@ impl SlotGroups {
                 }
                 Some(Tensor::from_vec(mask, (count, 1, 1, slot_len), device)?)
             };
-            out.push(SlotGroup { start, count, slot_len, real_lens: real.to_vec(), key_mask });
+            out.push(SlotGroup { start, count, slot_len, key_mask });
         }
         Ok(Self { groups: out, flash: None })
     }
@@ -310,6 +300,8 @@ pub struct BertModel {
     pub config: Config,
     /// Pinned double-buffered inputs and results on CUDA (see [`crate::staging`]).
     staging: crate::staging::Staging,
+    /// On the CPU, the layers in their fused form ([`crate::bert_cpu`]); `layers` is then empty.
+    cpu: Option<CpuEncoder>,
 }
 
 impl BertModel {
@@ -336,7 +328,36 @@ impl BertModel {
             dtype: vb.dtype(),
             config: cfg.clone(),
             staging: Default::default(),
+            cpu: None,
         })
+    }
+
+    /// The model with its layers in the fused CPU form ([`crate::bert_cpu`]), which every CPU bin
+    /// then runs through, its matmuls by `gemm`; the candle-op layers are dropped (one copy of the
+    /// weights in memory).
+    pub(crate) fn fused_for_cpu(mut self, gemm: Gemm) -> Result<Self> {
+        if !self.device.is_cpu() || self.dtype != DType::F32 {
+            candle_core::bail!("the fused encoder runs f32 weights on the CPU (this model: {:?} on {:?})", self.dtype, self.device);
+        }
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| {
+                CpuLayer::new(LayerParts {
+                    qkv: &l.qkv,
+                    attn_out: &l.attn_out,
+                    attn_norm: &l.attn_norm,
+                    intermediate: &l.intermediate,
+                    output: &l.output,
+                    out_norm: &l.out_norm,
+                    act: l.act,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.cpu =
+            Some(CpuEncoder::new(layers, self.config.hidden_size, self.config.num_attention_heads, self.config.layer_norm_eps, gemm));
+        self.layers.clear();
+        Ok(self)
     }
 
     pub fn device(&self) -> &Device {
@@ -349,9 +370,13 @@ impl BertModel {
         crate::flash::uses_flash(&self.device, self.head_dim(), self.dtype, false)
     }
 
-    /// Which attention its bins run through, in words.
+    /// Which attention its bins run through, in words (on the CPU, with the fused layers' matmul).
     pub fn attention(&self) -> String {
-        crate::flash::describe(&self.device, self.head_dim(), self.dtype, false)
+        let attention = crate::flash::describe(&self.device, self.head_dim(), self.dtype, false);
+        match &self.cpu {
+            Some(cpu) => format!("{attention}; fused CPU layers, {}", cpu.gemm().describe()),
+            None => attention,
+        }
     }
 
     fn head_dim(&self) -> usize {
@@ -379,7 +404,10 @@ impl BertModel {
             let _ = cu_seqlens;
             SlotGroups::new(bin, &self.device)?
         };
-        let mut x = self.embeddings.forward(ids, positions)?;
+        let mut x = stage("embeddings", || self.embeddings.forward(ids, positions))?;
+        if let Some(cpu) = &self.cpu {
+            return cpu.forward(bin, &x);
+        }
         for layer in &self.layers {
             x = layer.forward(&x, &slots)?;
         }
@@ -412,9 +440,16 @@ impl BertModel {
     /// One L2-normalised vector per slot: (sequences, H), in f32, on the device ([`Self::fetch`]
     /// brings it back).
     pub fn embed(&self, bin: &Bin) -> Result<Tensor> {
+        stage_profile::begin(&self.device);
+        let out = self.embed_profiled(bin);
+        stage_profile::report(bin, &self.device);
+        out
+    }
+
+    fn embed_profiled(&self, bin: &Bin) -> Result<Tensor> {
         let compacted;
         let bin = if self.uses_flash_attention() {
-            compacted = Self::compact(bin);
+            compacted = stage("compact the tape (host)", || Ok(Self::compact(bin)))?;
             &compacted
         } else {
             bin
@@ -435,10 +470,16 @@ impl BertModel {
                 segment.extend(std::iter::repeat_n(i as u32, real));
             }
         }
-        let staged =
-            self.staging.upload(&self.device, &[&bin.input_ids, &bin.position_ids, &bin.cu_seqlens, &bin.seq_lens, &rows, &segment])?;
+        let staged = stage("upload", || {
+            self.staging.upload(&self.device, &[&bin.input_ids, &bin.position_ids, &bin.cu_seqlens, &bin.seq_lens, &rows, &segment])
+        })?;
         let [ids, positions, cu, lens, rows, segment] = staged.as_slice() else { unreachable!("six parts were uploaded") };
         let x = self.hidden_states_staged(bin, ids, positions, cu)?;
+        stage("pool and normalise", || self.pool(&x, n, cu, lens, rows, segment))
+    }
+
+    /// One L2-normalised f32 row per sequence from the token states `x`.
+    fn pool(&self, x: &Tensor, n: usize, cu: &Tensor, lens: &Tensor, rows: &Tensor, segment: &Tensor) -> Result<Tensor> {
         let pooled = match self.pooling {
             Pooling::Cls => x.index_select(&cu.narrow(0, 0, n)?, 0)?,
             Pooling::Mean => {
@@ -475,12 +516,28 @@ impl BertModel {
     }
 }
 
-/// Loads the model from safetensors files: f32, or f16 where FlashAttention-2 will run it.
-pub fn load(cfg: &Config, pooling: Pooling, weights: &[std::path::PathBuf], device: &Device) -> Result<BertModel> {
+/// Loads the model from safetensors files: f32, or f16 where FlashAttention-2 will run it. On the
+/// CPU the layers run fused ([`crate::bert_cpu`]), with MKL's matmul when it is installed beside the
+/// model folder `model_dir` ([`crate::mkl::for_model`]), unless `WARPFOLD_CPU_ENCODER=ops` asks for
+/// the candle-op layers (for side-by-side measurements).
+pub fn load(
+    cfg: &Config,
+    pooling: Pooling,
+    weights: &[std::path::PathBuf],
+    model_dir: Option<&std::path::Path>,
+    device: &Device,
+) -> Result<BertModel> {
     let dtype = if cfg!(feature = "flash-attn") && device.is_cuda() { DType::F16 } else { DType::F32 };
-    // Safety: the files are memory-mapped read-only; warpfold does not modify model files while running.
+    // SAFETY: the files are memory-mapped read-only; warpfold does not modify model files while running.
     let vb = unsafe { VarBuilder::from_mmaped_safetensors(weights, dtype, device)? };
-    BertModel::new(cfg, pooling, vb)
+    let model = BertModel::new(cfg, pooling, vb)?;
+    let ops = std::env::var("WARPFOLD_CPU_ENCODER").is_ok_and(|v| v == "ops");
+    if device.is_cpu() && !ops {
+        let gemm = crate::mkl::for_model(model_dir).map_or(Gemm::Crate, Gemm::Mkl);
+        model.fused_for_cpu(gemm)
+    } else {
+        Ok(model)
+    }
 }
 
 #[cfg(test)]
@@ -505,5 +562,113 @@ mod tests {
         let mut bad = cfg;
         bad.model_type = Some("llama".into());
         assert!(bad.check().unwrap_err().contains("llama"));
+    }
+
+    /// Random weights of a small BERT, every tensor the loader reads.
+    fn random_weights(cfg: &Config) -> std::collections::HashMap<String, Tensor> {
+        let dev = Device::Cpu;
+        let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
+        let rand = |shape: &[usize], mean: f32, sd: f32| Tensor::randn(mean, sd, shape, &dev).unwrap();
+        let mut w = std::collections::HashMap::new();
+        w.insert("embeddings.word_embeddings.weight".to_string(), rand(&[cfg.vocab_size, h], 0.0, 1.0));
+        w.insert("embeddings.position_embeddings.weight".to_string(), rand(&[cfg.max_position_embeddings, h], 0.0, 1.0));
+        w.insert("embeddings.token_type_embeddings.weight".to_string(), rand(&[cfg.type_vocab_size, h], 0.0, 1.0));
+        let mut norm = |w: &mut std::collections::HashMap<String, Tensor>, name: String| {
+            w.insert(format!("{name}.weight"), rand(&[h], 1.0, 0.1));
+            w.insert(format!("{name}.bias"), rand(&[h], 0.0, 0.1));
+        };
+        norm(&mut w, "embeddings.LayerNorm".into());
+        for l in 0..cfg.num_hidden_layers {
+            let p = format!("encoder.layer.{l}");
+            for (name, out, inp) in [
+                ("attention.self.query", h, h),
+                ("attention.self.key", h, h),
+                ("attention.self.value", h, h),
+                ("attention.output.dense", h, h),
+                ("intermediate.dense", i, h),
+                ("output.dense", h, i),
+            ] {
+                let sd = 1.0 / (inp as f32).sqrt();
+                w.insert(format!("{p}.{name}.weight"), rand(&[out, inp], 0.0, sd));
+                w.insert(format!("{p}.{name}.bias"), rand(&[out], 0.0, 0.1));
+            }
+            norm(&mut w, format!("{p}.attention.output.LayerNorm"));
+            norm(&mut w, format!("{p}.output.LayerNorm"));
+        }
+        w
+    }
+
+    /// A packed bin of slots `(slot length, real length)` with arbitrary ids.
+    fn bin_of(slots: &[(usize, usize)], vocab: u32) -> Bin {
+        let mut bin = Bin {
+            layout: warpfold_backend::Layout::Packed,
+            input_ids: Vec::new(),
+            position_ids: Vec::new(),
+            cu_seqlens: vec![0],
+            seq_lens: Vec::new(),
+            max_seqlen: 0,
+            capacity: 0,
+            tags: Vec::new(),
+        };
+        for (n, &(slot, real)) in slots.iter().enumerate() {
+            for p in 0..slot {
+                bin.input_ids.push(if p < real { (n as u32 * 131 + p as u32 * 17 + 1) % vocab } else { 0 });
+                bin.position_ids.push(if p < real { p as u32 } else { 0 });
+            }
+            bin.cu_seqlens.push(bin.input_ids.len() as u32);
+            bin.seq_lens.push(real as u32);
+            bin.tags.push(warpfold_backend::SequenceTag { request: 0, index: n as u32 });
+        }
+        bin.max_seqlen = slots.iter().map(|s| s.0 as u32).max().unwrap_or(0);
+        bin.capacity = bin.input_ids.len() as u32;
+        bin
+    }
+
+    #[test]
+    fn fused_cpu_layers_equal_the_candle_op_layers() {
+        // Slots of many shapes: full, padded, one token, longer than a row block of the fused path.
+        let bin = bin_of(&[(48, 45), (16, 3), (80, 80), (16, 1), (32, 17), (96, 90)], 97);
+        for act in ["gelu", "gelu_new", "relu"] {
+            let cfg: Config = serde_json::from_value(serde_json::json!({
+                "vocab_size": 97, "hidden_size": 48, "num_hidden_layers": 3, "num_attention_heads": 4,
+                "intermediate_size": 112, "max_position_embeddings": 128, "hidden_act": act
+            }))
+            .unwrap();
+            let vb = VarBuilder::from_tensors(random_weights(&cfg), DType::F32, &Device::Cpu);
+            let ops = BertModel::new(&cfg, Pooling::Mean, vb.clone()).unwrap();
+            let fused = BertModel::new(&cfg, Pooling::Mean, vb.clone()).unwrap().fused_for_cpu(Gemm::Crate).unwrap();
+            let mut models = vec![("gemm crate", fused)];
+            // MKL too where it is installed (scripts/test.sh sets WARPFOLD_MKL; then it must open).
+            if let Some(dir) = std::env::var_os("WARPFOLD_MKL").filter(|v| v != "off") {
+                let mkl = crate::mkl::for_model(None).unwrap_or_else(|| panic!("WARPFOLD_MKL={dir:?} is set but MKL did not open"));
+                models.push(("MKL", BertModel::new(&cfg, Pooling::Mean, vb).unwrap().fused_for_cpu(Gemm::Mkl(mkl)).unwrap()));
+            }
+            for (gemm, fused) in &models {
+                compare(&ops, fused, &bin, &format!("{act}, {gemm}"));
+            }
+        }
+    }
+
+    /// The real tokens' states and the pooled vectors of `fused` against `ops` on `bin`.
+    fn compare(ops: &BertModel, fused: &BertModel, bin: &Bin, what: &str) {
+        {
+            let (a, b) = (ops.hidden_states(bin).unwrap(), fused.hidden_states(bin).unwrap());
+            let (a, b) = (a.to_vec2::<f32>().unwrap(), b.to_vec2::<f32>().unwrap());
+            let mut worst = 0f32;
+            for s in 0..bin.num_sequences() {
+                let (start, _, real) = bin.slot(s);
+                for row in start..start + real {
+                    for (x, y) in a[row].iter().zip(&b[row]) {
+                        worst = worst.max((x - y).abs());
+                    }
+                }
+            }
+            assert!(worst < 1e-4, "{what}: largest difference in a real token's state {worst}");
+            let (ea, eb) = (ops.fetch(&ops.embed(bin).unwrap()).unwrap(), fused.fetch(&fused.embed(bin).unwrap()).unwrap());
+            for (n, (x, y)) in ea.chunks(48).zip(eb.chunks(48)).enumerate() {
+                let cos: f32 = x.iter().zip(y).map(|(p, q)| p * q).sum();
+                assert!(cos > 0.999_999, "{what}: sequence {n} cosine {cos}");
+            }
+        }
     }
 }

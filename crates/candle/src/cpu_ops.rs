@@ -1,14 +1,11 @@
-//! CPU kernels for the two element-wise steps that dominate an encoder after the matmuls.
+//! Row kernels of the CPU encoder ([`crate::bert_cpu`]): GELU, softmax, layer norm, bias add.
 //!
 //! Why: profiling the BERT forward on a 2-core machine showed about a fifth of the time in scalar
 //! `erff` (GELU) and `expf` (softmax) calls, one libm call per element. These versions use a
 //! polynomial exp (relative error about 2e-7) written as branch-free loops that the compiler
-//! vectorises (AVX2 + FMA chosen at run time), and split rows across threads. AVX-512 is used where the CPU has it. The masked softmax
-//! also applies the scale and the key mask of each slot in the same pass, and never exponentiates a
-//! pad key. On other devices the model uses candle's own ops.
-
-use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape};
-use rayon::prelude::*;
+//! vectorises; [`simd_kernel!`] compiles each kernel three times (AVX-512, AVX2 + FMA, portable) and
+//! picks one at run time from what the CPU has. They work on one row or one block of rows: the
+//! caller splits the work across threads, so a block is still in cache from the matmul before it.
 
 /// e^x for |x| up to ~87, branch-free: 2^n · p(r) with x = n·ln2 + r.
 #[inline(always)]
@@ -33,16 +30,115 @@ fn erf_approx(x: f32) -> f32 {
     y.copysign(x)
 }
 
+/// tanh(x) = 1 - 2 / (e^{2x} + 1), through [`exp_approx`].
 #[inline(always)]
-fn gelu_erf_slice(xs: &mut [f32]) {
-    for x in xs.iter_mut() {
-        *x = 0.5 * *x * (1.0 + erf_approx(*x * std::f32::consts::FRAC_1_SQRT_2));
-    }
+fn tanh_approx(x: f32) -> f32 {
+    1.0 - 2.0 / (exp_approx(2.0 * x) + 1.0)
 }
 
 /// Lanes for the reductions: eight independent accumulators let the compiler use vector registers
 /// (a single float accumulator must be summed in order and stays scalar).
 const LANES: usize = 16;
+
+/// The sum of `xs` in [`LANES`] independent accumulators.
+#[inline(always)]
+fn lane_sum(xs: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+    let mut lanes = [0f32; LANES];
+    let mut chunks = xs.chunks_exact(LANES);
+    for c in chunks.by_ref() {
+        for (s, &v) in lanes.iter_mut().zip(c) {
+            *s += f(v);
+        }
+    }
+    chunks.remainder().iter().map(|&v| f(v)).sum::<f32>() + lanes.iter().sum::<f32>()
+}
+
+/// Defines `pub(crate) fn $name(simd: Simd, args...)`: the body compiled for AVX-512, for AVX2 + FMA
+/// and portably, the variant chosen by `simd` (from [`simd`]).
+macro_rules! simd_kernel {
+    ($(#[$meta:meta])* fn $name:ident($($arg:ident: $ty:ty),*) $body:block) => {
+        $(#[$meta])*
+        pub(crate) fn $name(simd: Simd, $($arg: $ty),*) {
+            #[inline(always)]
+            fn portable($($arg: $ty),*) $body
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx512f")]
+            unsafe fn avx512($($arg: $ty),*) {
+                portable($($arg),*)
+            }
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn avx2($($arg: $ty),*) {
+                portable($($arg),*)
+            }
+            #[cfg(target_arch = "x86_64")]
+            match simd {
+                // SAFETY: `simd()` returned these variants only after detecting their instructions.
+                Simd::Avx512 => return unsafe { avx512($($arg),*) },
+                // SAFETY: as above.
+                Simd::Avx2 => return unsafe { avx2($($arg),*) },
+                Simd::Portable => {}
+            }
+            let _ = simd;
+            portable($($arg),*)
+        }
+    };
+}
+
+simd_kernel! {
+    /// GELU in place, exact (erf) form: BERT's `hidden_act: "gelu"`.
+    fn gelu_erf(xs: &mut [f32]) {
+        for x in xs.iter_mut() {
+            *x = 0.5 * *x * (1.0 + erf_approx(*x * std::f32::consts::FRAC_1_SQRT_2));
+        }
+    }
+}
+
+simd_kernel! {
+    /// GELU in place, tanh form (`gelu_new`, `gelu_pytorch_tanh`).
+    fn gelu_tanh(xs: &mut [f32]) {
+        const C: f32 = 0.797_884_6; // sqrt(2 / pi)
+        for x in xs.iter_mut() {
+            let v = *x;
+            *x = 0.5 * v * (1.0 + tanh_approx(C * (v + 0.044_715 * v * v * v)));
+        }
+    }
+}
+
+simd_kernel! {
+    /// Each `bias.len()`-wide row of `rows` plus `bias`.
+    fn add_bias(rows: &mut [f32], bias: &[f32]) {
+        for row in rows.chunks_exact_mut(bias.len()) {
+            for (v, b) in row.iter_mut().zip(bias) {
+                *v += b;
+            }
+        }
+    }
+}
+
+simd_kernel! {
+    /// Layer norm of each `gamma.len()`-wide row of `rows`, in place (mean, then the variance around
+    /// it: two passes, as `candle_nn::LayerNorm`).
+    fn layer_norm(rows: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
+        let width = gamma.len() as f32;
+        for row in rows.chunks_exact_mut(gamma.len()) {
+            let mean = lane_sum(row, |v| v) / width;
+            let var = lane_sum(row, |v| (v - mean) * (v - mean)) / width;
+            let inv = 1.0 / (var + eps).sqrt();
+            for ((v, g), b) in row.iter_mut().zip(gamma).zip(beta) {
+                *v = (*v - mean) * inv * g + b;
+            }
+        }
+    }
+}
+
+simd_kernel! {
+    /// Softmax of `row[..real]` after multiplying by `scale`; `row[real..]` (pad keys) set to 0 and
+    /// never exponentiated.
+    fn softmax(row: &mut [f32], real: usize, scale: f32) {
+        softmax_row(row, real, scale)
+    }
+}
 
 #[inline(always)]
 fn softmax_row(row: &mut [f32], real: usize, scale: f32) {
@@ -80,38 +176,16 @@ fn softmax_row(row: &mut [f32], real: usize, scale: f32) {
     pads.fill(0.0);
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn gelu_erf_avx512(xs: &mut [f32]) {
-    gelu_erf_slice(xs)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn softmax_row_avx512(row: &mut [f32], real: usize, scale: f32) {
-    softmax_row(row, real, scale)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn gelu_erf_avx2(xs: &mut [f32]) {
-    gelu_erf_slice(xs)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn softmax_row_avx2(row: &mut [f32], real: usize, scale: f32) {
-    softmax_row(row, real, scale)
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum Simd {
+/// Which compiled variant of a [`simd_kernel!`] runs.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub(crate) enum Simd {
     Avx512,
     Avx2,
     Portable,
 }
 
-fn simd() -> Simd {
+/// The widest instruction set this CPU has, of those the kernels are compiled for.
+pub(crate) fn simd() -> Simd {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx512f") {
@@ -122,94 +196,6 @@ fn simd() -> Simd {
         }
     }
     Simd::Portable
-}
-
-fn gelu_erf_dispatch(simd: Simd, xs: &mut [f32]) {
-    // Safety: each variant runs only where `simd()` found its instructions.
-    #[cfg(target_arch = "x86_64")]
-    match simd {
-        Simd::Avx512 => return unsafe { gelu_erf_avx512(xs) },
-        Simd::Avx2 => return unsafe { gelu_erf_avx2(xs) },
-        Simd::Portable => {}
-    }
-    let _ = simd;
-    gelu_erf_slice(xs)
-}
-
-fn softmax_row_dispatch(simd: Simd, row: &mut [f32], real: usize, scale: f32) {
-    // Safety: each variant runs only where `simd()` found its instructions.
-    #[cfg(target_arch = "x86_64")]
-    match simd {
-        Simd::Avx512 => return unsafe { softmax_row_avx512(row, real, scale) },
-        Simd::Avx2 => return unsafe { softmax_row_avx2(row, real, scale) },
-        Simd::Portable => {}
-    }
-    let _ = simd;
-    softmax_row(row, real, scale)
-}
-
-fn contiguous_f32<'a>(storage: &'a CpuStorage, layout: &Layout, op: &str) -> Result<&'a [f32]> {
-    let CpuStorage::F32(data) = storage else {
-        candle_core::bail!("{op}: only f32 is implemented on the CPU");
-    };
-    match layout.contiguous_offsets() {
-        Some((start, end)) => Ok(&data[start..end]),
-        None => candle_core::bail!("{op}: input must be contiguous"),
-    }
-}
-
-/// Rows handed to one thread at a time: large enough to amortise the hand-off.
-const ROWS_PER_TASK: usize = 64;
-
-/// GELU with the exact (erf) form, as BERT's `hidden_act: "gelu"`.
-pub struct GeluErf;
-
-impl CustomOp1 for GeluErf {
-    fn name(&self) -> &'static str {
-        "warpfold-gelu-erf"
-    }
-
-    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let mut out = contiguous_f32(storage, layout, self.name())?.to_vec();
-        let simd = simd();
-        out.par_chunks_mut(16 * 1024).for_each(|chunk| gelu_erf_dispatch(simd, chunk));
-        Ok((CpuStorage::F32(out), layout.shape().clone()))
-    }
-}
-
-/// Softmax over the last dimension of `(n, heads, s, s)` attention scores, after multiplying by
-/// `scale`, where only the first `real_lens[i]` keys of slot `i` count; pad keys get probability 0.
-pub struct MaskedSoftmax {
-    pub scale: f32,
-    pub heads: usize,
-    pub real_lens: Vec<u32>,
-}
-
-impl CustomOp1 for MaskedSoftmax {
-    fn name(&self) -> &'static str {
-        "warpfold-masked-softmax"
-    }
-
-    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let dims = layout.shape().dims();
-        let &[n, heads, s, s2] = dims else {
-            candle_core::bail!("{}: expected (n, heads, s, s), got {dims:?}", self.name());
-        };
-        if s != s2 || heads != self.heads || n != self.real_lens.len() {
-            candle_core::bail!("{}: shape {dims:?} does not match {} slots of {} heads", self.name(), self.real_lens.len(), self.heads);
-        }
-        let mut out = contiguous_f32(storage, layout, self.name())?.to_vec();
-        let rows_per_slot = heads * s;
-        let simd = simd();
-        out.par_chunks_mut(s * ROWS_PER_TASK).enumerate().for_each(|(task, block)| {
-            for (j, row) in block.chunks_mut(s).enumerate() {
-                let row_index = task * ROWS_PER_TASK + j;
-                let real = self.real_lens[row_index / rows_per_slot] as usize;
-                softmax_row_dispatch(simd, row, real, self.scale);
-            }
-        });
-        Ok((CpuStorage::F32(out), layout.shape().clone()))
-    }
 }
 
 #[cfg(test)]
@@ -246,19 +232,46 @@ mod tests {
 
     #[test]
     fn masked_softmax_ignores_pad_keys_and_rows_sum_to_one() {
-        use candle_core::{Device, Tensor};
-        let scores = Tensor::arange(0f32, 2.0 * 1.0 * 3.0 * 3.0, &Device::Cpu).unwrap().reshape((2, 1, 3, 3)).unwrap();
-        let op = MaskedSoftmax { scale: 0.5, heads: 1, real_lens: vec![3, 2] };
-        let flat: Vec<f32> = scores.apply_op1_no_bwd(&op).unwrap().flatten_all().unwrap().to_vec1().unwrap();
-        for row in flat.chunks(3).take(3) {
-            assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+        for simd in [simd(), Simd::Portable] {
+            let mut full = [0.0f32, 1.0, 2.0];
+            softmax(simd, &mut full, 3, 0.5);
+            assert!((full.iter().sum::<f32>() - 1.0).abs() < 1e-6);
             let e: Vec<f32> = [0.0f32, 0.5, 1.0].iter().map(|d| (d - 1.0f32).exp()).collect();
             let z: f32 = e.iter().sum();
-            assert!((row[0] - e[0] / z).abs() < 1e-6 && (row[2] - e[2] / z).abs() < 1e-6);
+            assert!((full[0] - e[0] / z).abs() < 1e-6 && (full[2] - e[2] / z).abs() < 1e-6);
+            let mut padded = [3.0f32, 4.0, 1e30];
+            softmax(simd, &mut padded, 2, 0.5);
+            assert_eq!(padded[2], 0.0, "pad key has probability 0");
+            assert!((padded[0] + padded[1] - 1.0).abs() < 1e-6);
         }
-        for row in flat.chunks(3).skip(3) {
-            assert_eq!(row[2], 0.0, "pad key has probability 0");
-            assert!((row[0] + row[1] - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn row_kernels_match_their_definitions_on_every_instruction_set() {
+        let xs: Vec<f32> = (0..77).map(|i| (i as f32 - 38.0) * 0.17).collect();
+        let (gamma, beta): (Vec<f32>, Vec<f32>) = (0..11).map(|i| (1.0 + i as f32 * 0.1, i as f32 * -0.05)).unzip();
+        for simd in [simd(), Simd::Avx2, Simd::Portable] {
+            if simd == Simd::Avx2 && !(cfg!(target_arch = "x86_64") && self::simd() != Simd::Portable) {
+                continue;
+            }
+            let mut g = xs.clone();
+            gelu_tanh(simd, &mut g);
+            for (&x, &y) in xs.iter().zip(&g) {
+                let want = 0.5 * x * (1.0 + (0.797_884_6 * (x + 0.044_715 * x * x * x)).tanh());
+                assert!((y - want).abs() < 1e-5, "gelu_tanh({x}) = {y}, want {want}");
+            }
+            let mut rows = xs.clone();
+            add_bias(simd, &mut rows, &beta);
+            layer_norm(simd, &mut rows, &gamma, &beta, 1e-12);
+            for (r, row) in rows.chunks_exact(11).enumerate() {
+                let src: Vec<f32> = xs[r * 11..r * 11 + 11].iter().zip(&beta).map(|(x, b)| x + b).collect();
+                let mean = src.iter().sum::<f32>() / 11.0;
+                let sd = (src.iter().map(|v| (v - mean).powi(2)).sum::<f32>() / 11.0 + 1e-12).sqrt();
+                for i in 0..11 {
+                    let want = (src[i] - mean) / sd * gamma[i] + beta[i];
+                    assert!((row[i] - want).abs() < 1e-4, "layer norm row {r} col {i}: {} vs {want}", row[i]);
+                }
+            }
         }
     }
 }

@@ -33,8 +33,8 @@ use std::time::Instant;
 use candle_core::{DType, Device, Module, Result, Tensor};
 use warpfold_backend::{Bin, Layout, SequenceTag};
 
-use crate::llama::stage_profile::{self, time as stage};
 use crate::llama::LlamaModel;
+use crate::stage_profile::{self, time as stage};
 
 /// Tokens per cache block. FA-2's paged kernels take any multiple of 32 through candle-flash-attn;
 /// a small block wastes at most 31 tokens per sequence.

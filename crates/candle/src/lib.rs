@@ -5,6 +5,7 @@
 //! cargo features forwarded from the binary, so a CPU build never compiles or links GPU code.
 
 pub mod bert;
+mod bert_cpu;
 mod cpu_ops;
 pub mod flash;
 pub mod fused;
@@ -13,6 +14,8 @@ pub mod gguf;
 #[cfg(all(test, feature = "flash-attn"))]
 mod gpu_tests;
 pub mod llama;
+pub mod mkl;
+pub mod stage_profile;
 pub mod staging;
 
 use std::path::Path;
@@ -116,7 +119,7 @@ impl BertBackend {
                 return Err(BackendError::WeightsNotFound(w.display().to_string()));
             }
         }
-        let model = bert::load(&cfg, files.pooling, &files.weights, device)
+        let model = bert::load(&cfg, files.pooling, &files.weights, files.config.parent(), device)
             .map_err(|e| BackendError::Start(format!("loading {}: {e}", files.name)))?;
         let max = files.max_seq_length.unwrap_or(cfg.max_position_embeddings).min(cfg.max_position_embeddings);
         let info = BackendInfo {

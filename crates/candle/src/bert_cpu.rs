@@ -1,0 +1,336 @@
+//! The BERT encoder's layers on the CPU, fused by rows.
+//!
+//! Why: on a 2-core Intel Xeon the candle-op forward spent about half of a bin's time outside the
+//! matmuls (BENCHMARKS.md, issue 17): contiguous copies of q, k and v, zero-filled fresh buffers,
+//! a separate pass each for bias, residual, GELU and layer norm, and a thread barrier after every
+//! op. Every step of a BERT layer except attention is row-local, so here a layer is two parallel
+//! phases over buffers allocated once per bin:
+//! 1. attention, one task per (sequence, head), reading q, k and v in place from the (T, 3H)
+//!    projection through strides (no copies), over the real tokens only (pad rows stay zero);
+//! 2. everything else, one task per block of rows, while the block is in cache: output projection
+//!    + bias + residual + layer norm, feed-forward + bias + GELU, second projection + bias +
+//!    residual + layer norm, and the next layer's q/k/v projection.
+//!
+//! The matmuls are Intel MKL's `sgemm` where it is installed on an Intel CPU ([`crate::mkl`]), else
+//! the `gemm` crate's kernels (AVX-512 where the CPU has it), both on strided views; the row kernels
+//! are [`crate::cpu_ops`]. The result equals the candle-op forward
+//! ([`crate::bert::BertModel`] on other devices) to f32 rounding: the tests compare the two.
+
+use candle_core::{Result, Tensor};
+use candle_nn::{LayerNorm, Linear};
+use rayon::prelude::*;
+use warpfold_backend::Bin;
+
+use crate::cpu_ops::{self, Simd};
+use crate::mkl::Mkl;
+use crate::stage_profile::time as stage;
+
+/// Rows per task of the row phase: large enough for the matmul to run at speed (the `gemm` crate
+/// packs the weights again on every call, so it wants more rows), small enough that a block and its
+/// feed-forward intermediate stay in cache. Measured on a 2-core Xeon, stress corpus: MKL 128 rows
+/// 6,471 tokens/s, 256 6,180, 512 5,638; the gemm crate 64 rows 4,167, 128 4,868, 256 5,981, 512
+/// 5,832-6,362, 1024 5,520.
+fn rows_per_task(gemm: Gemm) -> usize {
+    match gemm {
+        Gemm::Mkl(_) => 128,
+        Gemm::Crate => 256,
+    }
+}
+
+/// A linear layer's weight (out × in, row-major, as stored) and bias.
+struct Dense {
+    weight: Vec<f32>,
+    bias: Vec<f32>,
+    inputs: usize,
+    outputs: usize,
+}
+
+impl Dense {
+    fn new(linear: &Linear) -> Result<Self> {
+        let (outputs, inputs) = linear.weight().dims2()?;
+        let weight = linear.weight().flatten_all()?.to_vec1::<f32>()?;
+        let bias = match linear.bias() {
+            Some(b) => b.to_vec1::<f32>()?,
+            None => vec![0.0; outputs],
+        };
+        Ok(Self { weight, bias, inputs, outputs })
+    }
+
+    /// `dst = src · Wᵀ + b` for the `src.len() / inputs` rows of `src` (dst rows `outputs` wide).
+    fn forward_into(&self, gemm: Gemm, src: &[f32], dst: &mut [f32]) {
+        for row in dst.chunks_exact_mut(self.outputs) {
+            row.copy_from_slice(&self.bias);
+        }
+        self.accumulate(gemm, src, dst);
+    }
+
+    /// `dst += src · Wᵀ + b`: the residual already in `dst`.
+    fn add_into(&self, gemm: Gemm, simd: Simd, src: &[f32], dst: &mut [f32]) {
+        cpu_ops::add_bias(simd, dst, &self.bias);
+        self.accumulate(gemm, src, dst);
+    }
+
+    fn accumulate(&self, gemm: Gemm, src: &[f32], dst: &mut [f32]) {
+        let rows = src.len() / self.inputs;
+        assert_eq!((src.len(), dst.len()), (rows * self.inputs, rows * self.outputs), "whole rows in and out");
+        // SAFETY: `src` holds rows × inputs, `dst` rows × outputs (checked above) and `weight`
+        // outputs × inputs contiguous f32s; `dst` is a distinct, exclusive borrow.
+        unsafe {
+            gemm.run(
+                (rows, self.outputs, self.inputs),
+                (src.as_ptr(), self.inputs),
+                (self.weight.as_ptr(), self.inputs, true),
+                (dst.as_mut_ptr(), self.outputs),
+                true,
+            )
+        }
+    }
+}
+
+/// The matrix product the fused layers call: MKL's where it is loaded ([`crate::mkl`]), else the
+/// `gemm` crate's kernels.
+#[derive(Clone, Copy)]
+pub(crate) enum Gemm {
+    Mkl(&'static Mkl),
+    Crate,
+}
+
+impl Gemm {
+    pub(crate) fn describe(self) -> String {
+        match self {
+            Gemm::Mkl(mkl) => format!("MKL sgemm ({})", mkl.path().display()),
+            Gemm::Crate => "gemm crate".into(),
+        }
+    }
+
+    /// `c (m × n, row stride ldc) = a (m × k, row stride lda) · op(b) [+ c]` on this thread, where
+    /// `op(b)` is `b` (k × n, row stride ldb) or, with `b_transposed`, `bᵀ` for `b` (n × k).
+    ///
+    /// # Safety
+    /// As [`Mkl::gemm`]: the matrices lie in live allocations as described, `c` overlaps neither
+    /// input, and no other thread uses the part of `c` written here.
+    unsafe fn run(
+        self,
+        (m, n, k): (usize, usize, usize),
+        (a, lda): (*const f32, usize),
+        (b, ldb, b_transposed): (*const f32, usize, bool),
+        (c, ldc): (*mut f32, usize),
+        accumulate: bool,
+    ) {
+        if m == 0 || n == 0 {
+            return;
+        }
+        match self {
+            // SAFETY: forwarded from the caller's contract.
+            Gemm::Mkl(mkl) => unsafe { mkl.gemm((m, n, k), (a, lda), (b, ldb, b_transposed), (c, ldc), accumulate) },
+            Gemm::Crate => {
+                let (b_rs, b_cs) = if b_transposed { (1, ldb as isize) } else { (ldb as isize, 1) };
+                // SAFETY: forwarded from the caller's contract; gemm takes (column, row) strides.
+                unsafe {
+                    gemm::gemm(
+                        m,
+                        n,
+                        k,
+                        c,
+                        1,
+                        ldc as isize,
+                        accumulate,
+                        a,
+                        1,
+                        lda as isize,
+                        b,
+                        b_cs,
+                        b_rs,
+                        1.0,
+                        1.0,
+                        false,
+                        false,
+                        false,
+                        gemm::Parallelism::None,
+                    )
+                }
+            }
+        }
+    }
+}
+
+/// A pointer that tasks writing disjoint parts of one buffer can share.
+#[derive(Clone, Copy)]
+struct Shared(*mut f32);
+// SAFETY: used only where each task writes a region no other task reads or writes (see callers).
+unsafe impl Send for Shared {}
+// SAFETY: as above.
+unsafe impl Sync for Shared {}
+
+#[derive(Clone, Copy)]
+pub(crate) enum Activation {
+    GeluErf,
+    GeluTanh,
+    Relu,
+}
+
+struct Norm {
+    gamma: Vec<f32>,
+    beta: Vec<f32>,
+}
+
+impl Norm {
+    fn new(norm: &LayerNorm) -> Result<Self> {
+        let gamma = norm.weight().to_vec1::<f32>()?;
+        let beta = match norm.bias() {
+            Some(b) => b.to_vec1::<f32>()?,
+            None => vec![0.0; gamma.len()],
+        };
+        Ok(Self { gamma, beta })
+    }
+}
+
+/// One encoder layer's weights, as the fused forward reads them.
+pub(crate) struct CpuLayer {
+    qkv: Dense,
+    attn_out: Dense,
+    attn_norm: Norm,
+    intermediate: Dense,
+    output: Dense,
+    out_norm: Norm,
+    act: Activation,
+}
+
+/// The parts of a candle layer the fused layer is made from.
+pub(crate) struct LayerParts<'a> {
+    pub qkv: &'a Linear,
+    pub attn_out: &'a Linear,
+    pub attn_norm: &'a LayerNorm,
+    pub intermediate: &'a Linear,
+    pub output: &'a Linear,
+    pub out_norm: &'a LayerNorm,
+    pub act: Activation,
+}
+
+impl CpuLayer {
+    pub(crate) fn new(p: LayerParts) -> Result<Self> {
+        Ok(Self {
+            qkv: Dense::new(p.qkv)?,
+            attn_out: Dense::new(p.attn_out)?,
+            attn_norm: Norm::new(p.attn_norm)?,
+            intermediate: Dense::new(p.intermediate)?,
+            output: Dense::new(p.output)?,
+            out_norm: Norm::new(p.out_norm)?,
+            act: p.act,
+        })
+    }
+}
+
+/// The encoder's layers in the fused CPU form (the embeddings stay candle ops: one gather and one
+/// layer norm per bin).
+pub(crate) struct CpuEncoder {
+    layers: Vec<CpuLayer>,
+    hidden: usize,
+    heads: usize,
+    eps: f32,
+    gemm: Gemm,
+}
+
+impl CpuEncoder {
+    pub(crate) fn new(layers: Vec<CpuLayer>, hidden: usize, heads: usize, eps: f64, gemm: Gemm) -> Self {
+        Self { layers, hidden, heads, eps: eps as f32, gemm }
+    }
+
+    pub(crate) fn gemm(&self) -> Gemm {
+        self.gemm
+    }
+
+    /// The layers over a bin's embedded tape `(T, H)`: `(T, H)` token states. Rows of pad tokens
+    /// are computed like any row but never attended to.
+    pub(crate) fn forward(&self, bin: &Bin, embedded: &Tensor) -> Result<Tensor> {
+        let (t, h) = embedded.dims2()?;
+        if h != self.hidden || t != bin.input_ids.len() {
+            candle_core::bail!("fused encoder: tape of {t} x {h}, expected {} x {}", bin.input_ids.len(), self.hidden);
+        }
+        let (simd, gemm) = (cpu_ops::simd(), self.gemm);
+        let rows = rows_per_task(gemm);
+        let mut x = embedded.flatten_all()?.to_vec1::<f32>()?;
+        let Some(first) = self.layers.first() else {
+            return Tensor::from_vec(x, (t, h), embedded.device());
+        };
+        let mut qkv = vec![0f32; t * 3 * h];
+        // Pad rows of the context are never written: zero from here on.
+        let mut ctx = vec![0f32; t * h];
+        stage("q/k/v projection (first layer)", || {
+            x.par_chunks(rows * h).zip(qkv.par_chunks_mut(rows * 3 * h)).for_each(|(x, qkv)| first.qkv.forward_into(gemm, x, qkv));
+            Ok(())
+        })?;
+        for (i, layer) in self.layers.iter().enumerate() {
+            stage("attention", || {
+                self.attention(simd, bin, &qkv, &mut ctx);
+                Ok(())
+            })?;
+            let next = self.layers.get(i + 1);
+            let width = layer.intermediate.outputs;
+            stage("projections, feed-forward, norms", || {
+                x.par_chunks_mut(rows * h).zip(qkv.par_chunks_mut(rows * 3 * h)).zip(ctx.par_chunks(rows * h)).for_each_init(
+                    Vec::new,
+                    |inter, ((x, qkv), ctx)| {
+                        let block_rows = x.len() / h;
+                        layer.attn_out.add_into(gemm, simd, ctx, x);
+                        cpu_ops::layer_norm(simd, x, &layer.attn_norm.gamma, &layer.attn_norm.beta, self.eps);
+                        inter.resize(block_rows * width, 0.0);
+                        layer.intermediate.forward_into(gemm, x, inter);
+                        match layer.act {
+                            Activation::GeluErf => cpu_ops::gelu_erf(simd, inter),
+                            Activation::GeluTanh => cpu_ops::gelu_tanh(simd, inter),
+                            Activation::Relu => inter.iter_mut().for_each(|v| *v = v.max(0.0)),
+                        }
+                        layer.output.add_into(gemm, simd, inter, x);
+                        cpu_ops::layer_norm(simd, x, &layer.out_norm.gamma, &layer.out_norm.beta, self.eps);
+                        if let Some(next) = next {
+                            next.qkv.forward_into(gemm, x, qkv);
+                        }
+                    },
+                );
+                Ok(())
+            })?;
+        }
+        Tensor::from_vec(x, (t, h), embedded.device())
+    }
+
+    /// Block-diagonal attention over the real tokens of each slot: `ctx` rows of real tokens are
+    /// overwritten, pad rows left as they are.
+    fn attention(&self, simd: Simd, bin: &Bin, qkv: &[f32], ctx: &mut [f32]) {
+        let h = self.hidden;
+        let dh = h / self.heads;
+        let scale = 1.0 / (dh as f32).sqrt();
+        let tasks: Vec<(usize, usize, usize)> = (0..bin.num_sequences())
+            .flat_map(|s| {
+                let (start, _, real) = bin.slot(s);
+                (0..self.heads).map(move |head| (start, real, head))
+            })
+            .filter(|&(_, real, _)| real > 0)
+            .collect();
+        let qkv_ptr = Shared(qkv.as_ptr().cast_mut());
+        let ctx_ptr = Shared(ctx.as_mut_ptr());
+        let (qkv_len, ctx_len) = (qkv.len(), ctx.len());
+        tasks.par_iter().for_each_init(Vec::new, |scores: &mut Vec<f32>, &(start, real, head)| {
+            let (qkv_ptr, ctx_ptr) = (qkv_ptr, ctx_ptr);
+            assert!((start + real) * 3 * h <= qkv_len && (start + real) * h <= ctx_len, "slot inside the tape");
+            scores.resize(real * real, 0.0);
+            // SAFETY: every offset below addresses rows start..start + real (checked against both
+            // buffers above) and columns of this head; `qkv` is only read; each task writes the
+            // (rows of its slot) × (columns of its head) block of `ctx`, which no other task
+            // touches, and its own `scores`.
+            unsafe {
+                let q = qkv_ptr.0.add(start * 3 * h + head * dh).cast_const();
+                let k = q.add(h);
+                let v = q.add(2 * h);
+                // scores (real × real) = Q (real × dh) · Kᵀ
+                self.gemm.run((real, real, dh), (q, 3 * h), (k, 3 * h, true), (scores.as_mut_ptr(), real), false);
+                for row in scores.chunks_exact_mut(real) {
+                    cpu_ops::softmax(simd, row, real, scale);
+                }
+                // ctx (real × dh) = P (real × real) · V (real × dh)
+                let out = ctx_ptr.0.add(start * h + head * dh);
+                self.gemm.run((real, dh, real), (scores.as_ptr(), real), (v, 3 * h, false), (out, h), false);
+            }
+        });
+    }
+}

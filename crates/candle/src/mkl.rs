@@ -1,0 +1,133 @@
+//! Intel oneMKL's single-precision matrix product, loaded at run time for the CPU encoder.
+//!
+//! Why: on a 2-core Intel Xeon (Sapphire Rapids) MKL's `cblas_sgemm` runs the encoder's row blocks
+//! (128-256 rows × 384 × 1536) at 115-145 GFLOP/s a core where the `gemm` crate's AVX-512 kernels,
+//! called on the same blocks, reach about 70 (BENCHMARKS.md, issue 17); sentence-transformers gets
+//! MKL through PyTorch. MKL ships in PyPI's `mkl` wheel, which `warpfold models fetch` installs like a
+//! model (the manifest's `mkl` entry, checksums verified) next to the models. It is opened with
+//! `dlopen`, never linked: a build needs no MKL, and a machine without it (or a non-Intel CPU, where
+//! MKL's kernels are not the fast ones) runs the `gemm` crate.
+//!
+//! MKL runs single-threaded here (its sequential layer): the encoder splits rows across its own
+//! threads, and the threading layers MKL would otherwise load (Intel OpenMP, TBB) are not unpacked.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// `cblas_sgemm(layout, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)`.
+type Sgemm = unsafe extern "C" fn(i32, i32, i32, i32, i32, i32, f32, *const f32, i32, *const f32, i32, f32, *mut f32, i32);
+/// `MKL_Set_Threading_Layer(layer)`.
+type SetThreadingLayer = unsafe extern "C" fn(i32) -> i32;
+
+const ROW_MAJOR: i32 = 101;
+const NO_TRANS: i32 = 111;
+const TRANS: i32 = 112;
+const THREADING_SEQUENTIAL: i32 = 1;
+
+/// The runtime library's file name in the installed folder.
+pub const LIBRARY: &str = "libmkl_rt.so.3";
+
+/// An opened MKL runtime.
+pub struct Mkl {
+    sgemm: Sgemm,
+    path: PathBuf,
+    _library: libloading::Library,
+}
+
+impl Mkl {
+    /// Opens `libmkl_rt` at `path` and switches it to its sequential layer.
+    pub fn open(path: &Path) -> Result<Self, String> {
+        // SAFETY: loading MKL runs its initialisers, which only set up MKL's own state.
+        let library = unsafe { libloading::Library::new(path) }.map_err(|e| format!("{}: {e}", path.display()))?;
+        // SAFETY: the symbols have these C signatures in every MKL 2021+ runtime (mkl_cblas.h,
+        // mkl_service.h); the pointers stay valid while `_library` is held in the same struct.
+        let (sgemm, set_layer) = unsafe {
+            let sgemm: Sgemm = *library.get::<Sgemm>(b"cblas_sgemm\0").map_err(|e| format!("{}: {e}", path.display()))?;
+            let set_layer: SetThreadingLayer =
+                *library.get::<SetThreadingLayer>(b"MKL_Set_Threading_Layer\0").map_err(|e| format!("{}: {e}", path.display()))?;
+            (sgemm, set_layer)
+        };
+        // Before any other call: otherwise the first product loads the Intel OpenMP layer, which is
+        // not installed, and MKL ends the process.
+        // SAFETY: a plain setter, called before any other MKL function.
+        if unsafe { set_layer(THREADING_SEQUENTIAL) } < 0 {
+            return Err(format!("{}: MKL refused its sequential threading layer", path.display()));
+        }
+        Ok(Self { sgemm, path: path.to_path_buf(), _library: library })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `c (m × n, row stride ldc) = a (m × k, row stride lda) · op(b) [+ c]`, where `op(b)` is `b`
+    /// (k × n, row stride ldb) or, with `b_transposed`, `bᵀ` for `b` (n × k, row stride ldb).
+    ///
+    /// # Safety
+    /// The three matrices must lie in live allocations as the sizes and strides describe; `c` must
+    /// not overlap `a` or `b`, and no other thread may use the part of `c` written here.
+    pub(crate) unsafe fn gemm(
+        &self,
+        (m, n, k): (usize, usize, usize),
+        (a, lda): (*const f32, usize),
+        (b, ldb, b_transposed): (*const f32, usize, bool),
+        (c, ldc): (*mut f32, usize),
+        accumulate: bool,
+    ) {
+        let beta = if accumulate { 1.0 } else { 0.0 };
+        let transb = if b_transposed { TRANS } else { NO_TRANS };
+        let i = |v: usize| i32::try_from(v).expect("an encoder matrix dimension fits in 32 bits");
+        // SAFETY: forwarded from the caller's contract; the arguments follow cblas_sgemm's.
+        unsafe { (self.sgemm)(ROW_MAJOR, NO_TRANS, transb, i(m), i(n), i(k), 1.0, a, i(lda), b, i(ldb), beta, c, i(ldc)) }
+    }
+}
+
+/// Whether this CPU is one MKL's fast kernels are for (an Intel CPU).
+fn intel_cpu() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let id = std::arch::x86_64::__cpuid(0);
+        let vendor: Vec<u8> = [id.ebx, id.edx, id.ecx].iter().flat_map(|r| r.to_le_bytes()).collect();
+        vendor == b"GenuineIntel"
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Where MKL is looked for: `WARPFOLD_MKL` (the folder or the library; `off` turns MKL off), else
+/// the `mkl` folder beside the model's folder (where `warpfold models fetch` puts it).
+fn location(model_dir: Option<&Path>) -> Option<PathBuf> {
+    match std::env::var_os("WARPFOLD_MKL") {
+        Some(v) if v == "off" => None,
+        Some(v) => {
+            let p = PathBuf::from(v);
+            Some(if p.is_dir() { p.join(LIBRARY) } else { p })
+        }
+        None => model_dir.and_then(Path::parent).map(|models| models.join("mkl").join(LIBRARY)),
+    }
+}
+
+/// MKL for the encoder of the model in `model_dir`, when it is installed and this is an Intel CPU
+/// (`WARPFOLD_MKL` set to a path uses it on any CPU). Opened once per process; a library that is
+/// there but does not open is reported once in the log and the `gemm` crate runs instead.
+pub fn for_model(model_dir: Option<&Path>) -> Option<&'static Mkl> {
+    static MKL: OnceLock<Option<Mkl>> = OnceLock::new();
+    MKL.get_or_init(|| {
+        let forced = std::env::var_os("WARPFOLD_MKL").is_some();
+        let path = location(model_dir)?;
+        if !path.is_file() || !(forced || intel_cpu()) {
+            if forced {
+                tracing::warn!(path = %path.display(), "WARPFOLD_MKL names no file; the gemm crate's kernels run");
+            }
+            return None;
+        }
+        match Mkl::open(&path) {
+            Ok(mkl) => Some(mkl),
+            Err(e) => {
+                tracing::warn!("MKL did not open ({e}); the gemm crate's kernels run");
+                None
+            }
+        }
+    })
+    .as_ref()
+}
