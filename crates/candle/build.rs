@@ -1,4 +1,4 @@
-//! With the `cuda` feature, compiles warpfold's own kernels (src/kernels/fused.cu) to PTX with
+//! With the `cuda` feature, compiles warpfold's own kernels (src/kernels/*.cu) to PTX with
 //! nvcc, for the card named by CUDA_COMPUTE_CAP (as candle-kernels does; 90 for an H100/H200, 89 for
 //! an RTX 40xx, 86 for an RTX 30xx). Without the feature nothing is built and nvcc is not needed.
 //! It also records `WARPFOLD_FA_KERNELS` (which FlashAttention-2 kernels the build compiled) for
@@ -10,6 +10,7 @@ use std::process::Command;
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-changed=src/kernels/fused.cu");
+    println!("cargo::rerun-if-changed=src/kernels/encoder.cu");
     println!("cargo::rerun-if-env-changed=CUDA_COMPUTE_CAP");
     println!("cargo::rerun-if-env-changed=NVCC");
     println!("cargo::rerun-if-env-changed=WARPFOLD_FA_KERNELS");
@@ -28,15 +29,18 @@ fn main() {
     if std::env::var_os("CARGO_FEATURE_CUDA").is_none() {
         return;
     }
-    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("fused.ptx");
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let cap = std::env::var("CUDA_COMPUTE_CAP").unwrap_or_else(|_| "80".into());
     let cap: String = cap.chars().filter(char::is_ascii_digit).collect();
     let nvcc = std::env::var("NVCC").unwrap_or_else(|_| "nvcc".into());
-    let status = Command::new(&nvcc)
-        .args(["--ptx", "-O3", "-std=c++17", &format!("-arch=compute_{cap}"), "-o"])
-        .arg(&out)
-        .arg("src/kernels/fused.cu")
-        .status()
-        .unwrap_or_else(|e| panic!("running {nvcc} (needed by the `cuda` feature; set NVCC or put it on PATH): {e}"));
-    assert!(status.success(), "{nvcc} failed to compile src/kernels/fused.cu");
+    for name in ["fused", "encoder"] {
+        let source = format!("src/kernels/{name}.cu");
+        let status = Command::new(&nvcc)
+            .args(["--ptx", "-O3", "-std=c++17", &format!("-arch=compute_{cap}"), "-o"])
+            .arg(out_dir.join(format!("{name}.ptx")))
+            .arg(&source)
+            .status()
+            .unwrap_or_else(|e| panic!("running {nvcc} (needed by the `cuda` feature; set NVCC or put it on PATH): {e}"));
+        assert!(status.success(), "{nvcc} failed to compile {source}");
+    }
 }

@@ -116,6 +116,8 @@ struct Layer {
     heads: usize,
     head_dim: usize,
     act: Activation,
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    eps: f64,
 }
 
 impl Layer {
@@ -145,17 +147,29 @@ impl Layer {
             heads: cfg.num_attention_heads,
             head_dim: h / cfg.num_attention_heads,
             act,
+            eps: cfg.layer_norm_eps,
         })
     }
 
     /// (T, H) -> (T, H)
     fn forward(&self, x: &Tensor, slots: &SlotGroups) -> Result<Tensor> {
+        #[cfg(feature = "cuda")]
+        if x.device().is_cuda() && encoder_kernels_on() {
+            return self.forward_cuda(x, slots);
+        }
         // 1. (T, H) -> (T, 3H): queries, keys and values for every token of every sequence.
         let qkv = stage("matmul qkv + bias", || self.qkv.forward(x))?;
         // 2. Block-diagonal attention.
         let ctx = match &slots.flash {
             #[cfg(feature = "flash-attn")]
-            Some(flash) => self.flash_attention(&qkv, flash)?,
+            Some(flash) => {
+                let t = qkv.dim(0)?;
+                let qkv = qkv.reshape((t, 3, self.heads, self.head_dim))?;
+                let (q, k, v) = stage("q/k/v copies", || {
+                    Ok((qkv.i((.., 0))?.contiguous()?, qkv.i((.., 1))?.contiguous()?, qkv.i((.., 2))?.contiguous()?))
+                })?;
+                self.flash_attention(&q, &k, &v, flash)?
+            }
             #[cfg(not(feature = "flash-attn"))]
             Some(never) => match *never {},
             None => stage("attention (grouped)", || self.grouped_attention(&qkv, slots))?,
@@ -176,20 +190,60 @@ impl Layer {
         stage("layer norm", || self.out_norm.forward(&y))
     }
 
+    /// The layer on CUDA with the fused kernels of [`crate::encoder_kernels`]: four matmuls without
+    /// bias, FlashAttention-2 (or the grouped attention), and one kernel for each bias + split,
+    /// bias + residual + layer norm, and bias + activation. (T, H) -> (T, H).
+    #[cfg(feature = "cuda")]
+    fn forward_cuda(&self, x: &Tensor, slots: &SlotGroups) -> Result<Tensor> {
+        use crate::encoder_kernels::{self as k, Act};
+        fn bias(l: &Linear) -> Result<&Tensor> {
+            l.bias().ok_or_else(|| candle_core::Error::Msg("a BERT linear layer without a bias".into()))
+        }
+        fn norm(n: &LayerNorm) -> Result<(&Tensor, &Tensor)> {
+            Ok((n.weight(), n.bias().ok_or_else(|| candle_core::Error::Msg("a BERT layer norm without a bias".into()))?))
+        }
+        let qkv = stage("matmul qkv", || x.matmul(&self.qkv.weight().t()?))?;
+        let ctx = match &slots.flash {
+            #[cfg(feature = "flash-attn")]
+            Some(flash) => {
+                let t = qkv.dim(0)?;
+                let (q, kk, v) = stage("bias + q/k/v split", || k::bias_split_qkv(&qkv, bias(&self.qkv)?))?;
+                let shape = (t, self.heads, self.head_dim);
+                self.flash_attention(&q.reshape(shape)?, &kk.reshape(shape)?, &v.reshape(shape)?, flash)?
+            }
+            #[cfg(not(feature = "flash-attn"))]
+            Some(never) => match *never {},
+            None => {
+                let qkv = stage("bias", || qkv.broadcast_add(bias(&self.qkv)?))?;
+                stage("attention (grouped)", || self.grouped_attention(&qkv, slots))?
+            }
+        };
+        let y = stage("matmul attn_out", || ctx.matmul(&self.attn_out.weight().t()?))?;
+        let (g, b) = norm(&self.attn_norm)?;
+        let x = stage("bias + residual + layer norm", || k::bias_residual_layer_norm(&y, bias(&self.attn_out)?, x, g, b, self.eps))?;
+        let y = stage("matmul ffn_in", || x.matmul(&self.intermediate.weight().t()?))?;
+        let act = match self.act {
+            Activation::GeluErf => Act::GeluErf,
+            Activation::GeluTanh => Act::GeluTanh,
+            Activation::Relu => Act::Relu,
+        };
+        let y = stage("bias + activation", || k::bias_act(&y, bias(&self.intermediate)?, act))?;
+        let y = stage("matmul ffn_out", || y.matmul(&self.output.weight().t()?))?;
+        let (g, b) = norm(&self.out_norm)?;
+        stage("bias + residual + layer norm", || k::bias_residual_layer_norm(&y, bias(&self.output)?, &x, g, b, self.eps))
+    }
+
     /// FlashAttention-2's varlen kernel over the whole tape at once (real tokens only, see
-    /// [`FlashSlots`]): (T, 3H) -> (T, H).
+    /// [`FlashSlots`]): q, k, v (T, heads, head_dim) -> (T, H).
     #[cfg(feature = "flash-attn")]
-    fn flash_attention(&self, qkv: &Tensor, flash: &FlashSlots) -> Result<Tensor> {
-        let t = qkv.dim(0)?;
-        let qkv = qkv.reshape((t, 3, self.heads, self.head_dim))?;
-        let (q, k, v) =
-            stage("q/k/v copies", || Ok((qkv.i((.., 0))?.contiguous()?, qkv.i((.., 1))?.contiguous()?, qkv.i((.., 2))?.contiguous()?)))?;
+    fn flash_attention(&self, q: &Tensor, k: &Tensor, v: &Tensor, flash: &FlashSlots) -> Result<Tensor> {
+        let t = q.dim(0)?;
         let scale = 1.0 / (self.head_dim as f32).sqrt();
         let ctx = stage("flash attention", || {
             candle_flash_attn::flash_attn_varlen(
-                &q,
-                &k,
-                &v,
+                q,
+                k,
+                v,
                 &flash.cu_seqlens,
                 &flash.cu_seqlens,
                 flash.max_seqlen,
@@ -231,6 +285,14 @@ impl Layer {
             Tensor::cat(&parts, 0)
         }
     }
+}
+
+/// Whether CUDA bins run through [`crate::encoder_kernels`] (the default) rather than candle's
+/// element-wise ops (`WARPFOLD_ENCODER_KERNELS=candle`, for side-by-side measurements).
+#[cfg(feature = "cuda")]
+fn encoder_kernels_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("WARPFOLD_ENCODER_KERNELS").map_or(true, |v| v != "candle"))
 }
 
 /// The slot boundaries FlashAttention-2 needs, on the device. The flash path runs on a compacted
@@ -454,28 +516,52 @@ impl BertModel {
         } else {
             bin
         };
-        // Everything the bin needs on the device, in one upload: the tape, the slot boundaries,
-        // and for mean pooling each real row and the sequence it belongs to.
+        // Everything the bin needs on the device, in one upload: the tape, the slot boundaries, and
+        // what pooling reads: each sequence's first row and row count for the pooling kernel, or
+        // for candle's ops (mean pooling) each real row and the sequence it belongs to.
         let n = bin.num_sequences();
-        let mut rows = Vec::new();
-        let mut segment = Vec::new();
-        if self.pooling == Pooling::Mean {
+        let kernel_pool = self.pools_with_kernel();
+        let (mut first, mut second) = (Vec::new(), Vec::new());
+        if kernel_pool {
+            for i in 0..n {
+                let (start, _, real) = bin.slot(i);
+                let len = if self.pooling == Pooling::Cls { real.min(1) } else { real };
+                assert!(start + len <= bin.computed_tokens(), "a slot inside the tape");
+                first.push(start as u32);
+                second.push(len as u32);
+            }
+        } else if self.pooling == Pooling::Mean {
             // With no pad tokens every row is real: no rows to pick (an empty list says so).
             let padded = bin.real_tokens() != bin.computed_tokens();
             for i in 0..n {
                 let (start, _, real) = bin.slot(i);
                 if padded {
-                    rows.extend(start as u32..(start + real) as u32);
+                    first.extend(start as u32..(start + real) as u32);
                 }
-                segment.extend(std::iter::repeat_n(i as u32, real));
+                second.extend(std::iter::repeat_n(i as u32, real));
             }
         }
         let staged = stage("upload", || {
-            self.staging.upload(&self.device, &[&bin.input_ids, &bin.position_ids, &bin.cu_seqlens, &bin.seq_lens, &rows, &segment])
+            self.staging.upload(&self.device, &[&bin.input_ids, &bin.position_ids, &bin.cu_seqlens, &bin.seq_lens, &first, &second])
         })?;
-        let [ids, positions, cu, lens, rows, segment] = staged.as_slice() else { unreachable!("six parts were uploaded") };
+        let [ids, positions, cu, lens, first, second] = staged.as_slice() else { unreachable!("six parts were uploaded") };
         let x = self.hidden_states_staged(bin, ids, positions, cu)?;
-        stage("pool and normalise", || self.pool(&x, n, cu, lens, rows, segment))
+        #[cfg(feature = "cuda")]
+        if kernel_pool {
+            return stage("pool and normalise", || crate::encoder_kernels::pool_normalize(&x, first, second));
+        }
+        stage("pool and normalise", || self.pool(&x, n, cu, lens, first, second))
+    }
+
+    /// Whether pooling runs through [`crate::encoder_kernels::pool_normalize`]: on CUDA, unless
+    /// candle's ops were asked for, for rows it takes.
+    fn pools_with_kernel(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        {
+            self.device.is_cuda() && encoder_kernels_on() && self.config.hidden_size <= crate::encoder_kernels::POOL_MAX_WIDTH
+        }
+        #[cfg(not(feature = "cuda"))]
+        false
     }
 
     /// One L2-normalised f32 row per sequence from the token states `x`.
@@ -541,7 +627,7 @@ pub fn load(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -565,7 +651,7 @@ mod tests {
     }
 
     /// Random weights of a small BERT, every tensor the loader reads.
-    fn random_weights(cfg: &Config) -> std::collections::HashMap<String, Tensor> {
+    pub(crate) fn random_weights(cfg: &Config) -> std::collections::HashMap<String, Tensor> {
         let dev = Device::Cpu;
         let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
         let rand = |shape: &[usize], mean: f32, sd: f32| Tensor::randn(mean, sd, shape, &dev).unwrap();
@@ -599,7 +685,7 @@ mod tests {
     }
 
     /// A packed bin of slots `(slot length, real length)` with arbitrary ids.
-    fn bin_of(slots: &[(usize, usize)], vocab: u32) -> Bin {
+    pub(crate) fn bin_of(slots: &[(usize, usize)], vocab: u32) -> Bin {
         let mut bin = Bin {
             layout: warpfold_backend::Layout::Packed,
             input_ids: Vec::new(),
@@ -638,15 +724,30 @@ mod tests {
             let ops = BertModel::new(&cfg, Pooling::Mean, vb.clone()).unwrap();
             let fused = BertModel::new(&cfg, Pooling::Mean, vb.clone()).unwrap().fused_for_cpu(Gemm::Crate).unwrap();
             let mut models = vec![("gemm crate", fused)];
-            // MKL too where it is installed (scripts/test.sh sets WARPFOLD_MKL; then it must open).
-            if let Some(dir) = std::env::var_os("WARPFOLD_MKL").filter(|v| v != "off") {
-                let mkl = crate::mkl::for_model(None).unwrap_or_else(|| panic!("WARPFOLD_MKL={dir:?} is set but MKL did not open"));
+            // MKL too where `warpfold models fetch` installed it in the checkout (always in CI).
+            if let Some(mkl) = repo_mkl() {
                 models.push(("MKL", BertModel::new(&cfg, Pooling::Mean, vb).unwrap().fused_for_cpu(Gemm::Mkl(mkl)).unwrap()));
             }
             for (gemm, fused) in &models {
                 compare(&ops, fused, &bin, &format!("{act}, {gemm}"));
             }
         }
+    }
+
+    /// MKL from the checkout's models/mkl, opened once; `None` where it is not installed, except in CI
+    /// (`CI` set: scripts/test.sh fetches it), where it must be there and open.
+    fn repo_mkl() -> Option<&'static crate::mkl::Mkl> {
+        static MKL: std::sync::OnceLock<Option<crate::mkl::Mkl>> = std::sync::OnceLock::new();
+        MKL.get_or_init(|| {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/mkl").join(crate::mkl::LIBRARY);
+            let ci = std::env::var_os("CI").is_some();
+            if !path.is_file() && !ci {
+                eprintln!("MKL is not installed at {}: the MKL comparison is left out", path.display());
+                return None;
+            }
+            Some(crate::mkl::Mkl::open(&path).unwrap_or_else(|e| panic!("MKL must open in CI: {e}")))
+        })
+        .as_ref()
     }
 
     /// The real tokens' states and the pooled vectors of `fused` against `ops` on `bin`.

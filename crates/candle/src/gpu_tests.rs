@@ -387,3 +387,42 @@ fn gpu_paged_decode_matches_a_full_forward_and_the_gathered_path() {
         assert!(worst < 1e-2, "hd {hd}: {worst}");
     }
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU: run this test binary on the GPU machine with --ignored"]
+fn gpu_encoder_kernels_give_the_cpu_vectors() {
+    // A 2-layer encoder of MiniLM's widths (384, 12 heads of 32: the FA-2 kernel the build has), random
+    // weights; f16 on the GPU through encoder_kernels.rs (bias + split, bias + residual + layer norm,
+    // bias + GELU, pooling) against the f32 CPU layers, mean and CLS pooling.
+    use crate::bert::tests::{bin_of, random_weights};
+    use crate::bert::{BertModel, Config};
+    use crate::bert_cpu::Gemm;
+    use candle_nn::VarBuilder;
+    use warpfold_backend::model_dir::Pooling;
+    let cuda = cuda();
+    let cfg: Config = serde_json::from_value(serde_json::json!({
+        "vocab_size": 97, "hidden_size": 384, "num_hidden_layers": 2, "num_attention_heads": 12,
+        "intermediate_size": 1536, "max_position_embeddings": 512
+    }))
+    .unwrap();
+    let weights = random_weights(&cfg);
+    let on_gpu: std::collections::HashMap<String, Tensor> =
+        weights.iter().map(|(k, v)| (k.clone(), v.to_dtype(DType::F16).unwrap().to_device(&cuda).unwrap())).collect();
+    let bin = bin_of(&[(48, 45), (16, 3), (80, 80), (16, 1), (32, 17), (256, 250)], 97);
+    for pooling in [Pooling::Mean, Pooling::Cls] {
+        let cpu = BertModel::new(&cfg, pooling, VarBuilder::from_tensors(weights.clone(), DType::F32, &Device::Cpu))
+            .unwrap()
+            .fused_for_cpu(Gemm::Crate)
+            .unwrap();
+        let gpu = BertModel::new(&cfg, pooling, VarBuilder::from_tensors(on_gpu.clone(), DType::F16, &cuda)).unwrap();
+        assert!(gpu.uses_flash_attention(), "{}", gpu.attention());
+        let want = cpu.fetch(&cpu.embed(&bin).unwrap()).unwrap();
+        let got = gpu.fetch(&gpu.embed(&bin).unwrap()).unwrap();
+        let mut worst = 1f32;
+        for (x, y) in got.chunks(384).zip(want.chunks(384)) {
+            worst = worst.min(x.iter().zip(y).map(|(a, b)| a * b).sum::<f32>());
+        }
+        eprintln!("encoder kernels, {pooling:?} pooling: lowest cosine to the f32 CPU vectors {worst:.6}");
+        assert!(worst > 0.999, "{pooling:?}: cosine {worst}");
+    }
+}

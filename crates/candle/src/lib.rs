@@ -7,6 +7,8 @@
 pub mod bert;
 mod bert_cpu;
 mod cpu_ops;
+#[cfg(feature = "cuda")]
+pub mod encoder_kernels;
 pub mod flash;
 pub mod fused;
 pub mod generate;

@@ -94,6 +94,12 @@ fn intel_cpu() -> bool {
     false
 }
 
+/// Whether this process would use MKL if it were installed: an Intel CPU, and `WARPFOLD_MKL` not
+/// `off`.
+pub fn wanted() -> bool {
+    std::env::var_os("WARPFOLD_MKL").is_none_or(|v| v != "off") && intel_cpu()
+}
+
 /// Where MKL is looked for: `WARPFOLD_MKL` (the folder or the library; `off` turns MKL off), else
 /// the `mkl` folder beside the model's folder (where `warpfold models fetch` puts it).
 fn location(model_dir: Option<&Path>) -> Option<PathBuf> {

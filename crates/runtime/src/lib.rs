@@ -336,7 +336,26 @@ pub fn embedding_model_dir(
         Some(dir) => dir.to_path_buf(),
         None => default_model("embedding", models_root, on_fetch)?,
     };
+    cpu_math_library(models_root);
     ModelDir::open(&dir).map_err(|e| RuntimeError::Model(e.to_string()))
+}
+
+/// On an Intel CPU, Intel MKL for the CPU encoder's matmuls (the manifest's `mkl` entry, beside the
+/// models), fetched on first use like a default model. Optional: a failed fetch is logged and the
+/// encoder runs the `gemm` crate's kernels.
+pub fn cpu_math_library(models_root: &Path) {
+    if !warpfold_candle::mkl::wanted() {
+        return;
+    }
+    let manifest = Manifest::embedded();
+    let Ok(entry) = manifest.get("mkl") else { return };
+    if models::is_installed(entry, models_root) {
+        return;
+    }
+    tracing::info!("fetching Intel MKL for the CPU encoder (PyPI mkl=={}, about 230 MB)", entry.version);
+    if let Err(e) = models::fetch(entry, models_root) {
+        tracing::warn!("Intel MKL was not fetched ({e}); the CPU encoder runs the gemm crate's kernels");
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Session 10 (issue 17, the embedding model on the GPU), on the GPU machine:
+#
+#   bash bench/gpu/run-s10.sh put      # append the carried stream part (one per call, in order, on a
+#                                      # warm machine); after the last, check and unpack into /tmp/st
+#   bash bench/gpu/run-s10.sh minilm   # everything below, in one call
+#
+# 1. all-MiniLM-L6-v2 (real weights, f16) against sentence-transformers' vectors of the fixture texts,
+#    through the fused encoder kernels (bench/gpu/check.py, min cosine >= 0.999);
+# 2. the gated GPU tests of warpfold-candle (`--ignored gpu_`), the encoder kernels' among them;
+# 3. where a bin's time goes (`WARPFOLD_PROFILE=1`) with the fused kernels and with candle's ops
+#    (`WARPFOLD_ENCODER_KERNELS=candle`), stress corpus, bins of 16,384 tokens;
+# 4. `warpfold bench --peer --peer-batch 32,256` (packed, padded, end to end, sentence-transformers at
+#    its default batch and at 256, all on the same texts in one run), then the same engine with
+#    candle's ops and no peer, and bins of 8,192 / 32,768 tokens: model time against bin size.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+stage=${1:-put}
+exec > >(tee "$OUT/s10-$stage.log") 2>&1
+export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib WARPFOLD_MODELS_DIR=/tmp/wf-models WARPFOLD_LOG=${WARPFOLD_LOG:-warn}
+PY=/opt/torch/.venv/bin/python
+[ -x $PY ] || PY=python3
+W=/tmp/warpfold
+ST=/tmp/st
+bash bench/gpu/stream.sh put || exit 1
+if [ ! -f $ST/.opened ] && [ "$(wc -l < /tmp/stream.parts)" = "$(cat .gpu-extra/stream/PARTS)" ]; then
+  bash bench/gpu/stream.sh open $ST && touch $ST/.opened
+  mkdir -p /tmp/wf-models && xz -dc $ST/minilm-f16.tar.xz | tar -C /tmp/wf-models -xf -
+  xz -dc $ST/candle-tests.xz > /tmp/candle-tests && chmod +x /tmp/candle-tests
+  bash $ST/run-on-gpu-machine.sh $ST/warpfold.xz --version
+fi
+[ "$stage" = put ] && exit 0
+[ -x $W ] || { echo "no $W: the stream is not complete"; exit 1; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+$PY -c "import sentence_transformers as s, torch; print('sentence-transformers', s.__version__, 'torch', torch.__version__)"
+echo "=== 1. MiniLM (fused kernels) vs sentence-transformers' fixture vectors"
+$PY -c "import json; [print(json.dumps({'text': i['text']})) for i in json.load(open('tests/fixtures/minilm_reference.json'))['items']]" \
+  | $W --device cuda embed > "$OUT/minilm-fixture.jsonl"
+$PY bench/gpu/check.py minilm tests/fixtures/minilm_reference.json "$OUT/minilm-fixture.jsonl" | tee -a "$OUT/checks.jsonl"
+echo "=== 2. gated GPU tests"
+/tmp/candle-tests --ignored gpu_ --test-threads 1 --nocapture 2>&1 | grep -E "^test |result|cosine|error|panick" | tee "$OUT/gpu-tests.log"
+echo "=== 3. stage profiles"
+for mode in kernels candle; do
+  if [ $mode = candle ]; then export WARPFOLD_ENCODER_KERNELS=candle; else unset WARPFOLD_ENCODER_KERNELS; fi
+  WARPFOLD_PROFILE=1 $W --device cuda --bin-tokens 16384 bench --corpus stress --documents 512 --packer-sequences 1000 2> "$OUT/profile-$mode.txt" >/dev/null
+  echo "--- $mode: $(grep -c 'profile: bin of' "$OUT/profile-$mode.txt") bins"
+  $PY - "$OUT/profile-$mode.txt" <<'PY'
+import collections, re, sys
+stages, tokens, bins = collections.Counter(), 0, 0
+for line in open(sys.argv[1]):
+    m = re.match(r"profile: bin of (\d+) tokens", line)
+    if m:
+        tokens += int(m.group(1)); bins += 1; continue
+    m = re.match(r"profile:\s+(.+?)\s+([\d.]+) ms", line)
+    if m:
+        stages[m.group(1)] += float(m.group(2))
+total = sum(stages.values())
+print(f"{bins} bins, {tokens} tokens, {total:.1f} ms in timed stages, {tokens / total * 1e3:,.0f} tokens/s while profiled")
+for name, ms in stages.most_common():
+    print(f"  {name:<34} {ms:9.1f} ms {100 * ms / total:5.1f}%  {ms / max(bins, 1):7.3f} ms a bin")
+PY
+done
+unset WARPFOLD_ENCODER_KERNELS
+echo "=== 4. speed: packed / padded / end to end / sentence-transformers (batch 32 and 256), one run"
+$W --device cuda --bin-tokens 16384 bench --documents 2048 --peer --peer-python "$PY" --peer-batch 32,256 --out "$OUT/gpu-minilm-s10.json"
+echo "--- the same engine with candle's element-wise ops (no peer)"
+WARPFOLD_ENCODER_KERNELS=candle $W --device cuda --bin-tokens 16384 bench --documents 2048 --packer-sequences 1000 --out "$OUT/gpu-minilm-s10-candle-ops.json" 2>&1 | grep -E "packed|padded|end to end"
+for bin in 8192 32768; do
+  echo "--- bins of $bin tokens (fused kernels, no peer)"
+  $W --device cuda --bin-tokens $bin bench --documents 2048 --packer-sequences 1000 --out "$OUT/gpu-minilm-s10-bin$bin.json" 2>&1 | grep -E "packed|end to end"
+done
+echo "=== done"

@@ -1,0 +1,235 @@
+//! Launches the encoder's fused CUDA kernels (src/kernels/encoder.cu) on candle tensors.
+//!
+//! Why: a stage profile of all-MiniLM-L6-v2 on an H200 (`WARPFOLD_PROFILE=1`, BENCHMARKS.md) showed
+//! a bin's time spent outside the matmuls and attention, in candle's separate element-wise kernels
+//! (bias adds, q/k/v copies, residual adds, layer norms, GELU) and its mean pooling (a scatter-add
+//! that loops over every row of the bin in one thread per column). Here each of those groups is one
+//! kernel: [`bias_split_qkv`], [`bias_residual_layer_norm`], [`bias_act`] and [`pool_normalize`].
+//! Only CUDA tensors are accepted; the model takes candle's ops elsewhere.
+
+use candle_core::cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::{CudaDevice, CudaStorage};
+use candle_core::op::BackpropOp;
+use candle_core::{DType, Result, Storage, Tensor};
+
+const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/encoder.ptx"));
+const MODULE: &str = "warpfold_encoder";
+
+/// The activation `bias_act` applies (its `act` argument in encoder.cu).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Act {
+    GeluErf = 0,
+    GeluTanh = 1,
+    Relu = 2,
+}
+
+fn err(e: impl std::fmt::Display) -> candle_core::Error {
+    candle_core::Error::Msg(format!("warpfold encoder kernel: {e}"))
+}
+
+fn wrap(storage: CudaStorage, shape: impl Into<candle_core::Shape>) -> Tensor {
+    Tensor::from_storage(Storage::Cuda(storage), shape, BackpropOp::none(), false)
+}
+
+/// Elementwise grid: 256 threads a block, at most 64 blocks per multiprocessor of an H200's 132.
+fn grid(n: usize) -> LaunchConfig {
+    let threads = 256u32;
+    let blocks = n.div_ceil(threads as usize).clamp(1, 132 * 64) as u32;
+    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// A contiguous CUDA tensor's storage guard and its element range.
+macro_rules! cuda_view {
+    ($t:expr, $what:literal) => {{
+        let (storage, layout) = $t.storage_and_layout();
+        let range = layout.contiguous_offsets().ok_or_else(|| err(concat!($what, " is not contiguous")))?;
+        if !matches!(&*storage, Storage::Cuda(_)) {
+            candle_core::bail!(concat!($what, " is not a CUDA tensor"));
+        }
+        (storage, range)
+    }};
+}
+
+fn cuda(storage: &Storage) -> &CudaStorage {
+    match storage {
+        Storage::Cuda(c) => c,
+        _ => unreachable!("checked by cuda_view!"),
+    }
+}
+
+fn same_dtype(dtype: DType, others: &[&Tensor], what: &str) -> Result<()> {
+    if let Some(t) = others.iter().find(|t| t.dtype() != dtype) {
+        candle_core::bail!("{what}: a {:?} operand among {dtype:?} ones", t.dtype());
+    }
+    Ok(())
+}
+
+/// `qkv` (rows, 3·width) plus `bias` (3·width,): three contiguous (rows, width) tensors q, k, v.
+pub fn bias_split_qkv(qkv: &Tensor, bias: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
+    let (rows, three) = qkv.dims2()?;
+    if three % 3 != 0 || bias.dims1()? != three {
+        candle_core::bail!("bias_split_qkv: ({rows}, {three}) with a bias of {:?}", bias.dims());
+    }
+    same_dtype(qkv.dtype(), &[bias], "bias_split_qkv")?;
+    let width = three / 3;
+    let (s_qkv, r_qkv) = cuda_view!(qkv, "qkv");
+    let (s_bias, r_bias) = cuda_view!(bias, "bias");
+    let dev: &CudaDevice = &cuda(&s_qkv).device;
+    let n = rows * width;
+    let cfg = grid(n);
+    let (rows_arg, width_arg) = (rows as u64, width as u64);
+    macro_rules! run {
+        ($t:ty, $name:literal) => {{
+            let src = cuda(&s_qkv).as_cuda_slice::<$t>()?.slice(r_qkv.0..r_qkv.1);
+            let b = cuda(&s_bias).as_cuda_slice::<$t>()?.slice(r_bias.0..r_bias.1);
+            // SAFETY: the kernel writes all `n` elements of each output before anything reads them.
+            let (q, k, v) = unsafe { (dev.alloc::<$t>(n.max(1))?, dev.alloc::<$t>(n.max(1))?, dev.alloc::<$t>(n.max(1))?) };
+            let func = dev.get_or_load_custom_func($name, MODULE, PTX)?;
+            let mut l = func.builder();
+            l.arg(&src).arg(&b).arg(&q).arg(&k).arg(&v).arg(&rows_arg).arg(&width_arg);
+            // SAFETY: the arguments match bias_split_qkv_* in kernels/encoder.cu: `src` holds rows ×
+            // 3·width contiguous values and `b` 3·width (both checked above), each output rows × width.
+            unsafe { l.launch(cfg) }.map_err(err)?;
+            (
+                CudaStorage::wrap_cuda_slice(q, dev.clone()),
+                CudaStorage::wrap_cuda_slice(k, dev.clone()),
+                CudaStorage::wrap_cuda_slice(v, dev.clone()),
+            )
+        }};
+    }
+    let (q, k, v) = match qkv.dtype() {
+        DType::F16 => run!(half::f16, "bias_split_qkv_f16"),
+        DType::BF16 => run!(half::bf16, "bias_split_qkv_bf16"),
+        DType::F32 => run!(f32, "bias_split_qkv_f32"),
+        d => candle_core::bail!("bias_split_qkv: dtype {d:?} is not supported"),
+    };
+    Ok((wrap(q, (rows, width)), wrap(k, (rows, width)), wrap(v, (rows, width))))
+}
+
+/// `layer_norm(y + bias + residual)` over the rows of `y` (rows, width), with `gamma`, `beta`
+/// (width,) and `eps`.
+pub fn bias_residual_layer_norm(y: &Tensor, bias: &Tensor, residual: &Tensor, gamma: &Tensor, beta: &Tensor, eps: f64) -> Result<Tensor> {
+    let (rows, width) = y.dims2()?;
+    if residual.dims2()? != (rows, width) || bias.dims1()? != width || gamma.dims1()? != width || beta.dims1()? != width {
+        candle_core::bail!("bias_residual_layer_norm: ({rows}, {width}) with operands of other shapes");
+    }
+    same_dtype(y.dtype(), &[bias, residual, gamma, beta], "bias_residual_layer_norm")?;
+    let (s_y, r_y) = cuda_view!(y, "y");
+    let (s_b, r_b) = cuda_view!(bias, "bias");
+    let (s_r, r_r) = cuda_view!(residual, "residual");
+    let (s_g, r_g) = cuda_view!(gamma, "gamma");
+    let (s_be, r_be) = cuda_view!(beta, "beta");
+    let dev: &CudaDevice = &cuda(&s_y).device;
+    let n = rows * width;
+    // One warp per row, eight rows a block.
+    let cfg = LaunchConfig { grid_dim: (rows.div_ceil(8).max(1) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+    let (rows_arg, width_arg, eps_arg) = (rows as u64, width as u64, eps as f32);
+    macro_rules! run {
+        ($t:ty, $name:literal) => {{
+            let y = cuda(&s_y).as_cuda_slice::<$t>()?.slice(r_y.0..r_y.1);
+            let b = cuda(&s_b).as_cuda_slice::<$t>()?.slice(r_b.0..r_b.1);
+            let r = cuda(&s_r).as_cuda_slice::<$t>()?.slice(r_r.0..r_r.1);
+            let g = cuda(&s_g).as_cuda_slice::<$t>()?.slice(r_g.0..r_g.1);
+            let be = cuda(&s_be).as_cuda_slice::<$t>()?.slice(r_be.0..r_be.1);
+            // SAFETY: every row of the output is written by its warp before anything reads it.
+            let out = unsafe { dev.alloc::<$t>(n.max(1)) }?;
+            let func = dev.get_or_load_custom_func($name, MODULE, PTX)?;
+            let mut l = func.builder();
+            l.arg(&y).arg(&b).arg(&r).arg(&g).arg(&be).arg(&out).arg(&rows_arg).arg(&width_arg).arg(&eps_arg);
+            // SAFETY: the arguments match bias_residual_layer_norm_* in kernels/encoder.cu; `y`,
+            // `r` and `out` hold rows × width values, `b`, `g`, `be` width (checked above).
+            unsafe { l.launch(cfg) }.map_err(err)?;
+            CudaStorage::wrap_cuda_slice(out, dev.clone())
+        }};
+    }
+    let out = match y.dtype() {
+        DType::F16 => run!(half::f16, "bias_residual_layer_norm_f16"),
+        DType::BF16 => run!(half::bf16, "bias_residual_layer_norm_bf16"),
+        DType::F32 => run!(f32, "bias_residual_layer_norm_f32"),
+        d => candle_core::bail!("bias_residual_layer_norm: dtype {d:?} is not supported"),
+    };
+    Ok(wrap(out, (rows, width)))
+}
+
+/// `act(y + bias)` over `y` (rows, width).
+pub fn bias_act(y: &Tensor, bias: &Tensor, act: Act) -> Result<Tensor> {
+    let (rows, width) = y.dims2()?;
+    if bias.dims1()? != width {
+        candle_core::bail!("bias_act: ({rows}, {width}) with a bias of {:?}", bias.dims());
+    }
+    same_dtype(y.dtype(), &[bias], "bias_act")?;
+    let (s_y, r_y) = cuda_view!(y, "y");
+    let (s_b, r_b) = cuda_view!(bias, "bias");
+    let dev: &CudaDevice = &cuda(&s_y).device;
+    let n = rows * width;
+    let cfg = grid(n);
+    let (rows_arg, width_arg, act_arg) = (rows as u64, width as u64, act as u32);
+    macro_rules! run {
+        ($t:ty, $name:literal) => {{
+            let y = cuda(&s_y).as_cuda_slice::<$t>()?.slice(r_y.0..r_y.1);
+            let b = cuda(&s_b).as_cuda_slice::<$t>()?.slice(r_b.0..r_b.1);
+            // SAFETY: the kernel writes all `n` outputs before anything reads them.
+            let out = unsafe { dev.alloc::<$t>(n.max(1)) }?;
+            let func = dev.get_or_load_custom_func($name, MODULE, PTX)?;
+            let mut l = func.builder();
+            l.arg(&y).arg(&b).arg(&out).arg(&rows_arg).arg(&width_arg).arg(&act_arg);
+            // SAFETY: the arguments match bias_act_* in kernels/encoder.cu; `y` and `out` hold rows ×
+            // width values, `b` width (checked above).
+            unsafe { l.launch(cfg) }.map_err(err)?;
+            CudaStorage::wrap_cuda_slice(out, dev.clone())
+        }};
+    }
+    let out = match y.dtype() {
+        DType::F16 => run!(half::f16, "bias_act_f16"),
+        DType::BF16 => run!(half::bf16, "bias_act_bf16"),
+        DType::F32 => run!(f32, "bias_act_f32"),
+        d => candle_core::bail!("bias_act: dtype {d:?} is not supported"),
+    };
+    Ok(wrap(out, (rows, width)))
+}
+
+/// Widest row [`pool_normalize`] takes (4 columns a thread, 256 threads).
+pub const POOL_MAX_WIDTH: usize = 1024;
+
+/// One L2-normalised f32 row per sequence: the mean of rows `starts[s] .. starts[s] + lens[s]` of
+/// `x` (rows, width), with `starts` and `lens` (sequences,) u32 on the device (lens of 1 and the
+/// slot starts give CLS pooling).
+pub fn pool_normalize(x: &Tensor, starts: &Tensor, lens: &Tensor) -> Result<Tensor> {
+    let (rows, width) = x.dims2()?;
+    let n = starts.dims1()?;
+    if lens.dims1()? != n || starts.dtype() != DType::U32 || lens.dtype() != DType::U32 || width > POOL_MAX_WIDTH {
+        candle_core::bail!("pool_normalize: {n} u32 starts and lens over ({rows}, {width}) rows of at most {POOL_MAX_WIDTH}");
+    }
+    if n == 0 {
+        return Tensor::zeros((0, width), DType::F32, x.device());
+    }
+    let (s_x, r_x) = cuda_view!(x, "x");
+    let (s_s, r_s) = cuda_view!(starts, "starts");
+    let (s_l, r_l) = cuda_view!(lens, "lens");
+    let dev: &CudaDevice = &cuda(&s_x).device;
+    let threads = if width > 512 { 256 } else { 128 };
+    let cfg = LaunchConfig { grid_dim: (n as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+    let width_arg = width as u64;
+    let st = cuda(&s_s).as_cuda_slice::<u32>()?.slice(r_s.0..r_s.1);
+    let ln = cuda(&s_l).as_cuda_slice::<u32>()?.slice(r_l.0..r_l.1);
+    // SAFETY: every block writes all `width` values of its row.
+    let out = unsafe { dev.alloc::<f32>(n * width) }?;
+    macro_rules! run {
+        ($t:ty, $name:literal) => {{
+            let x = cuda(&s_x).as_cuda_slice::<$t>()?.slice(r_x.0..r_x.1);
+            let func = dev.get_or_load_custom_func($name, MODULE, PTX)?;
+            let mut l = func.builder();
+            l.arg(&x).arg(&st).arg(&ln).arg(&out).arg(&width_arg);
+            // SAFETY: the arguments match pool_normalize_* in kernels/encoder.cu; the caller's
+            // starts and lens address rows of `x` (the bin's own slots), `out` holds n × width f32.
+            unsafe { l.launch(cfg) }.map_err(err)?;
+        }};
+    }
+    match x.dtype() {
+        DType::F16 => run!(half::f16, "pool_normalize_f16"),
+        DType::BF16 => run!(half::bf16, "pool_normalize_bf16"),
+        DType::F32 => run!(f32, "pool_normalize_f32"),
+        d => candle_core::bail!("pool_normalize: dtype {d:?} is not supported"),
+    }
+    Ok(wrap(CudaStorage::wrap_cuda_slice(out, dev.clone()), (n, width)))
+}

@@ -1,0 +1,146 @@
+// The BERT encoder's element-wise steps on CUDA, each fused into one pass over memory: a layer runs
+// its four matmuls (cuBLAS, through candle), FlashAttention-2, and three of these kernels, where
+// candle's ops take a bias add, three q/k/v copies, two residual adds, two layer norms, a bias add
+// and a GELU. Compiled to PTX by crates/candle/build.rs with the `cuda` feature; launched by
+// src/encoder_kernels.rs. Math in f32, one rounding to the storage type at the end.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(float x) { return x; }
+
+template <typename T> __device__ __forceinline__ T from_float(float x);
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
+template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half(x); }
+template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+// The (rows, 3 * width) q/k/v projection plus its bias, split into three contiguous (rows, width)
+// tensors: what FlashAttention-2 reads.
+template <typename T>
+__device__ void bias_split_qkv(const T* __restrict__ qkv, const T* __restrict__ bias, T* __restrict__ q, T* __restrict__ k,
+                               T* __restrict__ v, uint64_t rows, uint64_t width) {
+  const uint64_t n = rows * width;
+  const uint64_t stride = (uint64_t)blockDim.x * gridDim.x;
+  for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const uint64_t r = i / width;
+    const uint64_t j = i - r * width;
+    const T* row = qkv + r * 3 * width;
+    q[i] = from_float<T>(to_float(row[j]) + to_float(bias[j]));
+    k[i] = from_float<T>(to_float(row[width + j]) + to_float(bias[width + j]));
+    v[i] = from_float<T>(to_float(row[2 * width + j]) + to_float(bias[2 * width + j]));
+  }
+}
+
+// out = layer_norm(y + bias + residual) over rows of `width`, one warp per row (blocks of 8 warps):
+// the row's values stay in the warp's L1 between the mean, variance and write passes.
+template <typename T>
+__device__ void bias_residual_layer_norm(const T* __restrict__ y, const T* __restrict__ bias, const T* __restrict__ residual,
+                                         const T* __restrict__ gamma, const T* __restrict__ beta, T* __restrict__ out, uint64_t rows,
+                                         uint64_t width, float eps) {
+  const uint64_t row = (uint64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const unsigned lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const T* yr = y + row * width;
+  const T* rr = residual + row * width;
+  float sum = 0.0f;
+  for (uint64_t j = lane; j < width; j += 32) sum += to_float(yr[j]) + to_float(bias[j]) + to_float(rr[j]);
+  const float mean = warp_sum(sum) / (float)width;
+  float sq = 0.0f;
+  for (uint64_t j = lane; j < width; j += 32) {
+    const float d = to_float(yr[j]) + to_float(bias[j]) + to_float(rr[j]) - mean;
+    sq += d * d;
+  }
+  const float inv = rsqrtf(warp_sum(sq) / (float)width + eps);
+  T* o = out + row * width;
+  for (uint64_t j = lane; j < width; j += 32) {
+    const float v = to_float(yr[j]) + to_float(bias[j]) + to_float(rr[j]);
+    o[j] = from_float<T>((v - mean) * inv * to_float(gamma[j]) + to_float(beta[j]));
+  }
+}
+
+// out = act(y + bias) over (rows, width): act 0 = GELU (erf), 1 = GELU (tanh), 2 = ReLU.
+template <typename T>
+__device__ void bias_act(const T* __restrict__ y, const T* __restrict__ bias, T* __restrict__ out, uint64_t rows, uint64_t width,
+                         uint32_t act) {
+  const uint64_t n = rows * width;
+  const uint64_t stride = (uint64_t)blockDim.x * gridDim.x;
+  for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float x = to_float(y[i]) + to_float(bias[i % width]);
+    float r;
+    if (act == 0) {
+      r = 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    } else if (act == 1) {
+      r = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    } else {
+      r = fmaxf(x, 0.0f);
+    }
+    out[i] = from_float<T>(r);
+  }
+}
+
+// One L2-normalised f32 vector per sequence: the mean (or, with lens of 1, the first row) of rows
+// starts[s] .. starts[s] + lens[s] of x (rows, width). One block per sequence (blockDim.x a multiple
+// of 32); each thread keeps the sums of its columns in registers, at most 4 columns a thread
+// (width <= 4 * blockDim.x, checked by the caller).
+template <typename T>
+__device__ void pool_normalize(const T* __restrict__ x, const uint32_t* __restrict__ starts, const uint32_t* __restrict__ lens,
+                               float* __restrict__ out, uint64_t width) {
+  const uint64_t s = blockIdx.x;
+  const uint64_t start = starts[s];
+  const uint32_t len = lens[s];
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (uint32_t r = 0; r < len; ++r) {
+    const T* row = x + (start + r) * width;
+    for (int c = 0; c < 4; ++c) {
+      const uint64_t j = threadIdx.x + (uint64_t)c * blockDim.x;
+      if (j < width) acc[c] += to_float(row[j]);
+    }
+  }
+  const float scale = len > 0 ? 1.0f / (float)len : 0.0f;
+  float sq = 0.0f;
+  for (int c = 0; c < 4; ++c) {
+    acc[c] *= scale;
+    if (threadIdx.x + (uint64_t)c * blockDim.x < width) sq += acc[c] * acc[c];
+  }
+  __shared__ float partial[32];
+  sq = warp_sum(sq);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = sq;
+  __syncthreads();
+  float total = 0.0f;
+  for (unsigned w = 0; w < blockDim.x / 32; ++w) total += partial[w];
+  const float inv = 1.0f / fmaxf(sqrtf(total), 1e-12f);
+  for (int c = 0; c < 4; ++c) {
+    const uint64_t j = threadIdx.x + (uint64_t)c * blockDim.x;
+    if (j < width) out[s * width + j] = acc[c] * inv;
+  }
+}
+
+#define ENCODER_KERNELS(T, SUFFIX)                                                                                             \
+  extern "C" __global__ void bias_split_qkv_##SUFFIX(const T* qkv, const T* bias, T* q, T* k, T* v, uint64_t rows,          \
+                                                      uint64_t width) {                                                       \
+    bias_split_qkv(qkv, bias, q, k, v, rows, width);                                                                          \
+  }                                                                                                                           \
+  extern "C" __global__ void bias_residual_layer_norm_##SUFFIX(const T* y, const T* bias, const T* residual, const T* gamma,  \
+                                                                const T* beta, T* out, uint64_t rows, uint64_t width,         \
+                                                                float eps) {                                                  \
+    bias_residual_layer_norm(y, bias, residual, gamma, beta, out, rows, width, eps);                                          \
+  }                                                                                                                           \
+  extern "C" __global__ void bias_act_##SUFFIX(const T* y, const T* bias, T* out, uint64_t rows, uint64_t width, uint32_t act) { \
+    bias_act(y, bias, out, rows, width, act);                                                                                 \
+  }                                                                                                                           \
+  extern "C" __global__ void pool_normalize_##SUFFIX(const T* x, const uint32_t* starts, const uint32_t* lens, float* out,    \
+                                                      uint64_t width) {                                                       \
+    pool_normalize(x, starts, lens, out, width);                                                                              \
+  }
+
+ENCODER_KERNELS(__half, f16)
+ENCODER_KERNELS(__nv_bfloat16, bf16)
+ENCODER_KERNELS(float, f32)
