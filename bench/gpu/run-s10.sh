@@ -4,6 +4,7 @@
 #   bash bench/gpu/run-s10.sh put      # append the carried stream part (one per call, in order, on a
 #                                      # warm machine); after the last, check and unpack into /tmp/st
 #   bash bench/gpu/run-s10.sh minilm   # everything below, in one call
+#   bash bench/gpu/run-s10.sh paged    # only the paged-decode GPU test, with its whole output
 #
 # 1. all-MiniLM-L6-v2 (real weights, f16) against sentence-transformers' vectors of the fixture texts,
 #    through the fused encoder kernels (bench/gpu/check.py, min cosine >= 0.999);
@@ -27,10 +28,15 @@ bash bench/gpu/stream.sh put || exit 1
 if [ ! -f $ST/.opened ] && [ "$(wc -l < /tmp/stream.parts)" = "$(cat .gpu-extra/stream/PARTS)" ]; then
   bash bench/gpu/stream.sh open $ST && touch $ST/.opened
   mkdir -p /tmp/wf-models && xz -dc $ST/minilm-f16.tar.xz | tar -C /tmp/wf-models -xf -
-  xz -dc $ST/candle-tests.xz > /tmp/candle-tests && chmod +x /tmp/candle-tests
+  [ -f $ST/candle-tests.xz ] && xz -dc $ST/candle-tests.xz > /tmp/candle-tests && chmod +x /tmp/candle-tests
   bash $ST/run-on-gpu-machine.sh $ST/warpfold.xz --version
 fi
 [ "$stage" = put ] && exit 0
+if [ "$stage" = paged ]; then
+  # The paged-decode test alone, its whole output (the minilm stage's log keeps only the panic line).
+  /tmp/candle-tests --ignored gpu_paged --test-threads 1 --nocapture 2>&1 | tee "$OUT/gpu-paged-test.log"
+  exit 0
+fi
 [ -x $W ] || { echo "no $W: the stream is not complete"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 $PY -c "import sentence_transformers as s, torch; print('sentence-transformers', s.__version__, 'torch', torch.__version__)"
@@ -39,7 +45,11 @@ $PY -c "import json; [print(json.dumps({'text': i['text']})) for i in json.load(
   | $W --device cuda embed > "$OUT/minilm-fixture.jsonl"
 $PY bench/gpu/check.py minilm tests/fixtures/minilm_reference.json "$OUT/minilm-fixture.jsonl" | tee -a "$OUT/checks.jsonl"
 echo "=== 2. gated GPU tests"
-/tmp/candle-tests --ignored gpu_ --test-threads 1 --nocapture 2>&1 | grep -E "^test |result|cosine|error|panick" | tee "$OUT/gpu-tests.log"
+if [ -x /tmp/candle-tests ]; then
+  /tmp/candle-tests --ignored gpu_ --test-threads 1 --nocapture 2>&1 | grep -E "^test |result|cosine|error|panick" | tee "$OUT/gpu-tests.log"
+else
+  echo "(no test binary carried)"
+fi
 echo "=== 3. stage profiles"
 for mode in kernels candle; do
   if [ $mode = candle ]; then export WARPFOLD_ENCODER_KERNELS=candle; else unset WARPFOLD_ENCODER_KERNELS; fi

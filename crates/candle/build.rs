@@ -11,6 +11,7 @@ fn main() {
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-changed=src/kernels/fused.cu");
     println!("cargo::rerun-if-changed=src/kernels/encoder.cu");
+    println!("cargo::rerun-if-changed=src/kernels/common.cuh");
     println!("cargo::rerun-if-env-changed=CUDA_COMPUTE_CAP");
     println!("cargo::rerun-if-env-changed=NVCC");
     println!("cargo::rerun-if-env-changed=WARPFOLD_FA_KERNELS");

@@ -684,36 +684,17 @@ pub(crate) mod tests {
         w
     }
 
-    /// A packed bin of slots `(slot length, real length)` with arbitrary ids.
-    pub(crate) fn bin_of(slots: &[(usize, usize)], vocab: u32) -> Bin {
-        let mut bin = Bin {
-            layout: warpfold_backend::Layout::Packed,
-            input_ids: Vec::new(),
-            position_ids: Vec::new(),
-            cu_seqlens: vec![0],
-            seq_lens: Vec::new(),
-            max_seqlen: 0,
-            capacity: 0,
-            tags: Vec::new(),
-        };
-        for (n, &(slot, real)) in slots.iter().enumerate() {
-            for p in 0..slot {
-                bin.input_ids.push(if p < real { (n as u32 * 131 + p as u32 * 17 + 1) % vocab } else { 0 });
-                bin.position_ids.push(if p < real { p as u32 } else { 0 });
-            }
-            bin.cu_seqlens.push(bin.input_ids.len() as u32);
-            bin.seq_lens.push(real as u32);
-            bin.tags.push(warpfold_backend::SequenceTag { request: 0, index: n as u32 });
-        }
-        bin.max_seqlen = slots.iter().map(|s| s.0 as u32).max().unwrap_or(0);
-        bin.capacity = bin.input_ids.len() as u32;
-        bin
+    /// A packed bin (slots aligned to 16) of sequences of these lengths, with arbitrary ids.
+    pub(crate) fn bin_of_lengths(lengths: &[usize], vocab: u32) -> Bin {
+        let seqs: Vec<Vec<u32>> =
+            lengths.iter().enumerate().map(|(n, &len)| (0..len as u32).map(|p| (n as u32 * 131 + p * 17 + 1) % vocab).collect()).collect();
+        crate::llama::tests::bin_of(&seqs, 16)
     }
 
     #[test]
     fn fused_cpu_layers_equal_the_candle_op_layers() {
         // Slots of many shapes: full, padded, one token, longer than a row block of the fused path.
-        let bin = bin_of(&[(48, 45), (16, 3), (80, 80), (16, 1), (32, 17), (96, 90)], 97);
+        let bin = bin_of_lengths(&[45, 3, 80, 1, 17, 90], 97);
         for act in ["gelu", "gelu_new", "relu"] {
             let cfg: Config = serde_json::from_value(serde_json::json!({
                 "vocab_size": 97, "hidden_size": 48, "num_hidden_layers": 3, "num_attention_heads": 4,

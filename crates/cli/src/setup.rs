@@ -63,7 +63,7 @@ pub fn scheduler_config(global: &GlobalOptions) -> SchedulerConfig {
 
 pub fn load_backend(global: &GlobalOptions, dir: &ModelDir) -> Result<BertBackend> {
     let device = backend_device(global)?;
-    BertBackend::load(dir, &device).with_context(|| format!("loading the model in {}", dir.dir.display()))
+    Ok(warpfold_runtime::load_encoder(dir, &device)?)
 }
 
 /// Loads the model and starts the engine with the global options.

@@ -241,10 +241,7 @@ pub fn start_embedding_engine(
     mut config: SchedulerConfig,
 ) -> Result<StartedEngine, RuntimeError> {
     config.cost = cost_model(&dir.config);
-    let load = |device: &Device| {
-        BertBackend::load(dir, device).map_err(|e| RuntimeError::Model(format!("loading the model in {}: {e}", dir.dir.display())))
-    };
-    start_engine_on(options, devices, load, config)
+    start_engine_on(options, devices, |device: &Device| load_encoder(dir, device), config)
 }
 
 /// The decoder in `dir` (a Llama-family folder) on `devices`, with `config` (scoring).
@@ -336,19 +333,27 @@ pub fn embedding_model_dir(
         Some(dir) => dir.to_path_buf(),
         None => default_model("embedding", models_root, on_fetch)?,
     };
-    cpu_math_library(models_root);
     ModelDir::open(&dir).map_err(|e| RuntimeError::Model(e.to_string()))
 }
 
-/// On an Intel CPU, Intel MKL for the CPU encoder's matmuls (the manifest's `mkl` entry, beside the
-/// models), fetched on first use like a default model. Optional: a failed fetch is logged and the
-/// encoder runs the `gemm` crate's kernels.
-pub fn cpu_math_library(models_root: &Path) {
+/// The encoder in `dir` on `device`. On the CPU of an Intel machine, a pinned model (one of the
+/// manifest's, in its models folder) first gets Intel MKL beside it for its matmuls (the manifest's
+/// `mkl` entry, where [`warpfold_candle::mkl::for_model`] looks), fetched on first use like a default
+/// model; that is optional: a failed fetch is logged and the `gemm` crate's kernels run.
+pub fn load_encoder(dir: &ModelDir, device: &Device) -> Result<BertBackend, RuntimeError> {
+    if device.is_cpu() {
+        cpu_math_library(dir);
+    }
+    BertBackend::load(dir, device).map_err(|e| RuntimeError::Model(format!("loading the model in {}: {e}", dir.dir.display())))
+}
+
+fn cpu_math_library(dir: &ModelDir) {
     if !warpfold_candle::mkl::wanted() {
         return;
     }
     let manifest = Manifest::embedded();
-    let Ok(entry) = manifest.get("mkl") else { return };
+    let pinned = manifest.get(&dir.name).is_ok_and(|m| dir.dir.file_name().is_some_and(|f| *f == *m.name));
+    let (Ok(entry), Some(models_root), true) = (manifest.get("mkl"), dir.dir.parent(), pinned) else { return };
     if models::is_installed(entry, models_root) {
         return;
     }

@@ -4,18 +4,7 @@
 // and a GELU. Compiled to PTX by crates/candle/build.rs with the `cuda` feature; launched by
 // src/encoder_kernels.rs. Math in f32, one rounding to the storage type at the end.
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <stdint.h>
-
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_float(float x) { return x; }
-
-template <typename T> __device__ __forceinline__ T from_float(float x);
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
-template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half(x); }
-template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
+#include "common.cuh"
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);

@@ -4,18 +4,7 @@
 //
 // Indices are 64-bit: a bin of a large model has activations of more than 2^32 elements.
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <stdint.h>
-
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_float(float x) { return x; }
-
-template <typename T> __device__ __forceinline__ T from_float(float x);
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
-template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half(x); }
-template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
+#include "common.cuh"
 
 // SwiGLU on the fused gate-up projection: `gate_up` is (rows, 2 * inter), gate in the first half of
 // each row and up in the second; out (rows, inter) = silu(gate) * up, computed in f32, rounded once.
