@@ -9,6 +9,8 @@ bash scripts/install-deps.sh
 # The code as rustfmt.toml lays it out (a formatting-only diff never hides in a change).
 cargo fmt --all --check
 bash scripts/build-ui.sh
+# Lints as errors, on every crate and target (tests, examples, the desktop app).
+cargo clippy --release --locked --workspace --all-targets -- -D warnings
 cargo build --release --locked
 ./target/release/warpfold models fetch
 cargo test --release --locked --workspace --exclude warpfold-desktop

@@ -249,7 +249,8 @@ fn word_opendocument_web_pages_e_books_and_rtf_are_indexed_with_their_pages_cite
     std::fs::create_dir_all(&docs).unwrap();
     // Each file: a first page about its subject, the planted sentence on the second page (a web
     // page is one page).
-    let files: [(&str, &str, &str, fn(&str, &[&[&str]]) -> Vec<u8>); 5] = [
+    type Writer = fn(&str, &[&[&str]]) -> Vec<u8>;
+    let files: [(&str, &str, &str, Writer); 5] = [
         ("minutes.docx", "Council minutes", "The council approved the new footbridge over the Ouse for 310,000 pounds.", docgen::docx),
         ("survey.odt", "Bird survey", "Volunteers counted forty-two nesting avocets on the salt marsh in May.", docgen::odt),
         ("voyage.epub", "The Voyage", "The schooner Albatross lost her foremast in a squall off Cape Wrath.", docgen::epub),

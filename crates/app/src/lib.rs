@@ -63,7 +63,7 @@ pub struct AppConfig {
     /// The device as found at start (name, bin capacity, probe).
     pub device: DeviceView,
     /// Reads the device's memory (used, total) for the live display, if it can.
-    pub memory: Option<Box<dyn Fn() -> Option<(u64, u64)> + Send + Sync>>,
+    pub memory: Option<warpfold_runtime::MemoryReader>,
     /// The chat model that summarizes documents; None: no summaries.
     pub summaries: Option<SummaryConfig>,
 }

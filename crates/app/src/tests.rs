@@ -195,14 +195,14 @@ fn the_webview_may_only_name_paths_the_user_chose() {
     std::fs::write(&secret, "not for the webview").unwrap();
     let app = start(data.path(), &loaded);
     let path = secret.display().to_string();
-    let err = app.add_paths(&[path.clone()], Origin::Webview).unwrap_err();
+    let err = app.add_paths(std::slice::from_ref(&path), Origin::Webview).unwrap_err();
     assert_eq!(err.kind(), "path_not_allowed", "{err}");
     assert_eq!(app.document(&path).unwrap_err().kind(), "path_not_allowed");
     assert_eq!(app.file_bytes("/etc/passwd").unwrap_err().kind(), "path_not_allowed");
     assert_eq!(app.add_paths(&["/no/such/file.pdf".into()], Origin::User).unwrap_err().kind(), "not_found");
     // Once dropped on the window it is the user's choice.
-    app.choose(&[secret.clone()]);
-    assert_eq!(app.add_paths(&[path.clone()], Origin::Webview).unwrap(), 1);
+    app.choose(std::slice::from_ref(&secret));
+    assert_eq!(app.add_paths(std::slice::from_ref(&path), Origin::Webview).unwrap(), 1);
     let canonical = std::fs::canonicalize(&secret).unwrap();
     eventually("the dropped file indexed", || state_of(&app, &canonical) == Some(QueueState::Done));
     assert_eq!(app.file_bytes(&canonical.display().to_string()).unwrap(), b"not for the webview");

@@ -659,7 +659,7 @@ pub(crate) mod tests {
         w.insert("embeddings.word_embeddings.weight".to_string(), rand(&[cfg.vocab_size, h], 0.0, 1.0));
         w.insert("embeddings.position_embeddings.weight".to_string(), rand(&[cfg.max_position_embeddings, h], 0.0, 1.0));
         w.insert("embeddings.token_type_embeddings.weight".to_string(), rand(&[cfg.type_vocab_size, h], 0.0, 1.0));
-        let mut norm = |w: &mut std::collections::HashMap<String, Tensor>, name: String| {
+        let norm = |w: &mut std::collections::HashMap<String, Tensor>, name: String| {
             w.insert(format!("{name}.weight"), rand(&[h], 1.0, 0.1));
             w.insert(format!("{name}.bias"), rand(&[h], 0.0, 0.1));
         };

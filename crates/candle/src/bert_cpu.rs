@@ -7,9 +7,9 @@
 //! phases over buffers allocated once per bin:
 //! 1. attention, one task per (sequence, head), reading q, k and v in place from the (T, 3H)
 //!    projection through strides (no copies), over the real tokens only (pad rows stay zero);
-//! 2. everything else, one task per block of rows, while the block is in cache: output projection
-//!    + bias + residual + layer norm, feed-forward + bias + GELU, second projection + bias +
-//!    residual + layer norm, and the next layer's q/k/v projection.
+//! 2. everything else, one task per block of rows, while the block is in cache: output projection,
+//!    bias, residual and layer norm; feed-forward, bias and GELU; second projection, bias, residual
+//!    and layer norm; and the next layer's q/k/v projection.
 //!
 //! The matmuls are Intel MKL's `sgemm` where it is installed on an Intel CPU ([`crate::mkl`]), else
 //! the `gemm` crate's kernels (AVX-512 where the CPU has it), both on strided views; the row kernels

@@ -236,9 +236,9 @@ impl LlamaModel {
         //    scatter per layer for the whole bin.
         let mut caches = Vec::with_capacity(n);
         let mut rows = Vec::with_capacity(bin.input_ids.len());
-        for i in 0..n {
+        for (i, &extra) in reserve.iter().enumerate().take(n) {
             let len = bin.seq_lens[i] as usize;
-            let mut c = pool.allocate(len + reserve[i].max(1))?;
+            let mut c = pool.allocate(len + extra.max(1))?;
             rows.extend((0..len).map(|p| c.row(p)));
             c.len = len;
             caches.push(c);

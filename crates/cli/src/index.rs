@@ -15,7 +15,7 @@ use warpfold_index::merge::{merge_indexes, MergeOptions};
 use warpfold_index::pipeline::{IndexOptions, IndexReport, Progress};
 use warpfold_index::search::{Hit, Searcher};
 use warpfold_index::shard::Shard;
-use warpfold_index::shards::ShardSearcher;
+use warpfold_index::shard_search::ShardSearcher;
 use warpfold_index::store::Store;
 
 use crate::{setup, GlobalOptions};

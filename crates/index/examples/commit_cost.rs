@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 use warpfold_index::chunk::DocumentChunk;
-use warpfold_index::store::{Commit, DocumentRecord, Store};
+use warpfold_index::store::{Commit, DocumentCommit, DocumentRecord, Store};
 
 const WORDS: &[&str] = &[
     "bridge",
@@ -57,15 +57,15 @@ fn text(seed: &mut u64, chars: usize) -> String {
     while out.len() < chars {
         *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         out.push_str(WORDS[(*seed >> 33) as usize % WORDS.len()]);
-        out.push_str(if (*seed >> 20) % 13 == 0 { ". " } else { " " });
-        if (*seed >> 40) % 7 == 0 {
+        out.push_str(if (*seed >> 20).is_multiple_of(13) { ". " } else { " " });
+        if (*seed >> 40).is_multiple_of(7) {
             out.push_str(&format!("{} ", (*seed >> 44) % 10_000));
         }
     }
     out
 }
 
-fn record(i: usize, chunks: usize, seed: &mut u64) -> (DocumentRecord, Vec<([u8; 32], Vec<f32>)>) {
+fn record(i: usize, chunks: usize, seed: &mut u64) -> DocumentCommit {
     let mut cs = Vec::new();
     let mut vectors = Vec::new();
     let mut pages = Vec::new();

@@ -51,7 +51,7 @@ fn document(d: usize, pages: usize) -> PdfDocument {
             }
         })
         .collect();
-    PdfDocument { pages, compress: d % 2 == 0, ..Default::default() }
+    PdfDocument { pages, compress: d.is_multiple_of(2), ..Default::default() }
 }
 
 type Extractor = fn(&[u8]) -> Result<Vec<String>, String>;

@@ -376,7 +376,7 @@ fn ocr_worker(path: &Path, pages: &str) -> i32 {
         _ => match open_pdf(&bytes) {
             Ok((doc, _, _)) => {
                 let ids = doc.get_pages();
-                PageSource::Pdf(doc, ids)
+                PageSource::Pdf(Box::new(doc), ids)
             }
             Err(e) => return if say(&OcrLine::Unavailable(format!("the PDF cannot be opened again for OCR: {e}"))) { 0 } else { 3 },
         },
@@ -409,8 +409,8 @@ fn ocr_worker(path: &Path, pages: &str) -> i32 {
 }
 
 enum PageSource {
-    /// The document and its pages' objects by number.
-    Pdf(pdf_extract::Document, std::collections::BTreeMap<u32, lopdf::ObjectId>),
+    /// The document and its pages' objects by number (boxed: a parsed document is large).
+    Pdf(Box<pdf_extract::Document>, std::collections::BTreeMap<u32, lopdf::ObjectId>),
     Image(crate::ocr::ImageFormat),
 }
 

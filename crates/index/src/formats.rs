@@ -553,10 +553,8 @@ fn rtf(bytes: &[u8]) -> Result<Vec<String>, ExtractError> {
                     match word {
                         "par" | "line" | "row" | "sect" => page.push('\n'),
                         "tab" | "cell" => page.push('\t'),
-                        "page" => {
-                            if !page.trim().is_empty() {
-                                pages.push(String::new());
-                            }
+                        "page" if !page.trim().is_empty() => {
+                            pages.push(String::new());
                         }
                         "ansicpg" => encoding = code_page(number),
                         "uc" => stack.last_mut().expect("never empty").1 = number.unwrap_or(1).clamp(0, 16) as usize,

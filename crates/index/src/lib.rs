@@ -9,7 +9,7 @@
 //! - [`store`]: the SQLite index (documents, pages, chunks, embeddings by text hash, FTS5).
 //! - [`summaries`]: document summaries in the index, by content hash and model.
 //! - [`search`]: cosine + BM25 merged by reciprocal rank fusion.
-//! - [`shard`], [`merge`], [`shards`]: one corpus split over many runs by a stable path hash, the
+//! - [`shard`], [`merge`], [`shard_search`]: one corpus split over many runs by a stable path hash, the
 //!   shard indexes merged into one, or searched together as if merged.
 //! - [`pipeline`]: the parallel, bounded, resumable run that ties them together.
 //! - [`pdfgen`]: PDFs with known content, for the tests and the bundled samples.
@@ -30,7 +30,7 @@ pub mod samples;
 pub mod scangen;
 pub mod search;
 pub mod shard;
-pub mod shards;
+pub mod shard_search;
 pub mod store;
 pub mod summaries;
 pub mod text;

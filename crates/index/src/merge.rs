@@ -15,7 +15,7 @@
 //! before anything is written, each error naming the file.
 //!
 //! Chunk rows are inserted shard by shard, in each shard's own row order, so equal cosines (equal
-//! texts) rank in the merged index as in a search over the shards (see [`crate::shards`]).
+//! texts) rank in the merged index as in a search over the shards (see [`crate::shard_search`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -497,9 +497,10 @@ mod tests {
         assert!(err.contains("shard(s) 2 of 3 are missing (have: 0, 1)") && err.contains("--partial"), "{err}");
         assert!(!out.exists(), "nothing written");
         merge_indexes(&out, &[p0.clone(), p1.clone()], &MergeOptions { partial: true, ..Default::default() }).unwrap();
-        let err = merge_indexes(&out, &[p0.clone()], &MergeOptions { partial: true, ..Default::default() }).unwrap_err().to_string();
+        let err =
+            merge_indexes(&out, std::slice::from_ref(&p0), &MergeOptions { partial: true, ..Default::default() }).unwrap_err().to_string();
         assert!(err.contains("already exists") && err.contains("--force"), "{err}");
-        let report = merge_indexes(&out, &[p0.clone()], &MergeOptions { partial: true, force: true }).unwrap();
+        let report = merge_indexes(&out, std::slice::from_ref(&p0), &MergeOptions { partial: true, force: true }).unwrap();
         assert_eq!(report.documents, 1, "replaced");
         let err = merge_indexes(&p0, &[p0.clone(), p1.clone()], &MergeOptions { partial: true, force: true }).unwrap_err();
         assert!(matches!(err, MergeError::OutputIsShard(_)), "{err}");
@@ -522,7 +523,9 @@ mod tests {
         assert!(err.contains(&garbage.display().to_string()), "{err}");
         let sqlite_not_ours = dir.path().join("plain.db");
         rusqlite::Connection::open(&sqlite_not_ours).unwrap().execute_batch("CREATE TABLE t(x)").unwrap();
-        let err = merge_indexes(&dir.path().join("z.db"), &[sqlite_not_ours.clone()], &MergeOptions::default()).unwrap_err().to_string();
+        let err = merge_indexes(&dir.path().join("z.db"), std::slice::from_ref(&sqlite_not_ours), &MergeOptions::default())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("is not a warpfold index"), "{err}");
 
         let (p4, s4) = shard(&dir.path().join(""), 0, 4);

@@ -27,7 +27,7 @@ use warpfold_engine::Lane;
 use crate::chunk::chunk_document;
 use crate::extract::{extract_isolated, extract_text_file, file_kind, ExtractError, FileKind, Isolation};
 use crate::files::{self, Collected, ReadError};
-use crate::store::{Commit, DocumentRecord, Store, StoreError};
+use crate::store::{Commit, DocumentCommit, DocumentRecord, Store, StoreError};
 
 /// Text files larger than this are refused by default (see [`IndexOptions::max_text_bytes`]).
 pub const DEFAULT_MAX_TEXT_BYTES: u64 = 64 << 20;
@@ -617,9 +617,9 @@ pub fn index_collected(
         // [`Store::commit_documents`]): a group is written when the next document's answers are
         // not in yet (so nothing waits behind the device), or at GROUP_DOCUMENTS or GROUP_SECONDS
         // (so the queue shows documents indexed soon after their embeddings came back).
-        let mut group: Vec<(DocumentRecord, Vec<([u8; 32], Vec<f32>)>)> = Vec::new();
+        let mut group: Vec<DocumentCommit> = Vec::new();
         let mut group_started = Instant::now();
-        let mut write_group = |group: &mut Vec<(DocumentRecord, Vec<([u8; 32], Vec<f32>)>)>| {
+        let mut write_group = |group: &mut Vec<DocumentCommit>| {
             if group.is_empty() {
                 return;
             }

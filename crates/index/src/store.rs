@@ -79,6 +79,10 @@ pub struct DocumentState {
     pub status: String,
 }
 
+/// A document's record and the embeddings its chunks need that the store does not hold yet: one
+/// `(text hash, vector)` pair a new chunk text.
+pub type DocumentCommit = (DocumentRecord, Vec<([u8; 32], Vec<f32>)>);
+
 /// Everything written for one file in one transaction.
 #[derive(Debug, Clone)]
 pub struct DocumentRecord {
@@ -551,7 +555,7 @@ impl Store {
 
     /// The best `limit` rows for an FTS5 expression by BM25; equal scores by document path, then
     /// chunk order, whatever order the rows were written in (a one-process index, a merge of shards
-    /// and shards searched together rank alike, see `crate::shards`). A run of equal scores that
+    /// and shards searched together rank alike, see `crate::shard_search`). A run of equal scores that
     /// crosses the cut is read whole, so which of them make the cut does not depend on row order
     /// either. FTS5's own `ORDER BY rank LIMIT` does the ranking; only the few rows returned are
     /// looked up for their path.

@@ -574,7 +574,7 @@ mod tests {
         const GIB: u64 = 1 << 30;
         assert_eq!(within_budget(138 * GIB, 141 * GIB, Some(8 * GIB)), 5 * GIB);
         assert_eq!(within_budget(138 * GIB, 141 * GIB, None), 138 * GIB);
-        assert_eq!(within_budget(1 * GIB, 141 * GIB, Some(8 * GIB)), 0, "more in use than the budget: nothing");
+        assert_eq!(within_budget(GIB, 141 * GIB, Some(8 * GIB)), 0, "more in use than the budget: nothing");
         assert_eq!(within_budget(2 * GIB, 4 * GIB, Some(8 * GIB)), 2 * GIB, "a budget above the card changes nothing");
         assert!(SummarizeOptions::default().check().is_ok(), "auto passes the check; the size is checked once chosen");
         let fixed = SummarizeOptions { chunk_tokens: 100, ..Default::default() };

@@ -190,7 +190,7 @@ pub fn summarize_documents<S: Summarize>(
     let mut pending: Vec<Vec<Task>> = Vec::with_capacity(documents.len());
     for (d, text) in documents.iter().enumerate() {
         let count = |s: &str| model.count_tokens(s);
-        results[d].document_tokens = count(text);
+        results[d].document_tokens = model.count_tokens(text);
         let pieces = split_by_tokens(text, chunk_tokens, &count);
         results[d].chunks = pieces.len();
         pending.push(tasks_for(d, text, &pieces, 0));

@@ -165,7 +165,7 @@ fn filler_sentence(topic: &Topic, rng: &mut Rng) -> String {
     let template = rng.pick(FILLER);
     let g = rng.pick(topic.groups);
     let h = topic.groups.iter().copied().find(|&x| x != g).unwrap_or(g);
-    let h = if rng.next() % 2 == 0 { h } else { topic.groups.iter().rev().copied().find(|&x| x != g).unwrap_or(g) };
+    let h = if rng.next().is_multiple_of(2) { h } else { topic.groups.iter().rev().copied().find(|&x| x != g).unwrap_or(g) };
     let s = template
         .replace("{g}", g)
         .replace("{h}", h)

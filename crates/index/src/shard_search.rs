@@ -292,7 +292,7 @@ impl ShardSearcher {
             let f = hits.rows.get(&key).copied().unwrap_or(0.0);
             score += idf * ((f * (K1 + 1.0)) / (f + K1 * (1.0 - B + B * d / avgdl)));
         }
-        Ok(-1.0 * score)
+        Ok(-score)
     }
 
     /// Rows best first by `phrases` (all of them or any), at most `limit`.
