@@ -5,6 +5,7 @@
 #                                      # warm machine); after the last, check and unpack into /tmp/st
 #   bash bench/gpu/run-s10.sh minilm   # everything below, in one call
 #   bash bench/gpu/run-s10.sh paged    # only the paged-decode GPU test, with its whole output
+#   bash bench/gpu/run-s10.sh seven    # the 7B architecture against the careful transformers baseline
 #
 # 1. all-MiniLM-L6-v2 (real weights, f16) against sentence-transformers' vectors of the fixture texts,
 #    through the fused encoder kernels (bench/gpu/check.py, min cosine >= 0.999);
@@ -32,6 +33,31 @@ if [ ! -f $ST/.opened ] && [ "$(wc -l < /tmp/stream.parts)" = "$(cat .gpu-extra/
   bash $ST/run-on-gpu-machine.sh $ST/warpfold.xz --version
 fi
 [ "$stage" = put ] && exit 0
+if [ "$stage" = seven ]; then
+  # The Qwen2.5-7B architecture (random bf16 weights made here, the same file for both) scoring the
+  # stress and production corpora: warpfold packed in bins of 16,384 tokens against transformers as a
+  # careful user runs it (length-sorted batches of at most 16,384 padded tokens, sdpa), and the
+  # per-document scores compared.
+  M=/tmp/models/qwen2.5-7b
+  [ -f $M/config.json ] || $PY bench/gpu/make_random_decoder.py qwen2.5-7b $M
+  for c in stress production; do
+    $W --model /tmp/wf-models/all-MiniLM-L6-v2 corpus --kind $c --documents 256 > /tmp/$c.jsonl
+    $W --device cuda --bin-tokens 16384 score --decoder $M --json < /tmp/$c.jsonl > "$OUT/wf-7b-$c.jsonl" 2> /tmp/wf-7b-$c.err
+    tail -1 /tmp/wf-7b-$c.err | tee "$OUT/wf-7b-$c.report.json"
+    $PY bench/gpu/hf_score.py --model $M --ids /tmp/$c.jsonl --attn sdpa --token-budget 16384 --out-dir /tmp | tee "$OUT/hf-7b-$c-careful.json"
+    $PY - "$OUT/wf-7b-$c.jsonl" /tmp/hf-scores-sdpa-budget16384.jsonl "$OUT/wf-7b-$c.report.json" "$OUT/hf-7b-$c-careful.json" <<'PY' | tee -a "$OUT/checks.jsonl"
+import json, sys
+ours = [json.loads(l) for l in open(sys.argv[1])]
+theirs = [json.loads(l) for l in open(sys.argv[2])]
+d = [abs(a["mean_log_likelihood"] - b["mean_log_likelihood"]) for a, b in zip(ours, theirs)]
+wf, hf = json.load(open(sys.argv[3])), json.load(open(sys.argv[4]))
+rate = lambda r: r.get("tokens_per_second") or r.get("real_tokens_per_second")
+print(json.dumps({"check": sys.argv[1].split("/")[-1], "documents": len(d), "max_abs_diff_mean_ll": max(d), "ok": len(d) == len(ours) and max(d) <= 0.05,
+                  "warpfold_tokens_per_second": rate(wf), "careful_transformers_tokens_per_second": rate(hf), "ratio": rate(wf) / rate(hf)}))
+PY
+  done
+  exit 0
+fi
 if [ "$stage" = paged ]; then
   # The paged-decode test alone, its whole output (the minilm stage's log keeps only the panic line).
   /tmp/candle-tests --ignored gpu_paged --test-threads 1 --nocapture 2>&1 | tee "$OUT/gpu-paged-test.log"

@@ -357,9 +357,19 @@ fn cpu_math_library(dir: &ModelDir) {
     if models::is_installed(entry, models_root) {
         return;
     }
+    // Offline, pip's retries cost seconds: after a failed fetch, the next try waits a day.
+    let failed = models_root.join(".mkl-fetch-failed");
+    let day = std::time::Duration::from_secs(24 * 3600);
+    if std::fs::metadata(&failed).and_then(|m| m.modified()).is_ok_and(|t| t.elapsed().is_ok_and(|age| age < day)) {
+        return;
+    }
     tracing::info!("fetching Intel MKL for the CPU encoder (PyPI mkl=={}, about 230 MB)", entry.version);
     if let Err(e) = models::fetch(entry, models_root) {
-        tracing::warn!("Intel MKL was not fetched ({e}); the CPU encoder runs the gemm crate's kernels");
+        tracing::warn!(
+            "Intel MKL was not fetched ({e}); the CPU encoder runs the gemm crate's kernels (tried again in a day, or now with \
+             `warpfold models fetch mkl`)"
+        );
+        let _ = std::fs::write(&failed, e.to_string());
     }
 }
 
