@@ -432,12 +432,16 @@ impl BertModel {
         crate::flash::uses_flash(&self.device, self.head_dim(), self.dtype, false)
     }
 
-    /// Which attention its bins run through, in words (on the CPU, with the fused layers' matmul).
+    /// Which attention its bins run through, in words.
     pub fn attention(&self) -> String {
-        let attention = crate::flash::describe(&self.device, self.head_dim(), self.dtype, false);
+        crate::flash::describe(&self.device, self.head_dim(), self.dtype, false)
+    }
+
+    /// The attention and, on the CPU, the fused layers' matrix product, in words (for benchmarks).
+    pub fn kernels(&self) -> String {
         match &self.cpu {
-            Some(cpu) => format!("{attention}; fused CPU layers, {}", cpu.gemm().describe()),
-            None => attention,
+            Some(cpu) => format!("{}; fused CPU layers, {}", self.attention(), cpu.gemm().describe()),
+            None => self.attention(),
         }
     }
 

@@ -134,6 +134,11 @@ impl BertBackend {
         };
         Ok(Self { model, info })
     }
+
+    /// The attention and matrix-product kernels its bins run through, in words.
+    pub fn kernels(&self) -> String {
+        self.model.kernels()
+    }
 }
 
 fn read_config(path: &Path) -> Result<bert::Config, BackendError> {

@@ -130,6 +130,7 @@ pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<ExitCode> {
     let dir = setup::embedding_model_dir(global)?;
     let probe = setup::load_backend(global, &dir)?;
     let info = warpfold_backend::Backend::info(&probe);
+    let kernels = probe.kernels();
     drop(probe);
     let encoder = TextEncoder::from_file(&dir.tokenizer, info.max_sequence_tokens)?;
     let kinds = match args.corpus {
@@ -147,7 +148,7 @@ pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<ExitCode> {
         machine: machine(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
         model: info.model.clone(),
-        kernels: info.attention.clone(),
+        kernels,
         bin_tokens: global.bin_tokens(),
         align: global.align,
         padded_batch_size: global.batch_size,
