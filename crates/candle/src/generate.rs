@@ -36,14 +36,13 @@ use warpfold_backend::{Bin, Layout, SequenceTag};
 use crate::llama::LlamaModel;
 use crate::stage_profile::{self, time as stage};
 
-/// Tokens per cache block: 256, what upstream FlashAttention-2 requires of a paged cache.
-/// candle-flash-attn accepts any multiple of 32, but its split-KV kernel addresses each tile of
-/// kBlockN keys (256 rows for head sizes up to 64, 128 up to 128) from the page that holds the tile's
-/// first key, so smaller blocks are only safe where a sequence's blocks lie next to each other in the
-/// pool. (The gated GPU test's paged-decode error, 1.08e-2 against 1.37e-4 gathered, is the same with
-/// blocks of 32 and of 256: that difference has another cause, not found yet.) A block wastes at most
-/// 255 tokens per sequence.
-pub const KV_BLOCK: usize = 256;
+/// Tokens per cache block. candle-flash-attn's paged (split-KV) kernel reads keys in tiles of 32
+/// (`run_mha_fwd_splitkv_paged_dispatch`: kBlockN = 32 for every head size) and takes any page size
+/// that is a multiple of 32, so a tile never straddles two blocks and a sequence's blocks may lie
+/// anywhere in the pool (the pool hands them out in descending order; the gated GPU tests check the
+/// kernel through such a table against an f32 attention). A small block wastes at most 31 tokens per
+/// sequence.
+pub const KV_BLOCK: usize = 32;
 
 /// Every running sequence's keys and values, in one pool of [`KV_BLOCK`]-token blocks per layer.
 ///
@@ -73,7 +72,7 @@ pub struct KvPool {
 #[derive(Debug, Default)]
 pub struct SeqCache {
     blocks: Vec<u32>,
-    len: usize,
+    pub(crate) len: usize,
 }
 
 impl SeqCache {
@@ -91,7 +90,7 @@ impl SeqCache {
     }
 
     /// The pool row of position `p`.
-    fn row(&self, p: usize) -> u32 {
+    pub(crate) fn row(&self, p: usize) -> u32 {
         self.blocks[p / KV_BLOCK] * KV_BLOCK as u32 + (p % KV_BLOCK) as u32
     }
 }
@@ -183,7 +182,7 @@ impl KvPool {
 
     /// Writes the keys and values of layer `l` ((n, kv_heads, hd) each) at the pool rows `at`
     /// ((n,) u32).
-    fn write(&self, l: usize, at: &Tensor, k: &Tensor, v: &Tensor) -> Result<()> {
+    pub(crate) fn write(&self, l: usize, at: &Tensor, k: &Tensor, v: &Tensor) -> Result<()> {
         let n = k.dim(0)?;
         let (kp, vp) = &self.layers[l];
         crate::fused::scatter_rows(kp, at, &k.reshape((n, self.width()))?.to_dtype(self.dtype)?.contiguous()?)?;
@@ -191,7 +190,7 @@ impl KvPool {
     }
 
     /// Pool rows, on the pool's device.
-    fn rows(&self, rows: Vec<u32>) -> Result<Tensor> {
+    pub(crate) fn rows(&self, rows: Vec<u32>) -> Result<Tensor> {
         let n = rows.len();
         Tensor::from_vec(rows, n, &self.device)
     }
@@ -306,7 +305,7 @@ impl LlamaModel {
 /// How a decode step's queries read the pool, set up once per step for every layer: FA-2's paged
 /// kernel through a block table where this build has it, else the rows of every sequence's keys
 /// gathered into one packed tape (FA-2's varlen kernel on CUDA, plain attention on the CPU).
-enum CacheReads {
+pub(crate) enum CacheReads {
     #[cfg_attr(not(feature = "flash-attn"), allow(dead_code))]
     Paged {
         cu_q: Tensor,
@@ -330,7 +329,7 @@ fn paged_allowed() -> bool {
 }
 
 impl CacheReads {
-    fn new(pool: &KvPool, caches: &[SeqCache]) -> Result<Self> {
+    pub(crate) fn new(pool: &KvPool, caches: &[SeqCache]) -> Result<Self> {
         let b = caches.len();
         let device = &pool.device;
         let mut cu_k = vec![0u32];
@@ -367,7 +366,7 @@ impl CacheReads {
 
     /// q (B, heads, hd) against each sequence's keys and values of layer `l`, itself included:
     /// -> (B, heads, hd).
-    fn attend(&self, pool: &KvPool, l: usize, q: &Tensor, scale: f32) -> Result<Tensor> {
+    pub(crate) fn attend(&self, pool: &KvPool, l: usize, q: &Tensor, scale: f32) -> Result<Tensor> {
         let (b, heads, hd) = q.dims3()?;
         let kv = pool.kv_heads;
         let (kp, vp) = &pool.layers[l];
