@@ -47,6 +47,12 @@ pub struct BenchArgs {
     /// default 32, and a GPU-sized batch such as 256 for the careful user's baseline.
     #[arg(long, value_delimiter = ',', default_value = "32")]
     pub peer_batch: Vec<usize>,
+    /// With --peer: run warpfold end to end and the peer this many times, taking turns, and
+    /// compare their median runs. On a shared machine whose speed drifts during a run (a cloud
+    /// VM), one run of each can differ by a third either way; turns and medians keep the drift
+    /// out of the ratio, and every round's own ratio is reported too.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub rounds: u32,
     /// Sequences in the packer throughput test.
     #[arg(long, default_value_t = 1_000_000)]
     pub packer_sequences: usize,
@@ -94,7 +100,10 @@ struct CorpusReport {
     tokenize_seconds: f64,
     runs: Vec<SystemRun>,
     packed_over_padded: f64,
+    /// Median end-to-end run over the peer's median run at its fastest batch size.
     packed_end_to_end_over_peer: Option<f64>,
+    /// The same ratio in each round (`--rounds`), in order.
+    round_ratios: Vec<f64>,
 }
 
 #[derive(Serialize, Debug)]
@@ -221,14 +230,24 @@ fn run_corpus(
     let packed_over_padded = packed.tokens_per_second / padded.tokens_per_second;
     let mut runs = vec![packed.clone(), padded];
     let mut packed_end_to_end_over_peer = None;
+    let mut round_ratios = Vec::new();
     if args.peer {
-        let e2e = run_end_to_end(global, dir, encoder, &texts, &packed_vecs)?;
         let device = if global.device.is_cuda() { "cuda" } else { "cpu" };
-        let peers = args
-            .peer_batch
-            .iter()
-            .map(|&batch| run_peer(args, device, batch, dir, &texts, &packed_vecs, real_tokens))
-            .collect::<Result<Vec<_>>>()?;
+        // Taking turns: round r runs warpfold end to end, then the peer at each batch size.
+        let (mut ends, mut peers): (Vec<SystemRun>, Vec<Vec<SystemRun>>) = (Vec::new(), vec![Vec::new(); args.peer_batch.len()]);
+        for _ in 0..args.rounds {
+            let e2e = run_end_to_end(global, dir, encoder, &texts, &packed_vecs)?;
+            let mut best = 0f64;
+            for (runs, &batch) in peers.iter_mut().zip(&args.peer_batch) {
+                let p = run_peer(args, device, batch, dir, &texts, &packed_vecs, real_tokens)?;
+                best = best.max(p.tokens_per_second);
+                runs.push(p);
+            }
+            round_ratios.push(e2e.tokens_per_second / best);
+            ends.push(e2e);
+        }
+        let e2e = median_run(ends);
+        let peers: Vec<SystemRun> = peers.into_iter().map(median_run).collect();
         // Against the peer's fastest batch size: the strongest way a user would run it.
         let best = peers.iter().map(|p| p.tokens_per_second).fold(0.0, f64::max);
         packed_end_to_end_over_peer = Some(e2e.tokens_per_second / best);
@@ -244,7 +263,19 @@ fn run_corpus(
         runs,
         packed_over_padded,
         packed_end_to_end_over_peer,
+        round_ratios,
     })
+}
+
+/// The run of median speed (the lower middle one of an even count), named with the count.
+fn median_run(mut runs: Vec<SystemRun>) -> SystemRun {
+    runs.sort_by(|a, b| a.tokens_per_second.total_cmp(&b.tokens_per_second));
+    let n = runs.len();
+    let mut median = runs.swap_remove((n - 1) / 2);
+    if n > 1 {
+        median.system = format!("{} (median of {n} runs)", median.system);
+    }
+    median
 }
 
 fn run_engine(
@@ -511,6 +542,10 @@ fn print_table(report: &Report) {
         let _ = writeln!(out, "packed / padded tokens/s: {:.2}x", c.packed_over_padded);
         if let Some(r) = c.packed_end_to_end_over_peer {
             let _ = writeln!(out, "packed end to end / sentence-transformers (its fastest batch size) tokens/s: {r:.2}x");
+        }
+        if c.round_ratios.len() > 1 {
+            let each: Vec<String> = c.round_ratios.iter().map(|r| format!("{r:.2}x")).collect();
+            let _ = writeln!(out, "  each round, in turn: {}", each.join(", "));
         }
     }
     let p = &report.packer;
