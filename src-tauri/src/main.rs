@@ -131,8 +131,7 @@ fn start_app(handle: &tauri::AppHandle) -> Result<App, AppError> {
             device: options.device.first()?,
             auto: true,
             options: {
-                let mut summary =
-                    warpfold_app::summaries::SummarizeOptions::from_vars(|key| std::env::var(key).ok()).map_err(AppError::InvalidInput)?;
+                let mut summary = warpfold_app::summaries::SummarizeOptions::from_vars(|key| std::env::var(key).ok())?;
                 // WARPFOLD_VRAM_BUDGET caps the summarizer's caches as it caps the embedder's bins.
                 summary.vram_budget = options.vram_budget;
                 summary

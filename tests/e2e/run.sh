@@ -2,12 +2,8 @@
 # The browser test of the web UI against `warpfold serve` (Debian's chromium through playwright-core).
 # Build order: ui/ first (`cd ui && npm ci && npm run build`), then the binary, which embeds ui/dist.
 #   WARPFOLD=path/to/warpfold bash tests/e2e/run.sh      # default target/release/warpfold
-#   MOCK=1 bash tests/e2e/run.sh                         # against tests/e2e/mock-server.mjs instead
 set -euo pipefail
 cd "$(dirname "$0")"
 [ -x "${CHROMIUM:-/usr/bin/chromium}" ] || { echo "no chromium: apt-get install -y chromium" >&2; exit 2; }
 [ -d node_modules/playwright-core ] || npm ci --no-audit --no-fund --loglevel=error
-if [ "${MOCK:-}" = 1 ] && [ ! -f ../../ui/dist/index.html ]; then
-  (cd ../../ui && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; } && npm run build)
-fi
 exec node --test ui.test.mjs

@@ -3,8 +3,6 @@
 //   cd tests/e2e && npm ci && node --test ui.test.mjs
 //
 // WARPFOLD: the binary (default target/release/warpfold; it embeds ui/dist, so build the UI first).
-// MOCK=1:   run against tests/e2e/mock-server.mjs instead (serves ui/dist; still uses WARPFOLD's
-//           make-samples for the documents).
 // UI_DIST=1: serve the page's own files from ui/dist instead of the binary's embedded copy (to try a
 //           rebuilt UI against the real server without rebuilding it).
 // CHROMIUM: the browser (default /usr/bin/chromium). ARTIFACTS: where screenshots and the server's
@@ -25,7 +23,6 @@ import { chromium } from "playwright-core";
 const here = fileURLToPath(new URL(".", import.meta.url));
 const repo = resolve(here, "../..");
 const WARPFOLD = resolve(repo, process.env.WARPFOLD ?? "target/release/warpfold");
-const MOCK = process.env.MOCK === "1";
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const ARTIFACTS = resolve(process.env.ARTIFACTS ?? join(here, "artifacts"));
 const SHOTS = join(repo, "docs/screenshots");
@@ -35,7 +32,7 @@ const WAIT = Number(process.env.E2E_WAIT_MS ?? 180_000);
 
 mkdirSync(ARTIFACTS, { recursive: true });
 // the committed pictures show the real server, refreshed only when asked (scripts/screenshots.sh)
-const WRITE_SHOTS = !MOCK && process.env.E2E_SCREENSHOTS === "1";
+const WRITE_SHOTS = process.env.E2E_SCREENSHOTS === "1";
 if (WRITE_SHOTS) mkdirSync(SHOTS, { recursive: true });
 
 function freePort() {
@@ -52,8 +49,7 @@ function freePort() {
 /** Starts the server and resolves with its base URL once it prints `listening on http://ADDR`. */
 function startServer(tmp, port) {
   const args = ["serve", "--db", join(tmp, "index.db"), "--addr", `127.0.0.1:${port}`, "--token", TOKEN, "--data-dir", tmp];
-  const [cmd, argv] = MOCK ? [process.execPath, [join(here, "mock-server.mjs"), ...args]] : [WARPFOLD, args];
-  const child = spawn(cmd, argv, { cwd: repo, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, WARPFOLD_LOG: process.env.WARPFOLD_LOG ?? "info" } });
+  const child = spawn(WARPFOLD, args, { cwd: repo, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, WARPFOLD_LOG: process.env.WARPFOLD_LOG ?? "info" } });
   const log = createWriteStream(join(ARTIFACTS, "server.log"));
   child.stderr.pipe(log);
   const url = new Promise((res, rej) => {
@@ -89,7 +85,7 @@ async function shot(page, name, fullPage = false) {
 
 const count = async (page, state) => Number((await page.getByTestId(`queue-${state}-count`).textContent()).replace(/[^\d]/g, ""));
 
-test("web UI against warpfold serve" + (MOCK ? " (mock)" : ""), { timeout: 15 * 60_000 }, async (t) => {
+test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
   assert.ok(existsSync(WARPFOLD), `no warpfold binary at ${WARPFOLD} (set WARPFOLD)`);
   assert.ok(existsSync(CHROMIUM), `no browser at ${CHROMIUM} (apt-get install chromium)`);
   const tmp = mkdtempSync(join(tmpdir(), "warpfold-e2e-"));
@@ -181,7 +177,7 @@ test("web UI against warpfold serve" + (MOCK ? " (mock)" : ""), { timeout: 15 * 
       assert.notEqual((await page.getByTestId("model-name").textContent()).trim(), "–");
       assert.match(await page.getByTestId("device-capacity").textContent(), /\d tokens/);
       // which attention the model runs through, and on the CPU why it is the masked path
-      assert.match(await page.getByTestId("attention").getAttribute("title"), MOCK ? /^FlashAttention-2 varlen/ : /^masked attention per slot \(CPU\)$/);
+      assert.match(await page.getByTestId("attention").getAttribute("title"), /^masked attention per slot \(CPU\)$/);
       await page.getByTestId("queue-progress-label").waitFor();
       await shot(page, "empty");
       // the token survives a reload (sessionStorage)

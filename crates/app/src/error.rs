@@ -64,6 +64,12 @@ impl From<warpfold_index::pipeline::IndexError> for AppError {
     }
 }
 
+impl From<warpfold_summarize::OptionsError> for AppError {
+    fn from(e: warpfold_summarize::OptionsError) -> Self {
+        AppError::InvalidInput(e.to_string())
+    }
+}
+
 impl From<std::io::Error> for AppError {
     fn from(e: std::io::Error) -> Self {
         AppError::Io(e.to_string())

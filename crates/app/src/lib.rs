@@ -25,10 +25,11 @@ pub mod watch;
 use std::collections::{HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use warpfold_engine::embed::Embedder;
@@ -196,7 +197,7 @@ impl App {
         std::thread::Builder::new().name("warpfold-sampler".into()).spawn(move || sampler.run_sampler())?;
         let watcher = FolderWatcher::start(app.inner.config.settle, app.inner.jobs.clone())
             .map_err(|e| AppError::Io(format!("starting the folder watcher: {e}")))?;
-        *app.inner.watcher.lock().unwrap() = Some(watcher);
+        *app.inner.watcher.lock() = Some(watcher);
         let _ = app.inner.jobs.send(Job::Check);
         for folder in &settings.folders {
             let path = PathBuf::from(folder);
@@ -211,7 +212,7 @@ impl App {
     /// Stops the background threads (the engine stops when the last [`Embedder`] goes).
     pub fn stop(&self) {
         self.inner.stop.store(true, Ordering::Relaxed);
-        self.inner.watcher.lock().unwrap().take();
+        self.inner.watcher.lock().take();
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<AppEvent> {
@@ -233,14 +234,14 @@ impl App {
             device.memory_used_bytes = Some(used);
             device.memory_total_bytes = Some(total);
         }
-        let counts = self.inner.searcher.lock().unwrap().as_ref().and_then(|s| s.store().counts().ok());
+        let counts = self.inner.searcher.lock().as_ref().and_then(|s| s.store().counts().ok());
         AppStateView {
             model: self.inner.config.model.clone(),
             device,
             folders: self.folders(),
             queue: self.inner.board.view(),
             bins: stats.recent_bins().iter().map(BinView::from).collect(),
-            samples: self.inner.samples.lock().unwrap().iter().cloned().collect(),
+            samples: self.inner.samples.lock().iter().cloned().collect(),
             documents: counts.map_or(0, |c| c.documents),
             chunks: counts.map_or(0, |c| c.chunks),
             summaries: self.inner.config.summaries.as_ref().map(|c| c.view(self.summary_totals())),
@@ -248,7 +249,7 @@ impl App {
     }
 
     pub fn folders(&self) -> Vec<String> {
-        self.inner.settings.lock().unwrap().folders.clone()
+        self.inner.settings.lock().folders.clone()
     }
 
     fn save_settings(&self, settings: &Settings) -> Result<(), AppError> {
@@ -262,7 +263,7 @@ impl App {
     /// Registers a watch on `folder`. Only the watcher's handle is taken from its lock: the
     /// registration itself (a walk of the whole tree) runs with no lock held.
     fn watch(&self, folder: &Path) -> Result<(), AppError> {
-        let watcher = self.inner.watcher.lock().unwrap().clone();
+        let watcher = self.inner.watcher.lock().clone();
         match watcher {
             Some(watcher) => watcher.watch(folder).map_err(|e| AppError::Io(format!("watching {}: {e}", folder.display()))),
             None => Err(AppError::Internal("the app has stopped".into())),
@@ -277,11 +278,11 @@ impl App {
             return Err(AppError::InvalidInput(reason));
         }
         let text = folder.display().to_string();
-        if !self.inner.settings.lock().unwrap().folders.contains(&text) {
+        if !self.inner.settings.lock().folders.contains(&text) {
             self.watch(&folder)?;
         }
         let folders = {
-            let mut settings = self.inner.settings.lock().unwrap();
+            let mut settings = self.inner.settings.lock();
             if !settings.folders.contains(&text) {
                 settings.folders.push(text);
                 settings.folders.sort();
@@ -298,13 +299,13 @@ impl App {
     /// Stops watching a folder; what was indexed from it stays searchable.
     pub fn remove_folder(&self, path: &str) -> Result<Vec<String>, AppError> {
         let folders = {
-            let mut settings = self.inner.settings.lock().unwrap();
+            let mut settings = self.inner.settings.lock();
             let before = settings.folders.len();
             settings.folders.retain(|f| f != path);
             if settings.folders.len() == before {
                 return Err(AppError::NotFound(format!("{path} is not a watched folder")));
             }
-            if let Some(watcher) = self.inner.watcher.lock().unwrap().as_ref() {
+            if let Some(watcher) = self.inner.watcher.lock().as_ref() {
                 watcher.unwatch(Path::new(path));
             }
             self.save_settings(&settings)?;
@@ -316,7 +317,7 @@ impl App {
 
     /// Records paths the user dropped on the desktop window: the webview may then ask for them.
     pub fn choose(&self, paths: &[PathBuf]) {
-        let mut chosen = self.inner.chosen.lock().unwrap();
+        let mut chosen = self.inner.chosen.lock();
         for path in paths {
             chosen.insert(std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()));
         }
@@ -326,7 +327,7 @@ impl App {
     /// folders and the upload inbox, each canonical (a root that has since become a link is
     /// followed to where it points now, and compared there).
     fn chosen_roots(&self) -> Vec<PathBuf> {
-        let mut roots: Vec<PathBuf> = self.inner.chosen.lock().unwrap().iter().cloned().collect();
+        let mut roots: Vec<PathBuf> = self.inner.chosen.lock().iter().cloned().collect();
         roots.extend(self.folders().into_iter().map(PathBuf::from));
         roots.push(self.inner.config.data_dir.join("inbox"));
         roots.into_iter().filter_map(|r| std::fs::canonicalize(r).ok()).collect()
@@ -399,7 +400,7 @@ impl App {
         if query.trim().is_empty() {
             return Err(AppError::InvalidInput("empty query".into()));
         }
-        let searcher = self.inner.searcher.lock().unwrap();
+        let searcher = self.inner.searcher.lock();
         let Some(searcher) = searcher.as_ref() else { return Ok(Vec::new()) };
         let embedder = &self.inner.embedder;
         searcher
@@ -481,7 +482,7 @@ impl App {
 
     fn refresh_searcher(&self) {
         match Searcher::open(&self.inner.config.db) {
-            Ok(searcher) => *self.inner.searcher.lock().unwrap() = Some(searcher),
+            Ok(searcher) => *self.inner.searcher.lock() = Some(searcher),
             Err(e) => tracing::warn!(error = %e, "reopening the index for search"),
         }
     }
@@ -693,7 +694,7 @@ impl App {
             let sample = Sample::between(&before, &after, seconds, events::now_ms(), self.inner.board.depth(), memory);
             before = after;
             {
-                let mut samples = self.inner.samples.lock().unwrap();
+                let mut samples = self.inner.samples.lock();
                 if samples.len() == SAMPLES_KEPT {
                     samples.pop_front();
                 }

@@ -5,8 +5,8 @@
 //! filled from the index, so done and failed files survive a restart with their reasons.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
 
+use parking_lot::Mutex;
 use tokio::sync::broadcast;
 use warpfold_index::pipeline::{FileObserver, FileStage};
 use warpfold_index::store::DocumentSummary;
@@ -36,8 +36,8 @@ impl QueueBoard {
 
     /// Fills the board with what the index already holds (no events: nothing changed).
     pub fn restore(&self, documents: &[DocumentSummary]) {
-        let mut files = self.files.lock().unwrap();
-        let mut finished = self.finished.lock().unwrap();
+        let mut files = self.files.lock();
+        let mut finished = self.finished.lock();
         for d in documents {
             finished.insert(d.path.clone(), (finished_state(&d.status), d.error.clone()));
             files.insert(
@@ -56,7 +56,7 @@ impl QueueBoard {
 
     fn set(&self, path: &str, update: impl FnOnce(&mut FileState)) {
         let state = {
-            let mut files = self.files.lock().unwrap();
+            let mut files = self.files.lock();
             let entry = files.entry(path.to_string()).or_insert_with(|| FileState {
                 path: path.to_string(),
                 state: QueueState::Waiting,
@@ -84,8 +84,8 @@ impl QueueBoard {
 
     /// A file left the index (deleted): it leaves the board too.
     pub fn remove(&self, path: &str) -> bool {
-        self.finished.lock().unwrap().remove(path);
-        let removed = self.files.lock().unwrap().remove(path).is_some();
+        self.finished.lock().remove(path);
+        let removed = self.files.lock().remove(path).is_some();
         if removed {
             let _ = self.events.send(AppEvent::Removed(path.to_string()));
         }
@@ -94,10 +94,10 @@ impl QueueBoard {
 
     /// A file was renamed: its entry moves with it.
     pub fn rename(&self, from: &str, to: &str) {
-        let moved = self.files.lock().unwrap().remove(from);
-        let last = self.finished.lock().unwrap().remove(from);
+        let moved = self.files.lock().remove(from);
+        let last = self.finished.lock().remove(from);
         if let Some(last) = last {
-            self.finished.lock().unwrap().insert(to.to_string(), last);
+            self.finished.lock().insert(to.to_string(), last);
         }
         if moved.is_some() {
             let _ = self.events.send(AppEvent::Removed(from.to_string()));
@@ -109,17 +109,17 @@ impl QueueBoard {
     }
 
     pub fn get(&self, path: &str) -> Option<FileState> {
-        self.files.lock().unwrap().get(path).cloned()
+        self.files.lock().get(path).cloned()
     }
 
     /// Files not yet finished.
     pub fn depth(&self) -> u64 {
-        let files = self.files.lock().unwrap();
+        let files = self.files.lock();
         files.values().filter(|f| matches!(f.state, QueueState::Waiting | QueueState::Extracting | QueueState::Embedding)).count() as u64
     }
 
     pub fn view(&self) -> QueueView {
-        let files = self.files.lock().unwrap();
+        let files = self.files.lock();
         let mut counts = QueueCounts::default();
         for f in files.values() {
             *match f.state {
@@ -145,14 +145,14 @@ impl FileObserver for QueueBoard {
             }),
             FileStage::Embedding { .. } => self.set(path, |f| f.state = QueueState::Embedding),
             FileStage::Unchanged => {
-                let (state, error) = self.finished.lock().unwrap().get(path).cloned().unwrap_or((QueueState::Done, None));
+                let (state, error) = self.finished.lock().get(path).cloned().unwrap_or((QueueState::Done, None));
                 self.set(path, |f| {
                     f.state = state;
                     f.error = error;
                 })
             }
             FileStage::Finished { status, error, chunks, pages } => {
-                self.finished.lock().unwrap().insert(path.to_string(), (finished_state(status), error.clone()));
+                self.finished.lock().insert(path.to_string(), (finished_state(status), error.clone()));
                 self.set(path, |f| {
                     f.state = finished_state(status);
                     f.error = error;

@@ -8,14 +8,12 @@
 //! document summarized once is never summarized again, whatever its path.
 
 use std::path::PathBuf;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use candle_core::Device;
 use crossbeam_channel::Receiver;
 use warpfold_index::store::Store;
-use warpfold_index::summaries::StoredSummary;
 pub use warpfold_summarize::SummarizeOptions;
-use warpfold_summarize::{ChatModel, Summarizer};
+use warpfold_summarize::{ChatModel, SourceText, Summarizer};
 
 use crate::events::SummaryEvent;
 use crate::{App, AppEvent};
@@ -112,40 +110,30 @@ impl App {
 
     fn summarize_batch(&self, model: &ChatModel, name: &str, options: &SummarizeOptions, paths: &[String]) -> Result<(), String> {
         let store = Store::open_existing(&self.inner.config.db).map_err(|e| e.to_string())?;
-        let mut todo = Vec::new();
+        let mut texts = Vec::new();
         for path in paths {
             match store.document_text(path).map_err(|e| e.to_string())? {
-                Some((hash, text)) => match store.summary(&hash, name).map_err(|e| e.to_string())? {
-                    Some(done) => self.publish_summary(path.clone(), Some(done.summary), None),
-                    None => todo.push((path.clone(), hash, text)),
-                },
+                Some((hash, text)) => texts.push((path.as_str(), hash, text)),
                 None => self.publish_summary(path.clone(), None, Some(format!("{path} has no indexed text to summarize"))),
             }
         }
-        if todo.is_empty() {
+        if texts.is_empty() {
             return Ok(());
         }
-        let texts: Vec<String> = todo.iter().map(|(_, _, text)| text.clone()).collect();
-        let mut summarizer = Summarizer::new(model, options.clone())?;
-        let results = summarizer.summarize_documents(&texts).map_err(|e| e.to_string())?;
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
-        for ((path, hash, _), r) in todo.into_iter().zip(results) {
-            let stored = StoredSummary {
-                content_hash: hash,
-                model: name.to_string(),
-                path: path.clone(),
-                summary: r.summary.clone(),
-                tokens_in: r.tokens_in as u64,
-                tokens_out: r.tokens_out as u64,
-                seconds: r.seconds,
-                created_at: now,
-            };
-            store.put_summary(&stored).map_err(|e| e.to_string())?;
-            self.publish_summary(path, Some(r.summary), None);
+        let docs: Vec<SourceText> = texts.iter().map(|(path, hash, text)| SourceText { path, content_hash: hash, text }).collect();
+        let mut summarizer = Summarizer::new(model, options.clone()).map_err(|e| e.to_string())?;
+        let summaries = summarizer
+            .summarize_cached(Some(&store), name, &docs, |i, c| {
+                self.publish_summary(docs[i].path.to_string(), Some(c.stored.summary.clone()), None)
+            })
+            .map_err(|e| e.to_string())?;
+        let generated = summaries.iter().filter(|c| c.fresh).count();
+        if generated == 0 {
+            return Ok(());
         }
         let st = &summarizer.stats;
-        let mut t = self.inner.summary_totals.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        t.documents += texts.len() as u64;
+        let mut t = self.inner.summary_totals.lock();
+        t.documents += generated as u64;
         t.prompt_tokens += st.prompt_tokens as u64;
         t.prefill_seconds += st.prefill_seconds;
         t.decode_tokens += st.decode_tokens as u64;
@@ -157,7 +145,7 @@ impl App {
 
     /// What the summarizer has done since the start.
     pub fn summary_totals(&self) -> SummaryTotals {
-        self.inner.summary_totals.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+        self.inner.summary_totals.lock().clone()
     }
 
     fn publish_summary(&self, path: String, summary: Option<String>, error: Option<String>) {

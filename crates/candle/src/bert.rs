@@ -16,7 +16,7 @@ use serde::Deserialize;
 use warpfold_backend::model_dir::Pooling;
 use warpfold_backend::Bin;
 
-use crate::bert_cpu::{Activation, CpuEncoder, CpuLayer, Gemm, LayerParts};
+use crate::bert_cpu::{CpuEncoder, CpuLayer, Gemm, LayerParts};
 use crate::stage_profile::{self, time as stage};
 
 /// Mirrors the fields of a BERT `config.json` that the forward uses.
@@ -104,6 +104,17 @@ impl Embeddings {
         let x = self.word.forward(ids)?.add(&self.position.forward(positions)?)?;
         self.norm.forward(&x.broadcast_add(&self.token_type)?)
     }
+}
+
+/// The feed-forward activation (`hidden_act`): the candle ops, the fused CPU layers and encoder.cu's
+/// `bias_act` (whose `act` argument is this enum's value) all take this one.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Activation {
+    /// "gelu": the exact, erf-based GELU.
+    GeluErf = 0,
+    /// "gelu_new" and the rest: the tanh approximation.
+    GeluTanh = 1,
+    Relu = 2,
 }
 
 struct Layer {
@@ -195,7 +206,7 @@ impl Layer {
     /// bias + residual + layer norm, and bias + activation. (T, H) -> (T, H).
     #[cfg(feature = "cuda")]
     fn forward_cuda(&self, x: &Tensor, slots: &SlotGroups) -> Result<Tensor> {
-        use crate::encoder_kernels::{self as k, Act};
+        use crate::encoder_kernels as k;
         fn bias(l: &Linear) -> Result<&Tensor> {
             l.bias().ok_or_else(|| candle_core::Error::Msg("a BERT linear layer without a bias".into()))
         }
@@ -222,12 +233,7 @@ impl Layer {
         let (g, b) = norm(&self.attn_norm)?;
         let x = stage("bias + residual + layer norm", || k::bias_residual_layer_norm(&y, bias(&self.attn_out)?, x, g, b, self.eps))?;
         let y = stage("matmul ffn_in", || x.matmul(&self.intermediate.weight().t()?))?;
-        let act = match self.act {
-            Activation::GeluErf => Act::GeluErf,
-            Activation::GeluTanh => Act::GeluTanh,
-            Activation::Relu => Act::Relu,
-        };
-        let y = stage("bias + activation", || k::bias_act(&y, bias(&self.intermediate)?, act))?;
+        let y = stage("bias + activation", || k::bias_act(&y, bias(&self.intermediate)?, self.act))?;
         let y = stage("matmul ffn_out", || y.matmul(&self.output.weight().t()?))?;
         let (g, b) = norm(&self.out_norm)?;
         stage("bias + residual + layer norm", || k::bias_residual_layer_norm(&y, bias(&self.output)?, &x, g, b, self.eps))
@@ -440,7 +446,7 @@ impl BertModel {
     /// The attention and, on the CPU, the fused layers' matrix product, in words (for benchmarks).
     pub fn kernels(&self) -> String {
         match &self.cpu {
-            Some(cpu) => format!("{}; fused CPU layers, {}", self.attention(), cpu.gemm().describe()),
+            Some(cpu) => format!("fused CPU layers: attention per sequence and head over its real tokens, {}", cpu.gemm().describe()),
             None => self.attention(),
         }
     }

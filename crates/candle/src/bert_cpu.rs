@@ -21,6 +21,7 @@ use candle_nn::{LayerNorm, Linear};
 use rayon::prelude::*;
 use warpfold_backend::Bin;
 
+use crate::bert::Activation;
 use crate::cpu_ops::{self, Simd};
 use crate::mkl::Mkl;
 use crate::stage_profile::time as stage;
@@ -161,13 +162,6 @@ struct Shared(*mut f32);
 unsafe impl Send for Shared {}
 // SAFETY: as above.
 unsafe impl Sync for Shared {}
-
-#[derive(Clone, Copy)]
-pub(crate) enum Activation {
-    GeluErf,
-    GeluTanh,
-    Relu,
-}
 
 struct Norm {
     gamma: Vec<f32>,

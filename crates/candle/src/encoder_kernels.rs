@@ -9,34 +9,13 @@
 
 use candle_core::cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 use candle_core::cuda_backend::{CudaDevice, CudaStorage};
-use candle_core::op::BackpropOp;
 use candle_core::{DType, Result, Storage, Tensor};
+
+use crate::bert::Activation;
+use crate::cuda_launch::{elementwise_grid as grid, kernel_error as err, wrap};
 
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/encoder.ptx"));
 const MODULE: &str = "warpfold_encoder";
-
-/// The activation `bias_act` applies (its `act` argument in encoder.cu).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Act {
-    GeluErf = 0,
-    GeluTanh = 1,
-    Relu = 2,
-}
-
-fn err(e: impl std::fmt::Display) -> candle_core::Error {
-    candle_core::Error::Msg(format!("warpfold encoder kernel: {e}"))
-}
-
-fn wrap(storage: CudaStorage, shape: impl Into<candle_core::Shape>) -> Tensor {
-    Tensor::from_storage(Storage::Cuda(storage), shape, BackpropOp::none(), false)
-}
-
-/// Elementwise grid: 256 threads a block, at most 64 blocks per multiprocessor of an H200's 132.
-fn grid(n: usize) -> LaunchConfig {
-    let threads = 256u32;
-    let blocks = n.div_ceil(threads as usize).clamp(1, 132 * 64) as u32;
-    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
-}
 
 /// A contiguous CUDA tensor's storage guard and its element range.
 macro_rules! cuda_view {
@@ -152,7 +131,7 @@ pub fn bias_residual_layer_norm(y: &Tensor, bias: &Tensor, residual: &Tensor, ga
 }
 
 /// `act(y + bias)` over `y` (rows, width).
-pub fn bias_act(y: &Tensor, bias: &Tensor, act: Act) -> Result<Tensor> {
+pub fn bias_act(y: &Tensor, bias: &Tensor, act: Activation) -> Result<Tensor> {
     let (rows, width) = y.dims2()?;
     if bias.dims1()? != width {
         candle_core::bail!("bias_act: ({rows}, {width}) with a bias of {:?}", bias.dims());

@@ -106,19 +106,12 @@ impl InplaceOp3 for ScatterRows {
 mod cuda {
     use candle_core::cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
     use candle_core::cuda_backend::{CudaDevice, CudaStorage};
-    use candle_core::op::BackpropOp;
     use candle_core::{DType, Result, Storage, Tensor};
+
+    use crate::cuda_launch::{elementwise_grid, kernel_error as err, wrap};
 
     const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/fused.ptx"));
     const MODULE: &str = "warpfold_fused";
-
-    fn err(e: impl std::fmt::Display) -> candle_core::Error {
-        candle_core::Error::Msg(format!("warpfold kernel: {e}"))
-    }
-
-    fn wrap(storage: CudaStorage, shape: impl Into<candle_core::Shape>) -> Tensor {
-        Tensor::from_storage(Storage::Cuda(storage), shape, BackpropOp::none(), false)
-    }
 
     pub(super) fn silu_mul(gate_up: &Tensor, inter: usize) -> Result<Tensor> {
         let (rows, width) = gate_up.dims2()?;
@@ -130,9 +123,7 @@ mod cuda {
         let (o1, o2) = layout.contiguous_offsets().ok_or_else(|| err("silu_mul: input not contiguous"))?;
         let dev: &CudaDevice = &cuda.device;
         let n = rows * inter;
-        let threads = 256u32;
-        let blocks = (n.div_ceil(threads as usize)).clamp(1, 132 * 64) as u32;
-        let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+        let cfg = elementwise_grid(n);
         let (rows_arg, inter_arg) = (rows as u64, inter as u64);
         macro_rules! run {
             ($t:ty, $name:literal) => {{
@@ -217,9 +208,7 @@ mod cuda {
         let dev: CudaDevice = dst.device.clone();
         let rows = rows.as_cuda_slice::<u32>()?.slice(rl.start_offset()..rl.start_offset() + n);
         let total = n * width;
-        let threads = 256u32;
-        let blocks = (total.div_ceil(threads as usize)).clamp(1, 132 * 64) as u32;
-        let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+        let cfg = elementwise_grid(total);
         let (n_arg, width_arg, rows_arg) = (n as u64, width as u64, dst_rows as u64);
         let (d0, s0) = (dl.start_offset(), sl.start_offset());
         use candle_core::backend::BackendStorage;

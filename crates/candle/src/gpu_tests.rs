@@ -131,7 +131,7 @@ impl Backend for TightDecoder {
 
     fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
         if bin.computed_tokens() > self.limit {
-            let (_, total) = crate::device_memory(self.model.device()).map_err(BackendError::Inference)?;
+            let (_, total) = crate::device_memory(self.model.device()).map_err(|e| BackendError::Inference(e.to_string()))?;
             let err = Tensor::zeros(2 * total as usize, DType::U8, self.model.device()).err().expect("more than the device has");
             self.refused.fetch_add(1, Ordering::Relaxed);
             return Err(crate::backend_error(err, bin));
@@ -338,8 +338,9 @@ fn gpu_paged_attention_reads_scattered_blocks_like_a_plain_f32_attention() {
             heads * hd
         ))
         .unwrap();
-        let model = LlamaModel::new(&cfg, candle_nn::VarBuilder::from_tensors(crate::llama::tests::random_weights(&cfg, 3), DType::BF16, &cuda))
-            .unwrap();
+        let model =
+            LlamaModel::new(&cfg, candle_nn::VarBuilder::from_tensors(crate::llama::tests::random_weights(&cfg, 3), DType::BF16, &cuda))
+                .unwrap();
         for paged in [true, false] {
             let mut pool = KvPool::new(&model);
             assert!(!paged || pool.paged, "hd {hd}: this build has FA-2's split-KV kernel");
@@ -458,7 +459,9 @@ fn gpu_paged_decode_matches_a_full_forward_and_the_gathered_path() {
                     worst = worst.max(rel_l2(row, &truth[i][prompt_lens[i] - 1 + s]));
                 }
             }
-            eprintln!("hd {hd}, paged {paged}: worst rel L2 against the f32 full forward {worst:.2e} (a bf16 full forward: {bf16_own:.2e})");
+            eprintln!(
+                "hd {hd}, paged {paged}: worst rel L2 against the f32 full forward {worst:.2e} (a bf16 full forward: {bf16_own:.2e})"
+            );
             assert!(worst <= 2.0 * bf16_own + 1e-3, "hd {hd}, paged {paged}: {worst} against bf16's own {bf16_own}");
             rows.push(got);
         }

@@ -8,6 +8,8 @@ pub mod bert;
 mod bert_cpu;
 mod cpu_ops;
 #[cfg(feature = "cuda")]
+mod cuda_launch;
+#[cfg(feature = "cuda")]
 pub mod encoder_kernels;
 pub mod flash;
 pub mod fused;
@@ -84,15 +86,30 @@ pub fn max_bin_tokens_for(device: &Device, width: usize) -> usize {
     }
 }
 
+/// Why a device's memory could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeviceMemoryError {
+    /// The CPU (or a device this build does not drive) has no device memory of its own.
+    #[error("{0} has no device memory to probe")]
+    NoDeviceMemory(String),
+    /// The CUDA driver refused the query.
+    #[error("{device}: the CUDA driver did not say how much memory is free: {message}")]
+    Driver { device: String, message: String },
+}
+
 /// Free and total memory of a CUDA device, in bytes.
-pub fn device_memory(device: &Device) -> Result<(u64, u64), String> {
+pub fn device_memory(device: &Device) -> Result<(u64, u64), DeviceMemoryError> {
     match device {
         #[cfg(feature = "cuda")]
         Device::Cuda(cuda) => {
-            let (free, total) = cuda.cuda_stream().context().mem_get_info().map_err(|e| e.to_string())?;
+            let (free, total) = cuda
+                .cuda_stream()
+                .context()
+                .mem_get_info()
+                .map_err(|e| DeviceMemoryError::Driver { device: device_name(device), message: e.to_string() })?;
             Ok((free as u64, total as u64))
         }
-        _ => Err(format!("{} has no device memory to probe", device_name(device))),
+        _ => Err(DeviceMemoryError::NoDeviceMemory(device_name(device))),
     }
 }
 

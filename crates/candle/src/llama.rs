@@ -797,7 +797,7 @@ pub(crate) fn inv_freq_tensor(cfg: &Config, device: &Device) -> Result<Tensor> {
 /// Loads the model from safetensors files in `dtype` (f32 on the CPU; bf16 for flash-attn on CUDA).
 pub fn load(cfg: &Config, weights: &[std::path::PathBuf], device: &Device, dtype: DType) -> Result<LlamaModel> {
     cfg.check().map_err(candle_core::Error::Msg)?;
-    // Safety: the files are memory-mapped read-only; warpfold does not modify model files while running.
+    // SAFETY: the files are memory-mapped read-only; warpfold does not modify model files while running.
     let vb = unsafe { VarBuilder::from_mmaped_safetensors(weights, dtype, device)? };
     LlamaModel::new(cfg, vb)
 }

@@ -15,10 +15,9 @@
 //!
 //! On the CPU the same calls build ordinary tensors; nothing is pinned.
 
-#[cfg(feature = "cuda")]
-use std::sync::Mutex;
-
 use candle_core::{DType, Device, Result, Tensor};
+#[cfg(feature = "cuda")]
+use parking_lot::Mutex;
 use warpfold_backend::DeviceTimeline;
 
 /// Pinned buffers and timing events of one device (CUDA); nothing on the CPU.
@@ -42,7 +41,7 @@ impl Staging {
         let flat = match device {
             #[cfg(feature = "cuda")]
             Device::Cuda(dev) => {
-                let mut guard = self.cuda.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut guard = self.cuda.lock();
                 let staging = match guard.as_mut() {
                     Some(s) => s,
                     None => guard.insert(cuda::PinnedStaging::new(dev, total)?),
@@ -83,7 +82,7 @@ impl Staging {
         match t.device() {
             #[cfg(feature = "cuda")]
             Device::Cuda(_) => {
-                let mut guard = self.cuda.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut guard = self.cuda.lock();
                 match guard.as_mut() {
                     Some(staging) => staging.fetch_start(&t).map(Fetch::Queued),
                     None => t.to_vec1::<f32>().map(Fetch::Ready),
@@ -99,7 +98,7 @@ impl Staging {
             Fetch::Ready(v) => Ok(v),
             #[cfg(feature = "cuda")]
             Fetch::Queued(q) => {
-                let mut guard = self.cuda.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut guard = self.cuda.lock();
                 let staging = guard.as_mut().ok_or_else(|| candle_core::Error::Msg("pinned staging: no buffers".into()))?;
                 staging.fetch_wait(q, &self.timeline)
             }

@@ -26,7 +26,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
 use axum::body::Body;
@@ -41,6 +41,7 @@ use axum::{Json, Router};
 use base64::Engine as _;
 use clap::Args;
 use futures_util::TryStreamExt;
+use parking_lot::Mutex;
 use serde::Deserialize;
 use tokio_util::io::{StreamReader, SyncIoBridge};
 use warpfold_app::{inbox, App, AppConfig, AppError, Origin};
@@ -287,7 +288,7 @@ struct AbandonState {
 impl Abandonment {
     /// Records the request's queued work; when the client has already gone, cancels it and says so.
     fn attach(&self, cancel: Cancel) -> bool {
-        let mut state = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut state = self.0.lock();
         if state.abandoned {
             cancel.cancel();
             return false;
@@ -297,11 +298,11 @@ impl Abandonment {
     }
 
     fn is_abandoned(&self) -> bool {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).abandoned
+        self.0.lock().abandoned
     }
 
     fn abandon(&self) {
-        let mut state = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut state = self.0.lock();
         state.abandoned = true;
         if let Some(cancel) = state.cancel.take() {
             cancel.cancel();

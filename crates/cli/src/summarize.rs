@@ -18,7 +18,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -26,8 +26,7 @@ use serde::Serialize;
 use warpfold_candle::generate::{BatchOptions, GenerationStats, SamplingParams};
 use warpfold_index::extract::{extract_file, Isolation};
 use warpfold_index::store::Store;
-use warpfold_index::summaries::StoredSummary;
-use warpfold_summarize::{ChatModel, PromptStyle, RetrySettings, RetryStats, SummarizeOptions, Summarizer};
+use warpfold_summarize::{CachedSummary, ChatModel, PromptStyle, RetrySettings, RetryStats, SourceText, SummarizeOptions, Summarizer};
 
 use crate::{setup, GlobalOptions};
 
@@ -246,40 +245,22 @@ pub fn run(global: &GlobalOptions, args: &SummarizeArgs) -> Result<ExitCode> {
     };
     let (chat, model_name) = load_model(global, &args.model)?;
     // Summaries already in the index are reused; the rest go to the model together.
-    let mut cached: Vec<Option<StoredSummary>> = Vec::with_capacity(docs.len());
-    for d in &docs {
-        cached.push(match &store {
-            Some(s) if d.text.is_ok() => s.summary(&d.content_hash, &model_name)?,
-            _ => None,
-        });
-    }
-    let todo: Vec<usize> = (0..docs.len()).filter(|&i| docs[i].text.is_ok() && cached[i].is_none()).collect();
-    let texts: Vec<String> = todo.iter().map(|&i| docs[i].text.clone().expect("filtered")).collect();
+    let readable: Vec<usize> = (0..docs.len()).filter(|&i| docs[i].text.is_ok()).collect();
+    let sources: Vec<SourceText> = readable
+        .iter()
+        .map(|&i| SourceText { path: &docs[i].path, content_hash: &docs[i].content_hash, text: docs[i].text.as_deref().expect("filtered") })
+        .collect();
     let mut summarizer = Summarizer::new(&chat, options).map_err(anyhow::Error::msg)?;
-    let results = summarizer.summarize_documents(&texts)?;
-    let retried: Vec<usize> = (0..docs.len()).map(|i| todo.iter().position(|&t| t == i).map_or(0, |k| results[k].retried)).collect();
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
-    for (&i, r) in todo.iter().zip(&results) {
-        let s = StoredSummary {
-            content_hash: docs[i].content_hash.clone(),
-            model: model_name.clone(),
-            path: docs[i].path.clone(),
-            summary: r.summary.clone(),
-            tokens_in: r.tokens_in as u64,
-            tokens_out: r.tokens_out as u64,
-            seconds: r.seconds,
-            created_at: now,
-        };
-        if let Some(store) = &store {
-            store.put_summary(&s)?;
-        }
-        cached[i] = Some(s);
+    let summaries = summarizer.summarize_cached(store.as_ref(), &model_name, &sources, |_, _| {})?;
+    let generated = summaries.iter().filter(|c| c.fresh).count();
+    let mut cached: Vec<Option<CachedSummary>> = (0..docs.len()).map(|_| None).collect();
+    for (&i, c) in readable.iter().zip(summaries) {
+        cached[i] = Some(c);
     }
     let mut out = std::io::stdout().lock();
     let mut failed = 0;
-    for (i, d) in docs.iter().enumerate() {
-        let fresh = todo.contains(&i);
-        let line = match (&d.text, &cached[i]) {
+    for (d, c) in docs.iter().zip(&cached) {
+        let line = match (&d.text, c) {
             (Err(e), _) => {
                 failed += 1;
                 DocumentLine {
@@ -293,15 +274,15 @@ pub fn run(global: &GlobalOptions, args: &SummarizeArgs) -> Result<ExitCode> {
                     retried: 0,
                 }
             }
-            (Ok(_), Some(s)) => DocumentLine {
+            (Ok(_), Some(c)) => DocumentLine {
                 path: &d.path,
-                summary: Some(&s.summary),
-                tokens_in: s.tokens_in,
-                tokens_out: s.tokens_out,
-                seconds: if fresh { s.seconds } else { 0.0 },
+                summary: Some(&c.stored.summary),
+                tokens_in: c.stored.tokens_in,
+                tokens_out: c.stored.tokens_out,
+                seconds: if c.fresh { c.stored.seconds } else { 0.0 },
                 error: None,
-                cached: !fresh,
-                retried: retried[i],
+                cached: !c.fresh,
+                retried: c.retried,
             },
             (Ok(_), None) => unreachable!("every readable document has a summary. This is a bug."),
         };
@@ -326,7 +307,7 @@ pub fn run(global: &GlobalOptions, args: &SummarizeArgs) -> Result<ExitCode> {
     let r = &summarizer.retries;
     eprintln!(
         "summarized {} documents in {:.1} s ({} prompts, {} prompt tokens in {} packed prefills, {} tokens decoded at {:.1} tokens/s, batches up to {}; {} summaries looped, {} written again, {} still looping){}",
-        todo.len(),
+        generated,
         summarizer.seconds,
         s.prompts,
         s.prompt_tokens,

@@ -21,10 +21,11 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use warpfold_backend::{Backend, BackendError, BackendInfo, Bin, Layout, Started};
 
 use crate::scheduler::{EngineError, EngineStats, Lane, Work};
@@ -304,8 +305,9 @@ impl Devices {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while the lock was held (a bug) must not stop the other devices from answering.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        // parking_lot's locks do not poison: a panic while the lock was held (a bug) must not stop
+        // the other devices from answering.
+        self.state.lock()
     }
 
     /// Moves `backend` onto a worker thread of its own for device `d`.
@@ -327,7 +329,7 @@ impl Devices {
     pub(crate) fn wait_for_room(&self) {
         let mut st = self.lock();
         while st.slots.iter().any(|s| s.alive) && !(0..st.slots.len()).any(|d| Self::usable(&st, d) && st.slots[d].queue.len() < ROOM) {
-            st = self.changed.wait(st).unwrap_or_else(PoisonError::into_inner);
+            self.changed.wait(&mut st);
         }
     }
 
@@ -562,7 +564,7 @@ impl Devices {
                 st = self.lock();
                 continue;
             }
-            st = self.changed.wait(st).unwrap_or_else(PoisonError::into_inner);
+            self.changed.wait(&mut st);
         }
     }
 
@@ -863,7 +865,7 @@ mod tests {
             }
             std::thread::sleep(Duration::from_micros(self.micros_per_token * bin.computed_tokens() as u64));
             self.ran += 1;
-            self.log.lock().unwrap().push((self.id, bin.computed_tokens(), bin.tags.clone()));
+            self.log.lock().push((self.id, bin.computed_tokens(), bin.tags.clone()));
             Ok((0..bin.num_sequences())
                 .map(|i| {
                     let (start, _, real) = bin.slot(i);
@@ -915,7 +917,7 @@ mod tests {
         for (seq, r) in seqs.iter().zip(&results) {
             assert_eq!(r.as_ref().unwrap(), &expected(seq));
         }
-        let mut seen: Vec<u32> = log.lock().unwrap().iter().flat_map(|(_, _, tags)| tags.iter().map(|t| t.index)).collect();
+        let mut seen: Vec<u32> = log.lock().iter().flat_map(|(_, _, tags)| tags.iter().map(|t| t.index)).collect();
         seen.sort_unstable();
         assert_eq!(seen, (0..seqs.len() as u32).collect::<Vec<_>>(), "every sequence run once, none twice");
         stats
@@ -933,18 +935,18 @@ mod tests {
             self.inner.info()
         }
         fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
-            self.calls.lock().unwrap().push("embed");
+            self.calls.lock().push("embed");
             self.inner.embed(bin)
         }
         fn pipelined(&self) -> bool {
             true
         }
         fn start(&mut self, bin: &Bin) -> Result<Started, BackendError> {
-            self.calls.lock().unwrap().push("start");
+            self.calls.lock().push("start");
             Ok(Started::Pending(Box::new(self.inner.embed(bin)?)))
         }
         fn finish(&mut self, started: Started) -> Result<Vec<Vec<f32>>, BackendError> {
-            self.calls.lock().unwrap().push("finish");
+            self.calls.lock().push("finish");
             match started {
                 Started::Pending(answer) => Ok(*answer.downcast::<Vec<Vec<f32>>>().expect("what start returned")),
                 Started::Done(v) => Ok(v),
@@ -967,10 +969,10 @@ mod tests {
         for (i, (seq, r)) in seqs.iter().zip(&results).enumerate() {
             assert_eq!(r.as_ref().unwrap(), &expected(seq), "sequence {i}");
         }
-        let mut seen: Vec<u32> = log.lock().unwrap().iter().flat_map(|(_, _, tags)| tags.iter().map(|t| t.index)).collect();
+        let mut seen: Vec<u32> = log.lock().iter().flat_map(|(_, _, tags)| tags.iter().map(|t| t.index)).collect();
         seen.sort_unstable();
         assert_eq!(seen, (0..seqs.len() as u32).collect::<Vec<_>>(), "every sequence run once, none twice");
-        let calls = calls.lock().unwrap();
+        let calls = calls.lock();
         let ahead = calls.windows(2).filter(|w| w == &["start", "start"]).count();
         assert!(ahead > 0, "a bin was started while the one before it was still unfinished: {calls:?}");
         let (starts, finishes) = (calls.iter().filter(|c| **c == "start").count(), calls.iter().filter(|c| **c == "finish").count());
@@ -1071,7 +1073,7 @@ mod tests {
         // The fake runs out of memory above its capacity: no split may happen.
         let stats = run_checked(two_devices(&log, (2, 1024), (2, 256)), &sequences(400, 5, 240), &log);
         assert!(stats.devices.iter().all(|d| d.oom_splits == 0), "{stats:?}");
-        let log = log.lock().unwrap();
+        let log = log.lock();
         assert!(log.iter().all(|&(d, tokens, _)| tokens <= [1024, 256][d]));
         assert!(log.iter().any(|&(d, _, _)| d == 1), "the small device ran cut bins");
         assert!(log.iter().any(|&(d, tokens, _)| d == 0 && tokens > 256), "the big device ran full bins");
@@ -1127,7 +1129,7 @@ mod tests {
         }
         assert!(first.iter().any(failed));
         let ok = first.iter().filter(|r| r.is_ok()).count();
-        let ran: usize = log.lock().unwrap().iter().map(|(_, _, tags)| tags.len()).sum();
+        let ran: usize = log.lock().iter().map(|(_, _, tags)| tags.len()).sum();
         assert_eq!(ok, ran, "answered as embedded exactly the sequences that ran");
         // Once both are broken, everything gets the error, at once.
         let again = answer(&engine, &seqs);

@@ -12,11 +12,20 @@ use serde::Serialize;
 
 /// What the probe needs from a device with a model loaded.
 pub trait ProbeDevice {
-    /// Bytes free on the device now (after the model's weights).
-    fn free_bytes(&mut self) -> Result<u64, String>;
-    /// Runs one forward over a bin of `tokens` tokens; `Err(true)` when it ran out of memory,
-    /// `Err(false)` for any other failure (which stops the probe).
-    fn try_tokens(&mut self, tokens: u32) -> Result<(), (bool, String)>;
+    /// Bytes free on the device now (after the model's weights); the error is the device's own
+    /// account of why it could not say.
+    fn free_bytes(&mut self) -> Result<u64, Box<dyn std::error::Error + Send + Sync>>;
+    /// Runs one forward over a bin of `tokens` tokens.
+    fn try_tokens(&mut self, tokens: u32) -> Result<(), Trial>;
+}
+
+/// How a probe forward failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trial {
+    /// The bin did not fit in memory: the search goes lower.
+    OutOfMemory,
+    /// Any other failure, which stops the probe.
+    Failed(String),
 }
 
 #[derive(Debug, Clone)]
@@ -83,7 +92,7 @@ fn align_down(tokens: u64, align: u32) -> u32 {
 
 /// Finds the bin capacity for `device` (see the module docs).
 pub fn probe(device: &mut impl ProbeDevice, config: &ProbeConfig) -> Result<ProbeReport, ProbeError> {
-    let free = device.free_bytes().map_err(ProbeError::FreeMemory)?;
+    let free = device.free_bytes().map_err(|e| ProbeError::FreeMemory(e.to_string()))?;
     let usable = config.budget_bytes.map_or(free, |b| b.min(free));
     let align = config.align.max(1);
     let estimated = align_down(usable / config.bytes_per_token.max(1), align).min(config.max_tokens);
@@ -91,8 +100,8 @@ pub fn probe(device: &mut impl ProbeDevice, config: &ProbeConfig) -> Result<Prob
     let mut run = |tokens: u32, trials: &mut Vec<(u32, bool)>| -> Result<bool, ProbeError> {
         let ok = match device.try_tokens(tokens) {
             Ok(()) => true,
-            Err((true, _)) => false,
-            Err((false, message)) => return Err(ProbeError::Forward { tokens, message }),
+            Err(Trial::OutOfMemory) => false,
+            Err(Trial::Failed(message)) => return Err(ProbeError::Forward { tokens, message }),
         };
         trials.push((tokens, ok));
         Ok(ok)
@@ -184,15 +193,15 @@ mod tests {
     }
 
     impl ProbeDevice for Fake {
-        fn free_bytes(&mut self) -> Result<u64, String> {
+        fn free_bytes(&mut self) -> Result<u64, Box<dyn std::error::Error + Send + Sync>> {
             Ok(self.free)
         }
-        fn try_tokens(&mut self, tokens: u32) -> Result<(), (bool, String)> {
+        fn try_tokens(&mut self, tokens: u32) -> Result<(), Trial> {
             self.calls += 1;
             if tokens <= self.limit {
                 Ok(())
             } else {
-                Err((true, "out of memory".into()))
+                Err(Trial::OutOfMemory)
             }
         }
     }

@@ -23,11 +23,12 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
+use parking_lot::{Condvar, Mutex};
 use warpfold_backend::{Backend, BackendError, BackendInfo, Bin, SequenceTag};
 
 use crate::multi::{CostModel, DeviceCounters, DeviceSnapshot, Devices};
@@ -180,7 +181,7 @@ pub struct BinRecord {
 impl EngineStats {
     /// The recent bins, oldest first.
     pub fn recent_bins(&self) -> Vec<BinRecord> {
-        self.recent_bins.lock().unwrap().iter().cloned().collect()
+        self.recent_bins.lock().iter().cloned().collect()
     }
 
     pub(crate) fn record_bin(&self, bin: &Bin) {
@@ -193,7 +194,7 @@ impl EngineStats {
         let longest = slots.iter().map(|s| s.0).max().unwrap_or(0) as u64;
         self.padded_equivalent_tokens.fetch_add(longest * slots.len() as u64, Ordering::Relaxed);
         let at_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
-        let mut recent = self.recent_bins.lock().unwrap();
+        let mut recent = self.recent_bins.lock();
         let id = recent.back().map_or(0, |r| r.id) + 1;
         if recent.len() == RECENT_BINS {
             recent.pop_front();
@@ -417,7 +418,7 @@ impl Cancel {
             return;
         }
         let removed = {
-            let mut state = self.queue.state.lock().expect("queue lock");
+            let mut state = self.queue.state.lock();
             let before = state.interactive.len() + state.bulk.len();
             state.interactive.retain(|p| p.tag.request != self.request);
             state.bulk.retain(|p| p.tag.request != self.request);
@@ -476,7 +477,7 @@ impl Engine {
             // device idle until the next re-check).
             let queue = queue.clone();
             set.on_idle(Box::new(move || {
-                let _state = queue.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let _state = queue.state.lock();
                 queue.arrived.notify_all();
             }));
         }
@@ -553,7 +554,7 @@ impl Engine {
             }
         }
         if !accepted.is_empty() {
-            let mut state = self.queue.state.lock().expect("queue lock");
+            let mut state = self.queue.state.lock();
             if state.closed {
                 for p in accepted {
                     let _ = p.reply.send((p.tag.index, Err(EngineError::ShutDown)));
@@ -586,7 +587,7 @@ impl Engine {
     }
 
     fn stop(&mut self) {
-        self.queue.state.lock().expect("queue lock").closed = true;
+        self.queue.state.lock().closed = true;
         self.queue.arrived.notify_all();
         if let Some(d) = self.dispatcher.take() {
             let _ = d.join();
@@ -674,7 +675,7 @@ impl Dispatcher {
 
     /// Waits for a reason to pack, then takes the work to pack.
     fn take(&mut self) -> Take {
-        let mut state = self.queue.state.lock().expect("queue lock");
+        let mut state = self.queue.state.lock();
         loop {
             if !state.interactive.is_empty() {
                 let items: Vec<Pending> = state.interactive.drain(..).collect();
@@ -719,18 +720,18 @@ impl Dispatcher {
             if state.closed && pending == 0 {
                 return Take::Exit;
             }
-            state = match (pending > 0, self.config.window) {
+            match (pending > 0, self.config.window) {
                 // Waiting for a full bin or an idle device; a device going idle wakes this (the
                 // short timeout only covers a wake-up that raced the check above).
                 (true, Window::Adaptive) if matches!(self.config.batching, Batching::Packed) => {
-                    self.queue.arrived.wait_timeout(state, ADAPTIVE_RECHECK).expect("queue lock").0
+                    self.queue.arrived.wait_for(&mut state, ADAPTIVE_RECHECK);
                 }
                 (true, _) => {
                     let left = self.config.max_wait.saturating_sub(waited);
-                    self.queue.arrived.wait_timeout(state, left).expect("queue lock").0
+                    self.queue.arrived.wait_for(&mut state, left);
                 }
-                (false, _) => self.queue.arrived.wait(state).expect("queue lock"),
-            };
+                (false, _) => self.queue.arrived.wait(&mut state),
+            }
         }
     }
 
@@ -746,7 +747,7 @@ impl Dispatcher {
             return;
         }
         let tail = planned.pop().expect("checked non-empty");
-        let mut state = self.queue.state.lock().expect("queue lock");
+        let mut state = self.queue.state.lock();
         if state.closed {
             drop(state);
             planned.push(tail);
@@ -831,7 +832,6 @@ impl Dispatcher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex as StdMutex;
     use warpfold_backend::{validate_bin, Layout};
 
     /// Token id that makes the fake backend fail the whole bin it is in.
@@ -843,7 +843,7 @@ mod tests {
     /// A backend whose "embedding" of a sequence is `[sum of its ids, its length]`, so every answer
     /// can be checked against the input; it records the bins it saw and can be held at a gate.
     struct FakeBackend {
-        seen: Arc<StdMutex<Vec<Bin>>>,
+        seen: Arc<Mutex<Vec<Bin>>>,
         gate: Option<Receiver<()>>,
     }
 
@@ -863,7 +863,7 @@ mod tests {
                 gate.recv().map_err(|_| BackendError::Inference("gate closed".into()))?;
             }
             validate_bin(bin)?;
-            self.seen.lock().unwrap().push(bin.clone());
+            self.seen.lock().push(bin.clone());
             let mut out = Vec::new();
             for i in 0..bin.num_sequences() {
                 let (start, slot, real) = bin.slot(i);
@@ -881,8 +881,8 @@ mod tests {
         }
     }
 
-    fn fake(gate: Option<Receiver<()>>) -> (FakeBackend, Arc<StdMutex<Vec<Bin>>>) {
-        let seen = Arc::new(StdMutex::new(Vec::new()));
+    fn fake(gate: Option<Receiver<()>>) -> (FakeBackend, Arc<Mutex<Vec<Bin>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
         (FakeBackend { seen: seen.clone(), gate }, seen)
     }
 
@@ -912,7 +912,7 @@ mod tests {
         for t in tickets {
             assert!(t.wait()[0].is_ok());
         }
-        let bins = seen.lock().unwrap().iter().map(|b| b.input_ids.len() as u32).collect();
+        let bins = seen.lock().iter().map(|b| b.input_ids.len() as u32).collect();
         drop(engine);
         bins
     }
@@ -932,7 +932,7 @@ mod tests {
         for i in 0..5 {
             assert!(engine.embed(Lane::Bulk, vec![vec![7; 10 + i]])[0].is_ok());
         }
-        assert_eq!(seen.lock().unwrap().len(), 5, "nothing waits for company while the device idles");
+        assert_eq!(seen.lock().len(), 5, "nothing waits for company while the device idles");
         assert_eq!(engine.stats().devices.len(), 1);
     }
 
@@ -947,7 +947,7 @@ mod tests {
         }
         let stats = engine.shutdown();
         assert_eq!(stats.sequences, 500);
-        let bins = seen.lock().unwrap();
+        let bins = seen.lock();
         assert!(bins.iter().all(|b| b.layout == Layout::Packed && b.computed_tokens() <= 1024));
         assert!(bins.iter().all(|b| b.cu_seqlens.iter().all(|&c| c % 16 == 0)), "slots start aligned");
         let real: usize = seqs.iter().map(Vec::len).sum();
@@ -962,7 +962,7 @@ mod tests {
         inner: FakeBackend,
         limit: usize,
         /// Computed tokens of every bin it was asked to run, failed or not.
-        attempts: Arc<StdMutex<Vec<usize>>>,
+        attempts: Arc<Mutex<Vec<usize>>>,
     }
 
     impl Backend for SmallDevice {
@@ -970,7 +970,7 @@ mod tests {
             self.inner.info()
         }
         fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
-            self.attempts.lock().unwrap().push(bin.computed_tokens());
+            self.attempts.lock().push(bin.computed_tokens());
             if bin.computed_tokens() > self.limit {
                 return Err(BackendError::OutOfMemory { tokens: bin.computed_tokens() });
             }
@@ -981,7 +981,7 @@ mod tests {
     #[test]
     fn out_of_memory_splits_the_bin_loses_nothing_and_lowers_the_capacity() {
         let (inner, _) = fake(None);
-        let attempts = Arc::new(StdMutex::new(Vec::new()));
+        let attempts = Arc::new(Mutex::new(Vec::new()));
         let device = SmallDevice { inner, limit: 600, attempts: attempts.clone() };
         let engine = Engine::start(device, SchedulerConfig { bin_tokens: 4096, ..Default::default() });
         let seqs = sequences(120, 9);
@@ -993,13 +993,13 @@ mod tests {
         assert!(first.oom_splits > 0, "{first:?}");
         let limit = first.capacity_limit.expect("a capacity was learnt");
         assert!(limit < 4096, "{first:?}");
-        assert!(attempts.lock().unwrap().iter().any(|&t| t > 2048), "the first bins were packed against 4096");
+        assert!(attempts.lock().iter().any(|&t| t > 2048), "the first bins were packed against 4096");
         // The next batch is packed against the learnt capacity: no bin asked of the device is
         // larger than it (a single sequence of up to 304 aligned tokens always fits a bin).
-        let before = attempts.lock().unwrap().len();
+        let before = attempts.lock().len();
         let again = engine.embed(Lane::Bulk, seqs.clone());
         assert!(again.iter().all(Result::is_ok));
-        let largest = attempts.lock().unwrap()[before..].iter().copied().max().unwrap();
+        let largest = attempts.lock()[before..].iter().copied().max().unwrap();
         assert!(largest <= limit.max(304) as usize, "largest bin {largest} > learnt capacity {limit}");
         // A sequence too large for the device even alone fails alone.
         let big = vec![3u32; 700];
@@ -1045,7 +1045,7 @@ mod tests {
         // 40 bulk sequences of 200 tokens: 40 bins, queued behind a closed gate.
         let bulk = engine.submit(Lane::Bulk, vec![vec![1u32; 200]; 40]);
         // Let the dispatcher take the bulk work and block on the first hand-over.
-        while !engine.queue.state.lock().unwrap().bulk.is_empty() {
+        while !engine.queue.state.lock().bulk.is_empty() {
             std::thread::yield_now();
         }
         let query = engine.submit(Lane::Interactive, vec![vec![2u32; 10]]);
@@ -1054,7 +1054,7 @@ mod tests {
         }
         assert_eq!(query.wait()[0], Ok(expected(&[2; 10])));
         assert!(bulk.wait().iter().all(Result::is_ok));
-        let bins = seen.lock().unwrap();
+        let bins = seen.lock();
         let pos = bins.iter().position(|b| b.input_ids[0] == 2).unwrap();
         // At most the bin being run and the one already started go first.
         assert!(pos <= 2, "the interactive bin ran {pos}th of {}", bins.len());
@@ -1091,7 +1091,7 @@ mod tests {
             assert!(Instant::now() < deadline, "the second bin was never built");
             std::thread::yield_now();
         }
-        assert_eq!(seen.lock().unwrap().len(), 0, "no bin has finished yet");
+        assert_eq!(seen.lock().len(), 0, "no bin has finished yet");
         assert_eq!(engine.stats.bins_built.load(Ordering::Relaxed), 2, "one bin ahead, no more (the hand-over is a rendezvous)");
         for _ in 0..5 {
             gate_tx.send(()).unwrap();
@@ -1124,14 +1124,14 @@ mod tests {
         cancel.cancel();
         let answers = waiter.join().unwrap();
         assert_eq!(answers, vec![Err(EngineError::Cancelled); 7], "the waiter returns at once, every sequence cancelled");
-        assert!(engine.queue.state.lock().unwrap().interactive.is_empty(), "taken out of the queue");
+        assert!(engine.queue.state.lock().interactive.is_empty(), "taken out of the queue");
         for _ in 0..5 {
             gate_tx.send(()).unwrap();
         }
         assert!(bulk.wait().iter().all(Result::is_ok));
         let stats = engine.shutdown();
         assert_eq!((stats.sequences, stats.cancelled_sequences), (5, 7));
-        assert!(seen.lock().unwrap().iter().all(|b| !b.input_ids.contains(&2)), "no cancelled sequence ran");
+        assert!(seen.lock().iter().all(|b| !b.input_ids.contains(&2)), "no cancelled sequence ran");
     }
 
     #[test]
@@ -1146,14 +1146,14 @@ mod tests {
         let abandoned = engine.submit(Lane::Interactive, vec![vec![2u32; 200]; 6]);
         gate_tx.send(()).unwrap();
         until_built(&engine, 3);
-        assert!(engine.queue.state.lock().unwrap().interactive.is_empty(), "all six were planned");
+        assert!(engine.queue.state.lock().interactive.is_empty(), "all six were planned");
         drop(abandoned);
         for _ in 0..10 {
             gate_tx.send(()).unwrap();
         }
         assert!(bulk.wait().iter().all(Result::is_ok));
         let stats = engine.shutdown();
-        let ran = seen.lock().unwrap().iter().filter(|b| b.input_ids.contains(&2)).count();
+        let ran = seen.lock().iter().filter(|b| b.input_ids.contains(&2)).count();
         assert_eq!(ran, 1, "only the bin already handed to the device ran");
         assert_eq!((stats.sequences, stats.cancelled_sequences), (5 + 1, 5));
     }
@@ -1202,7 +1202,7 @@ mod tests {
             assert_eq!(r.as_ref().unwrap(), &expected(seq));
         }
         drop(engine);
-        let bins = seen.lock().unwrap();
+        let bins = seen.lock();
         assert_eq!(bins.iter().map(Bin::num_sequences).collect::<Vec<_>>(), vec![4, 4, 2]);
         for (b, group) in bins.iter().zip(seqs.chunks(4)) {
             let longest = group.iter().map(Vec::len).max().unwrap();
@@ -1222,7 +1222,7 @@ mod tests {
         let one = engine.embed(Lane::Bulk, vec![vec![1; 10]]);
         assert!(one[0].is_ok());
         drop(engine);
-        let bins = seen.lock().unwrap();
+        let bins = seen.lock();
         assert_eq!(bins.iter().map(Bin::num_sequences).collect::<Vec<_>>(), vec![4, 1]);
     }
 
@@ -1245,7 +1245,7 @@ mod tests {
         let results = engine.embed(Lane::Interactive, seqs.clone());
         assert_eq!(results, seqs.iter().map(|s| Ok(expected(s))).collect::<Vec<_>>());
         drop(engine);
-        assert_eq!(seen.lock().unwrap().len(), 5, "one 48-token sequence per 64-token bin");
+        assert_eq!(seen.lock().len(), 5, "one 48-token sequence per 64-token bin");
     }
 
     #[test]

@@ -14,10 +14,11 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam_channel::{bounded, TryRecvError};
+use parking_lot::{Condvar, Mutex};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use warpfold_engine::embed::Embedder;
@@ -275,25 +276,25 @@ fn in_flight_budget(bin_tokens: u32) -> u64 {
 struct InFlight {
     budget: u64,
     used: Mutex<u64>,
-    freed: std::sync::Condvar,
+    freed: Condvar,
 }
 
 impl InFlight {
     fn new(budget: u64) -> InFlight {
-        InFlight { budget, used: Mutex::new(0), freed: std::sync::Condvar::new() }
+        InFlight { budget, used: Mutex::new(0), freed: Condvar::new() }
     }
 
     /// Waits until `tokens` fit (a document larger than the whole budget goes alone).
     fn acquire(&self, tokens: u64) {
-        let mut used = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut used = self.used.lock();
         while *used > 0 && *used + tokens > self.budget {
-            used = self.freed.wait(used).unwrap_or_else(std::sync::PoisonError::into_inner);
+            self.freed.wait(&mut used);
         }
         *used += tokens;
     }
 
     fn release(&self, tokens: u64) {
-        let mut used = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut used = self.used.lock();
         *used = used.saturating_sub(tokens);
         drop(used);
         self.freed.notify_all();
@@ -674,14 +675,10 @@ pub fn index_collected(
                     chunks_embedded += new_embeddings.len() as u64;
                     progress.chunks_embedded.fetch_add(new_embeddings.len() as u64, Ordering::Relaxed);
                     if let Some(warning) = &record.error {
-                        warnings.lock().unwrap().push(Failure {
-                            path: record.path.clone(),
-                            error: warning.clone(),
-                            status: "indexed".into(),
-                        });
+                        warnings.lock().push(Failure { path: record.path.clone(), error: warning.clone(), status: "indexed".into() });
                     }
                 } else {
-                    failures.lock().unwrap().push(Failure {
+                    failures.lock().push(Failure {
                         path: record.path.clone(),
                         error: record.error.clone().unwrap_or_default(),
                         status: record.status.into(),
@@ -745,9 +742,9 @@ pub fn index_collected(
 
     let stats_after = embedder.engine.stats();
     let seconds = started.elapsed().as_secs_f64();
-    let mut failures = failures.into_inner().unwrap();
+    let mut failures = failures.into_inner();
     failures.sort_by(|a, b| a.path.cmp(&b.path));
-    let mut warnings = warnings.into_inner().unwrap();
+    let mut warnings = warnings.into_inner();
     warnings.sort_by(|a, b| a.path.cmp(&b.path));
     let tokens = tokens.into_inner();
     let total = progress.files_total.load(Ordering::Relaxed);

@@ -308,7 +308,7 @@ pub enum SearchError {
 /// half runs on another core while the query is embedded and compared with every vector.
 pub struct Searcher {
     store: Store,
-    keyword_store: std::sync::Mutex<Store>,
+    keyword_store: parking_lot::Mutex<Store>,
     vectors: VectorIndex,
 }
 
@@ -316,7 +316,7 @@ impl Searcher {
     pub fn open(db: &std::path::Path) -> Result<Searcher, StoreError> {
         let store = Store::open_read_only(db)?;
         let vectors = VectorIndex::load(&store)?;
-        Ok(Searcher { keyword_store: std::sync::Mutex::new(Store::open_read_only(db)?), store, vectors })
+        Ok(Searcher { keyword_store: parking_lot::Mutex::new(Store::open_read_only(db)?), store, vectors })
     }
 
     pub fn store(&self) -> &Store {
@@ -335,7 +335,7 @@ impl Searcher {
     {
         let (nearest, keywords) = std::thread::scope(|scope| {
             let keyword_store = &self.keyword_store;
-            let keywords = scope.spawn(move || keyword_rankings(&keyword_store.lock().expect("not poisoned"), query, k));
+            let keywords = scope.spawn(move || keyword_rankings(&keyword_store.lock(), query, k));
             let nearest = embed(query).map(|v| self.vectors.top(&v, depth(k)));
             (nearest, keywords.join().expect("keyword search does not panic"))
         });

@@ -122,9 +122,9 @@ pub struct ShardSearcher {
     rows: u64,
     tokens: u64,
     /// Each visible chunk's size in tokens (filled as rows are first met).
-    sizes: std::sync::Mutex<HashMap<i64, u64>>,
+    sizes: parking_lot::Mutex<HashMap<i64, u64>>,
     /// Each ranked chunk's document path and ordinal: the order of equal scores.
-    order: std::sync::Mutex<HashMap<i64, (String, i64)>>,
+    order: parking_lot::Mutex<HashMap<i64, (String, i64)>>,
 }
 
 impl ShardSearcher {
@@ -228,18 +228,18 @@ impl ShardSearcher {
     }
 
     fn size(&self, key: i64) -> Result<u64, StoreError> {
-        if let Some(size) = self.sizes.lock().expect("not poisoned").get(&key) {
+        if let Some(size) = self.sizes.lock().get(&key) {
             return Ok(*size);
         }
         let (position, id) = split_key(key);
         let size = self.shards[position].row_tokens(id)?;
-        self.sizes.lock().expect("not poisoned").insert(key, size);
+        self.sizes.lock().insert(key, size);
         Ok(size)
     }
 
     /// A chunk's place among equal scores: its document's path, then its ordinal.
     fn order_of(&self, key: i64) -> Result<(String, i64), StoreError> {
-        if let Some(order) = self.order.lock().expect("not poisoned").get(&key) {
+        if let Some(order) = self.order.lock().get(&key) {
             return Ok(order.clone());
         }
         let (position, id) = split_key(key);
@@ -248,7 +248,7 @@ impl ShardSearcher {
             .connection()
             .prepare_cached("SELECT documents.path, chunks.ordinal FROM chunks JOIN documents ON documents.id = chunks.document_id WHERE chunks.id = ?1")?
             .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        self.order.lock().expect("not poisoned").insert(key, order.clone());
+        self.order.lock().insert(key, order.clone());
         Ok(order)
     }
 

@@ -12,7 +12,7 @@ use candle_core::Device;
 use serde::Serialize;
 use warpfold_backend::{Backend, BackendError, SequenceTag};
 use warpfold_candle::device_memory;
-use warpfold_engine::probe::{probe, ProbeConfig, ProbeDevice, ProbeReport};
+use warpfold_engine::probe::{probe, ProbeConfig, ProbeDevice, ProbeError, ProbeReport, Trial};
 use warpfold_engine::tape::{packed_bin, TokenSequence};
 
 use crate::RuntimeError;
@@ -86,7 +86,7 @@ pub fn bin_capacity<B: Backend>(
 }
 
 /// The VRAM probe for `backend` on `device` (see the module's docs).
-pub fn probe_capacity<B: Backend>(backend: &mut B, device: &Device, budget: Option<u64>, align: u32) -> Result<ProbeReport, String> {
+pub fn probe_capacity<B: Backend>(backend: &mut B, device: &Device, budget: Option<u64>, align: u32) -> Result<ProbeReport, ProbeError> {
     let info = backend.info();
     let kernel_limit = backend.max_bin_tokens();
     let bytes_per_token = backend.activation_bytes_per_token();
@@ -97,7 +97,7 @@ pub fn probe_capacity<B: Backend>(backend: &mut B, device: &Device, budget: Opti
         sequence_tokens: info.max_sequence_tokens.clamp(1, 4096),
         pad: info.pad_token_id,
     };
-    let free = probe_device.free_bytes()?;
+    let free = probe_device.free_bytes().map_err(|e| ProbeError::FreeMemory(e.to_string()))?;
     let config = ProbeConfig {
         bytes_per_token,
         budget_bytes: budget.map(|_| free),
@@ -105,7 +105,7 @@ pub fn probe_capacity<B: Backend>(backend: &mut B, device: &Device, budget: Opti
         max_tokens: (1usize << 16).min(kernel_limit) as u32,
         ..ProbeConfig::default()
     };
-    probe(&mut probe_device, &config).map_err(|e| e.to_string())
+    probe(&mut probe_device, &config)
 }
 
 /// Runs forwards of synthetic bins for the VRAM probe.
@@ -118,7 +118,7 @@ struct ModelProbe<'a, B: Backend> {
 }
 
 impl<B: Backend> ProbeDevice for ModelProbe<'_, B> {
-    fn free_bytes(&mut self) -> Result<u64, String> {
+    fn free_bytes(&mut self) -> Result<u64, Box<dyn std::error::Error + Send + Sync>> {
         let (free, total) = device_memory(&self.device)?;
         // A budget is the whole card's size: what the model already uses counts against it.
         Ok(match self.budget {
@@ -127,7 +127,7 @@ impl<B: Backend> ProbeDevice for ModelProbe<'_, B> {
         })
     }
 
-    fn try_tokens(&mut self, tokens: u32) -> Result<(), (bool, String)> {
+    fn try_tokens(&mut self, tokens: u32) -> Result<(), Trial> {
         let tokens = tokens as usize;
         let lengths: Vec<usize> =
             (0..tokens.div_ceil(self.sequence_tokens)).map(|i| self.sequence_tokens.min(tokens - i * self.sequence_tokens)).collect();
@@ -142,8 +142,8 @@ impl<B: Backend> ProbeDevice for ModelProbe<'_, B> {
         );
         match self.backend.embed(&bin) {
             Ok(_) => Ok(()),
-            Err(BackendError::OutOfMemory { .. }) => Err((true, "out of memory".into())),
-            Err(e) => Err((false, e.to_string())),
+            Err(BackendError::OutOfMemory { .. }) => Err(Trial::OutOfMemory),
+            Err(e) => Err(Trial::Failed(e.to_string())),
         }
     }
 }

@@ -6,6 +6,7 @@
 //! - [`output`]: what is done to each summary the model writes: cut at its last sentence end when
 //!   the token budget ran out, and checked for loops; a summary that loops is written again with
 //!   stronger repetition settings ([`SummarizeOptions::retry`]).
+//! - [`cached`]: summaries kept in the index, by content hash and model, for every front.
 //! - [`Summarizer`]: the two joined: every prompt of a level goes to
 //!   [`warpfold_candle::generate::generate`], which prefills them packed and decodes them batched.
 //!
@@ -13,6 +14,7 @@
 //! warpfold that generates text; the engine's scheduler (bins for forward passes) does not fit a
 //! loop of one-token steps, so generation has its own, in the model crate.
 
+pub mod cached;
 pub mod chat;
 pub mod mapreduce;
 pub mod output;
@@ -21,6 +23,7 @@ use std::time::Instant;
 
 use warpfold_candle::generate::{generate, BatchOptions, GenerationStats, SamplingParams};
 
+pub use cached::{CachedError, CachedSummary, SourceText};
 pub use chat::{ChatError, ChatFormat, ChatModel};
 pub use mapreduce::{DocumentSummary, MapReduceError, Task, TaskKind};
 
@@ -55,6 +58,12 @@ pub struct SummarizeOptions {
     pub vram_budget: Option<u64>,
 }
 
+/// A summary setting that does not parse, or one the summarizer refuses (see
+/// [`SummarizeOptions::check`]); the message names the setting.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct OptionsError(pub String);
+
 /// The stronger repetition settings of a second attempt: a higher penalty and a no-repeat n-gram
 /// size smaller than the first attempt's (or any, when the first had none).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -86,7 +95,11 @@ impl SummarizeOptions {
     /// Refuses settings under which map-reduce might not shrink (a summary must be at most half a
     /// chunk so that every level at least halves the text) and repetition settings that would
     /// encourage repetition or forbid ordinary prose.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), OptionsError> {
+        self.refusal().map_err(OptionsError)
+    }
+
+    fn refusal(&self) -> Result<(), String> {
         if self.sampling.max_new_tokens == 0 {
             return Err("max tokens must be at least 1".into());
         }
@@ -121,7 +134,11 @@ impl SummarizeOptions {
     /// `WARPFOLD_SUMMARY_RETRY=0` for `--no-retry`). The desktop app, which has no command line,
     /// reads its options this way; a value that does not parse, or settings [`check`](Self::check)
     /// refuses, are an error naming the variable.
-    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<SummarizeOptions, String> {
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<SummarizeOptions, OptionsError> {
+        Self::read_vars(&var).map_err(OptionsError)
+    }
+
+    fn read_vars(var: &dyn Fn(&str) -> Option<String>) -> Result<SummarizeOptions, String> {
         fn read<T: std::str::FromStr>(var: &dyn Fn(&str) -> Option<String>, name: &str, into: &mut T) -> Result<(), String>
         where
             T::Err: std::fmt::Display,
@@ -134,20 +151,20 @@ impl SummarizeOptions {
         }
         let mut o = SummarizeOptions::default();
         let s = &mut o.sampling;
-        read(&var, "MAX_TOKENS", &mut s.max_new_tokens)?;
-        read(&var, "TEMPERATURE", &mut s.temperature)?;
-        read(&var, "TOP_P", &mut s.top_p)?;
-        read(&var, "SEED", &mut s.seed)?;
-        read(&var, "REPETITION_PENALTY", &mut s.repetition_penalty)?;
-        read(&var, "PENALTY_PROMPT_TOKENS", &mut s.penalty_prompt_tokens)?;
-        read(&var, "NO_REPEAT_NGRAM", &mut s.no_repeat_ngram)?;
-        read(&var, "CHUNK_TOKENS", &mut o.chunk_tokens)?;
-        read(&var, "MAX_BATCH", &mut o.batch.max_batch)?;
-        read(&var, "PREFILL_TOKENS", &mut o.batch.prefill_tokens)?;
-        read(&var, "PROMPTS", &mut o.prompts)?;
+        read(var, "MAX_TOKENS", &mut s.max_new_tokens)?;
+        read(var, "TEMPERATURE", &mut s.temperature)?;
+        read(var, "TOP_P", &mut s.top_p)?;
+        read(var, "SEED", &mut s.seed)?;
+        read(var, "REPETITION_PENALTY", &mut s.repetition_penalty)?;
+        read(var, "PENALTY_PROMPT_TOKENS", &mut s.penalty_prompt_tokens)?;
+        read(var, "NO_REPEAT_NGRAM", &mut s.no_repeat_ngram)?;
+        read(var, "CHUNK_TOKENS", &mut o.chunk_tokens)?;
+        read(var, "MAX_BATCH", &mut o.batch.max_batch)?;
+        read(var, "PREFILL_TOKENS", &mut o.batch.prefill_tokens)?;
+        read(var, "PROMPTS", &mut o.prompts)?;
         let mut retry = o.retry.unwrap_or(RetrySettings { repetition_penalty: 1.0, no_repeat_ngram: 0 });
-        read(&var, "RETRY_REPETITION_PENALTY", &mut retry.repetition_penalty)?;
-        read(&var, "RETRY_NO_REPEAT_NGRAM", &mut retry.no_repeat_ngram)?;
+        read(var, "RETRY_REPETITION_PENALTY", &mut retry.repetition_penalty)?;
+        read(var, "RETRY_NO_REPEAT_NGRAM", &mut retry.no_repeat_ngram)?;
         let mut retry_on = o.retry.is_some();
         if let Some(text) = var("WARPFOLD_SUMMARY_RETRY").filter(|t| !t.trim().is_empty()) {
             retry_on = match text.trim().to_ascii_lowercase().as_str() {
@@ -158,7 +175,7 @@ impl SummarizeOptions {
         }
         o.retry = retry_on.then_some(retry);
         o.batch.prefill_tokens = o.batch.prefill_tokens.max(1);
-        o.check().map_err(|e| format!("WARPFOLD_SUMMARY_*: {e}"))?;
+        o.refusal().map_err(|e| format!("WARPFOLD_SUMMARY_*: {e}"))?;
         Ok(o)
     }
 
@@ -339,7 +356,7 @@ pub struct Summarizer<'a> {
 impl<'a> Summarizer<'a> {
     /// On a GPU the batch's cache budget is also capped by the memory free after the model loaded
     /// (less 10%), so a batch's key/value caches can grow to their full length without running out.
-    pub fn new(chat: &'a ChatModel, mut options: SummarizeOptions) -> Result<Self, String> {
+    pub fn new(chat: &'a ChatModel, mut options: SummarizeOptions) -> Result<Self, OptionsError> {
         options.check()?;
         options.prompts = options.prompts.for_model(chat.model.config.hidden_size);
         if options.chunk_tokens == AUTO_CHUNK_TOKENS {
@@ -514,7 +531,7 @@ mod tests {
         let with = |f: &dyn Fn(&mut SummarizeOptions)| {
             let mut o = SummarizeOptions::default();
             f(&mut o);
-            o.check()
+            o.check().map_err(|e| e.to_string())
         };
         assert!(with(&|o| o.sampling.repetition_penalty = 0.9).unwrap_err().contains("repetition penalty"));
         assert!(with(&|o| o.sampling.repetition_penalty = f32::NAN).is_err());
@@ -536,7 +553,7 @@ mod tests {
     fn settings_from_variables_change_their_option_and_bad_ones_name_the_variable() {
         let from = |pairs: &[(&str, &str)]| {
             let pairs: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-            SummarizeOptions::from_vars(|key| pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()))
+            SummarizeOptions::from_vars(|key| pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())).map_err(|e| e.to_string())
         };
         assert_eq!(from(&[]).unwrap(), SummarizeOptions::default());
         let o = from(&[
@@ -578,7 +595,7 @@ mod tests {
         assert_eq!(within_budget(2 * GIB, 4 * GIB, Some(8 * GIB)), 2 * GIB, "a budget above the card changes nothing");
         assert!(SummarizeOptions::default().check().is_ok(), "auto passes the check; the size is checked once chosen");
         let fixed = SummarizeOptions { chunk_tokens: 100, ..Default::default() };
-        assert!(fixed.check().unwrap_err().contains("at least twice max tokens"), "a chosen size is still checked");
+        assert!(fixed.check().unwrap_err().to_string().contains("at least twice max tokens"), "a chosen size is still checked");
     }
 
     #[test]
