@@ -5,20 +5,24 @@
 //! neither holds any logic. Both call [`App`]'s methods (one per UI operation in docs/api.md) and
 //! forward its [`AppEvent`]s (Tauri events and an ipc Channel there, server-sent events here).
 //! The app owns:
-//! - one indexer thread: every write to the index (new, changed, renamed, deleted files) goes
-//!   through it in order, so watcher events, drops and scans never race each other;
+//! - one indexer thread (`indexer.rs`): every write to the index (new, changed, renamed, deleted
+//!   files) goes through it in order, so watcher events, drops and scans never race each other;
 //! - the [`QueueBoard`](queue::QueueBoard): each file's state, restored from the index at start;
-//! - a sampler thread: tokens/s, computed and padded-equivalent work, bins/s every interval, and
-//!   each new bin's shape, from the engine's counters;
+//! - a sampler thread (`sampler.rs`): tokens/s, computed and padded-equivalent work, bins/s every
+//!   interval, and each new bin's shape, from the engine's counters;
+//! - the path policy (`policy.rs`): which paths the webview and the server may name;
 //! - the watched folders (persisted in `settings.json` in the data folder), scanned at start and
 //!   then followed with a debounced watcher ([`watch`]).
 
 pub mod error;
 pub mod events;
 pub mod inbox;
+mod indexer;
 pub mod paths;
+mod policy;
 pub mod queue;
 pub mod runtime;
+mod sampler;
 pub mod summaries;
 pub mod watch;
 
@@ -26,21 +30,22 @@ use std::collections::{HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use warpfold_engine::embed::Embedder;
 use warpfold_engine::Lane;
 use warpfold_index::files::{self, Collected};
-use warpfold_index::pipeline::{content_hash, index_collected, repair_missing_vectors, IndexOptions, Progress};
+use warpfold_index::pipeline::IndexOptions;
 use warpfold_index::search::{Hit, Searcher};
 use warpfold_index::store::{DocumentDetail, Store};
 
 pub use error::AppError;
 pub use events::{AppEvent, AppStateView, BinView, DeviceView, FileState, ProbeView, QueueState, Sample, SummaryEvent};
+use policy::canonical_dir;
 use queue::QueueBoard;
 use summaries::SummaryConfig;
 pub use tokio::sync::broadcast::error::RecvError;
@@ -315,30 +320,6 @@ impl App {
         Ok(folders)
     }
 
-    /// Records paths the user dropped on the desktop window: the webview may then ask for them.
-    pub fn choose(&self, paths: &[PathBuf]) {
-        let mut chosen = self.inner.chosen.lock();
-        for path in paths {
-            chosen.insert(std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()));
-        }
-    }
-
-    /// The folders the user chose, as they are on disk now: dropped folders and files, watched
-    /// folders and the upload inbox, each canonical (a root that has since become a link is
-    /// followed to where it points now, and compared there).
-    fn chosen_roots(&self) -> Vec<PathBuf> {
-        let mut roots: Vec<PathBuf> = self.inner.chosen.lock().iter().cloned().collect();
-        roots.extend(self.folders().into_iter().map(PathBuf::from));
-        roots.push(self.inner.config.data_dir.join("inbox"));
-        roots.into_iter().filter_map(|r| std::fs::canonicalize(r).ok()).collect()
-    }
-
-    /// Is `path` (canonical: every link resolved, no `..`) something the user chose: dropped,
-    /// inside a watched folder or the inbox, or a document the app holds?
-    fn allowed(&self, path: &Path) -> bool {
-        files::within(path, &self.chosen_roots()) || self.inner.board.get(&path.display().to_string()).is_some()
-    }
-
     /// Indexes dropped files and folders. From the webview, only paths the user chose.
     pub fn add_paths(&self, paths: &[String], origin: Origin) -> Result<usize, AppError> {
         if paths.is_empty() {
@@ -423,26 +404,6 @@ impl App {
         Ok(paths.len())
     }
 
-    /// The canonical path for a path the UI names, if the user chose it. The check is made on the
-    /// canonical path (every link resolved, no `..`), so `WATCHED/../../etc/shadow` and a link
-    /// out of a watched folder are refused; a refusal reads the same whether or not the path
-    /// exists. A document the app holds whose file has gone is still named (its detail shows).
-    fn checked_path(&self, path: &str) -> Result<PathBuf, AppError> {
-        let refused = || AppError::PathNotAllowed(format!("{path} is not a file warpfold was given"));
-        let named = Path::new(path);
-        let plain =
-            named.is_absolute() && named.components().all(|c| matches!(c, std::path::Component::RootDir | std::path::Component::Normal(_)));
-        if !plain {
-            return Err(refused());
-        }
-        match std::fs::canonicalize(named) {
-            Ok(canonical) if self.allowed(&canonical) => Ok(canonical),
-            Ok(_) => Err(refused()),
-            Err(_) if self.inner.board.get(path).is_some() => Ok(named.to_path_buf()),
-            Err(_) => Err(refused()),
-        }
-    }
-
     /// One document: its state, pages, chunks and errors.
     pub fn document(&self, path: &str) -> Result<DocumentView, AppError> {
         let checked = self.checked_path(path)?;
@@ -479,230 +440,6 @@ impl App {
         }
         Ok(checked)
     }
-
-    fn refresh_searcher(&self) {
-        match Searcher::open(&self.inner.config.db) {
-            Ok(searcher) => *self.inner.searcher.lock() = Some(searcher),
-            Err(e) => tracing::warn!(error = %e, "reopening the index for search"),
-        }
-    }
-
-    fn run_indexer(&self, jobs: Receiver<Job>) {
-        let progress = Progress { observer: Some(self.inner.board.clone()), ..Progress::default() };
-        let mut pending: Vec<Job> = Vec::new();
-        loop {
-            if pending.is_empty() {
-                match jobs.recv_timeout(Duration::from_millis(200)) {
-                    Ok(job) => pending.push(job),
-                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                        if self.inner.stop.load(Ordering::Relaxed) {
-                            return;
-                        }
-                        continue;
-                    }
-                    Err(_) => return,
-                }
-            }
-            pending.extend(jobs.try_iter());
-            let job = pending.remove(0);
-            let result = match job {
-                Job::Index(mut paths) => {
-                    // Merge every index job waiting behind this one into one run (one set of bins).
-                    let mut rest = Vec::new();
-                    for job in pending.drain(..) {
-                        match job {
-                            Job::Index(more) => paths.extend(more),
-                            other => rest.push(other),
-                        }
-                    }
-                    pending = rest;
-                    let present: Vec<PathBuf> = paths.into_iter().filter(|p| std::fs::symlink_metadata(p).is_ok()).collect();
-                    self.index(files::collect(&present).unwrap_or_default(), &progress)
-                }
-                Job::Settle(paths) => {
-                    // A new folder stands for the files in it, each of which must have settled.
-                    let Collected { files, refused } = self.collect_watched(&paths);
-                    let (ready, later): (Vec<_>, Vec<_>) = files.into_iter().partition(|p| settled(p, self.inner.config.settle));
-                    if !later.is_empty() {
-                        let (jobs, wait) = (self.inner.jobs.clone(), self.inner.config.settle);
-                        std::thread::spawn(move || {
-                            std::thread::sleep(wait);
-                            let _ = jobs.send(Job::Settle(later));
-                        });
-                    }
-                    let ready = Collected { files: ready.into_iter().filter(|p| p.exists()).collect(), refused };
-                    self.queue_collected(&ready);
-                    self.index(ready, &progress)
-                }
-                Job::Remove(path) => self.remove(&path),
-                Job::Rename(from, to) => self.rename(&from, &to),
-                Job::Scan(folder) => self.scan(&folder).and_then(|()| self.index(files::collect(&[folder]).unwrap_or_default(), &progress)),
-                Job::Check => self.check(),
-            };
-            if let Err(e) = result {
-                tracing::warn!(error = %e, "indexer job failed");
-            }
-        }
-    }
-
-    /// The index's integrity check: chunks without a vector are embedded (see `warpfold index --check`).
-    fn check(&self) -> Result<(), AppError> {
-        let report = repair_missing_vectors(&self.inner.config.db, &self.inner.embedder, &self.inner.config.model)?;
-        if report.chunks_without_vectors > 0 {
-            tracing::warn!(
-                chunks = report.chunks_without_vectors,
-                embedded = report.texts_reembedded,
-                "chunks without vectors were embedded again"
-            );
-            self.refresh_searcher();
-        }
-        for failure in &report.failures {
-            tracing::warn!(failure, "integrity check");
-        }
-        Ok(())
-    }
-
-    fn index(&self, collected: Collected, progress: &Progress) -> Result<(), AppError> {
-        if collected.files.is_empty() && collected.refused.is_empty() {
-            return Ok(());
-        }
-        let indexed_files = collected.files.clone();
-        let report = index_collected(
-            collected,
-            &self.inner.config.db,
-            &self.inner.embedder,
-            &self.inner.config.model,
-            &self.inner.config.index_options,
-            progress,
-        )?;
-        tracing::info!(
-            indexed = report.documents_indexed,
-            failed = report.documents_failed,
-            unchanged = report.documents_skipped,
-            skipped = report.skipped.len(),
-            "indexed"
-        );
-        self.refresh_searcher();
-        if let (Some(queue), Some(true)) = (&self.inner.summarize, self.inner.config.summaries.as_ref().map(|s| s.auto)) {
-            let done: Vec<String> = indexed_files
-                .iter()
-                .map(|file| file.display().to_string())
-                .filter(|path| self.inner.board.get(path).is_some_and(|f| f.state == QueueState::Done))
-                .collect();
-            if !done.is_empty() {
-                let _ = queue.send(done);
-            }
-        }
-        Ok(())
-    }
-
-    /// Indexed documents at or under `path`.
-    fn indexed_under(&self, store: &Store, path: &Path) -> Result<Vec<String>, AppError> {
-        Ok(store.documents()?.into_iter().map(|d| d.path).filter(|p| Path::new(p).starts_with(path)).collect())
-    }
-
-    fn remove(&self, path: &Path) -> Result<(), AppError> {
-        if path.exists() {
-            return Ok(()); // recreated since the event
-        }
-        let mut store = Store::open_existing(&self.inner.config.db)?;
-        for doc in self.indexed_under(&store, path)? {
-            if !Path::new(&doc).exists() {
-                store.remove_document(&doc)?;
-                self.inner.board.remove(&doc);
-            }
-        }
-        self.refresh_searcher();
-        Ok(())
-    }
-
-    fn rename(&self, from: &Path, to: &Path) -> Result<(), AppError> {
-        let mut store = Store::open_existing(&self.inner.config.db)?;
-        let mut moved = 0;
-        for doc in self.indexed_under(&store, from)? {
-            let target = to.join(Path::new(&doc).strip_prefix(from).expect("under from"));
-            let target = if doc == from.display().to_string() { to.to_path_buf() } else { target };
-            if target.is_file() && store.rename_document(&doc, &target.display().to_string())? {
-                self.inner.board.rename(&doc, &target.display().to_string());
-                moved += 1;
-            }
-        }
-        drop(store);
-        if moved == 0 {
-            // Not something we had (a file renamed into a watched folder, say): index it.
-            let _ = self.inner.jobs.send(Job::Settle(vec![to.to_path_buf()]));
-        } else {
-            self.refresh_searcher();
-        }
-        Ok(())
-    }
-
-    /// Catches up with changes made while the app was closed: files gone are removed (or, when a
-    /// new file has the same content, renamed); new and edited files are then indexed by the
-    /// normal run, which skips the unchanged ones.
-    fn scan(&self, folder: &Path) -> Result<(), AppError> {
-        let mut store = Store::open_existing(&self.inner.config.db)?;
-        let docs = store.documents()?;
-        let gone: Vec<_> = docs.iter().filter(|d| Path::new(&d.path).starts_with(folder) && !Path::new(&d.path).exists()).collect();
-        if gone.is_empty() {
-            return Ok(());
-        }
-        let known: HashSet<&str> = docs.iter().map(|d| d.path.as_str()).collect();
-        let mut by_hash: std::collections::HashMap<String, PathBuf> = std::collections::HashMap::new();
-        for file in files::collect(&[folder.to_path_buf()])?.files {
-            if !known.contains(file.display().to_string().as_str()) {
-                if let Ok(bytes) = std::fs::read(&file) {
-                    by_hash.insert(content_hash(&bytes), file);
-                }
-            }
-        }
-        for doc in gone {
-            match by_hash.remove(&doc.content_hash) {
-                Some(new_path) => {
-                    let to = new_path.display().to_string();
-                    store.rename_document(&doc.path, &to)?;
-                    self.inner.board.rename(&doc.path, &to);
-                }
-                None => {
-                    store.remove_document(&doc.path)?;
-                    self.inner.board.remove(&doc.path);
-                }
-            }
-        }
-        drop(store);
-        self.refresh_searcher();
-        Ok(())
-    }
-
-    fn run_sampler(&self) {
-        let every = self.inner.config.sample_every;
-        let engine = &self.inner.embedder.engine;
-        let mut before = engine.stats();
-        let mut last_bin = engine.recent_bins().last().map_or(0, |b| b.id);
-        let mut at = Instant::now();
-        while !self.inner.stop.load(Ordering::Relaxed) {
-            std::thread::sleep(every);
-            let after = engine.stats();
-            let seconds = at.elapsed().as_secs_f64();
-            at = Instant::now();
-            let seen = last_bin;
-            for bin in engine.recent_bins().iter().filter(|b| b.id > seen) {
-                last_bin = bin.id;
-                let _ = self.inner.events.send(AppEvent::Bin(BinView::from(bin)));
-            }
-            let memory = self.inner.config.memory.as_ref().and_then(|m| m()).map(|(used, _)| used);
-            let sample = Sample::between(&before, &after, seconds, events::now_ms(), self.inner.board.depth(), memory);
-            before = after;
-            {
-                let mut samples = self.inner.samples.lock();
-                if samples.len() == SAMPLES_KEPT {
-                    samples.pop_front();
-                }
-                samples.push_back(sample.clone());
-            }
-            let _ = self.inner.events.send(AppEvent::Sample(sample));
-        }
-    }
 }
 
 /// A document as the detail view shows it.
@@ -712,25 +449,6 @@ pub struct DocumentView {
     pub state: Option<FileState>,
     pub detail: Option<DocumentDetail>,
     pub summary: Option<String>,
-}
-
-fn canonical_dir(path: &str) -> Result<PathBuf, AppError> {
-    if path.trim().is_empty() {
-        return Err(AppError::InvalidInput("no folder given".into()));
-    }
-    let canonical = std::fs::canonicalize(path).map_err(|e| AppError::NotFound(format!("{path}: {e}")))?;
-    if !canonical.is_dir() {
-        return Err(AppError::InvalidInput(format!("{path} is not a folder")));
-    }
-    Ok(canonical)
-}
-
-/// Has the file been left alone for `settle`? (A file still being copied has a fresh mtime.)
-fn settled(path: &Path, settle: Duration) -> bool {
-    match std::fs::metadata(path).and_then(|m| m.modified()) {
-        Ok(mtime) => mtime.elapsed().map(|age| age >= settle).unwrap_or(false),
-        Err(_) => true, // gone: the indexer skips it
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,223 @@
+//! The app's one indexer thread and what it does: index what arrives (drops, uploads, watcher
+//! events once the files have settled), follow renames and deletions, catch up with a folder at
+//! start, and run the index's integrity check.
+//!
+//! Why one thread: every write to the index goes through it in order, so watcher events, drops and
+//! scans never race each other.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crossbeam_channel::Receiver;
+use warpfold_index::files::{self, Collected};
+use warpfold_index::pipeline::{content_hash, index_collected, repair_missing_vectors, Progress};
+use warpfold_index::search::Searcher;
+use warpfold_index::store::Store;
+
+use crate::{App, AppError, Job, QueueState};
+
+impl App {
+    pub(crate) fn refresh_searcher(&self) {
+        match Searcher::open(&self.inner.config.db) {
+            Ok(searcher) => *self.inner.searcher.lock() = Some(searcher),
+            Err(e) => tracing::warn!(error = %e, "reopening the index for search"),
+        }
+    }
+
+    pub(crate) fn run_indexer(&self, jobs: Receiver<Job>) {
+        let progress = Progress { observer: Some(self.inner.board.clone()), ..Progress::default() };
+        let mut pending: Vec<Job> = Vec::new();
+        loop {
+            if pending.is_empty() {
+                match jobs.recv_timeout(Duration::from_millis(200)) {
+                    Ok(job) => pending.push(job),
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                        if self.inner.stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        continue;
+                    }
+                    Err(_) => return,
+                }
+            }
+            pending.extend(jobs.try_iter());
+            let job = pending.remove(0);
+            let result = match job {
+                Job::Index(mut paths) => {
+                    // Merge every index job waiting behind this one into one run (one set of bins).
+                    let mut rest = Vec::new();
+                    for job in pending.drain(..) {
+                        match job {
+                            Job::Index(more) => paths.extend(more),
+                            other => rest.push(other),
+                        }
+                    }
+                    pending = rest;
+                    let present: Vec<PathBuf> = paths.into_iter().filter(|p| std::fs::symlink_metadata(p).is_ok()).collect();
+                    self.index(files::collect(&present).unwrap_or_default(), &progress)
+                }
+                Job::Settle(paths) => {
+                    // A new folder stands for the files in it, each of which must have settled.
+                    let Collected { files, refused } = self.collect_watched(&paths);
+                    let (ready, later): (Vec<_>, Vec<_>) = files.into_iter().partition(|p| settled(p, self.inner.config.settle));
+                    if !later.is_empty() {
+                        let (jobs, wait) = (self.inner.jobs.clone(), self.inner.config.settle);
+                        std::thread::spawn(move || {
+                            std::thread::sleep(wait);
+                            let _ = jobs.send(Job::Settle(later));
+                        });
+                    }
+                    let ready = Collected { files: ready.into_iter().filter(|p| p.exists()).collect(), refused };
+                    self.queue_collected(&ready);
+                    self.index(ready, &progress)
+                }
+                Job::Remove(path) => self.remove(&path),
+                Job::Rename(from, to) => self.rename(&from, &to),
+                Job::Scan(folder) => self.scan(&folder).and_then(|()| self.index(files::collect(&[folder]).unwrap_or_default(), &progress)),
+                Job::Check => self.check(),
+            };
+            if let Err(e) = result {
+                tracing::warn!(error = %e, "indexer job failed");
+            }
+        }
+    }
+
+    /// The index's integrity check: chunks without a vector are embedded (see `warpfold index --check`).
+    fn check(&self) -> Result<(), AppError> {
+        let report = repair_missing_vectors(&self.inner.config.db, &self.inner.embedder, &self.inner.config.model)?;
+        if report.chunks_without_vectors > 0 {
+            tracing::warn!(
+                chunks = report.chunks_without_vectors,
+                embedded = report.texts_reembedded,
+                "chunks without vectors were embedded again"
+            );
+            self.refresh_searcher();
+        }
+        for failure in &report.failures {
+            tracing::warn!(failure, "integrity check");
+        }
+        Ok(())
+    }
+
+    fn index(&self, collected: Collected, progress: &Progress) -> Result<(), AppError> {
+        if collected.files.is_empty() && collected.refused.is_empty() {
+            return Ok(());
+        }
+        let indexed_files = collected.files.clone();
+        let report = index_collected(
+            collected,
+            &self.inner.config.db,
+            &self.inner.embedder,
+            &self.inner.config.model,
+            &self.inner.config.index_options,
+            progress,
+        )?;
+        tracing::info!(
+            indexed = report.documents_indexed,
+            failed = report.documents_failed,
+            unchanged = report.documents_skipped,
+            skipped = report.skipped.len(),
+            "indexed"
+        );
+        self.refresh_searcher();
+        if let (Some(queue), Some(true)) = (&self.inner.summarize, self.inner.config.summaries.as_ref().map(|s| s.auto)) {
+            let done: Vec<String> = indexed_files
+                .iter()
+                .map(|file| file.display().to_string())
+                .filter(|path| self.inner.board.get(path).is_some_and(|f| f.state == QueueState::Done))
+                .collect();
+            if !done.is_empty() {
+                let _ = queue.send(done);
+            }
+        }
+        Ok(())
+    }
+
+    /// Indexed documents at or under `path`.
+    fn indexed_under(&self, store: &Store, path: &Path) -> Result<Vec<String>, AppError> {
+        Ok(store.documents()?.into_iter().map(|d| d.path).filter(|p| Path::new(p).starts_with(path)).collect())
+    }
+
+    fn remove(&self, path: &Path) -> Result<(), AppError> {
+        if path.exists() {
+            return Ok(()); // recreated since the event
+        }
+        let mut store = Store::open_existing(&self.inner.config.db)?;
+        for doc in self.indexed_under(&store, path)? {
+            if !Path::new(&doc).exists() {
+                store.remove_document(&doc)?;
+                self.inner.board.remove(&doc);
+            }
+        }
+        self.refresh_searcher();
+        Ok(())
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<(), AppError> {
+        let mut store = Store::open_existing(&self.inner.config.db)?;
+        let mut moved = 0;
+        for doc in self.indexed_under(&store, from)? {
+            let target = to.join(Path::new(&doc).strip_prefix(from).expect("under from"));
+            let target = if doc == from.display().to_string() { to.to_path_buf() } else { target };
+            if target.is_file() && store.rename_document(&doc, &target.display().to_string())? {
+                self.inner.board.rename(&doc, &target.display().to_string());
+                moved += 1;
+            }
+        }
+        drop(store);
+        if moved == 0 {
+            // Not something we had (a file renamed into a watched folder, say): index it.
+            let _ = self.inner.jobs.send(Job::Settle(vec![to.to_path_buf()]));
+        } else {
+            self.refresh_searcher();
+        }
+        Ok(())
+    }
+
+    /// Catches up with changes made while the app was closed: files gone are removed (or, when a
+    /// new file has the same content, renamed); new and edited files are then indexed by the
+    /// normal run, which skips the unchanged ones.
+    fn scan(&self, folder: &Path) -> Result<(), AppError> {
+        let mut store = Store::open_existing(&self.inner.config.db)?;
+        let docs = store.documents()?;
+        let gone: Vec<_> = docs.iter().filter(|d| Path::new(&d.path).starts_with(folder) && !Path::new(&d.path).exists()).collect();
+        if gone.is_empty() {
+            return Ok(());
+        }
+        let known: HashSet<&str> = docs.iter().map(|d| d.path.as_str()).collect();
+        let mut by_hash: std::collections::HashMap<String, PathBuf> = std::collections::HashMap::new();
+        for file in files::collect(&[folder.to_path_buf()])?.files {
+            if !known.contains(file.display().to_string().as_str()) {
+                if let Ok(bytes) = std::fs::read(&file) {
+                    by_hash.insert(content_hash(&bytes), file);
+                }
+            }
+        }
+        for doc in gone {
+            match by_hash.remove(&doc.content_hash) {
+                Some(new_path) => {
+                    let to = new_path.display().to_string();
+                    store.rename_document(&doc.path, &to)?;
+                    self.inner.board.rename(&doc.path, &to);
+                }
+                None => {
+                    store.remove_document(&doc.path)?;
+                    self.inner.board.remove(&doc.path);
+                }
+            }
+        }
+        drop(store);
+        self.refresh_searcher();
+        Ok(())
+    }
+}
+
+/// Has the file been left alone for `settle`? (A file still being copied has a fresh mtime.)
+fn settled(path: &Path, settle: Duration) -> bool {
+    match std::fs::metadata(path).and_then(|m| m.modified()) {
+        Ok(mtime) => mtime.elapsed().map(|age| age >= settle).unwrap_or(false),
+        Err(_) => true, // gone: the indexer skips it
+    }
+}
