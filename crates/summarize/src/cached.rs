@@ -2,7 +2,7 @@
 //!
 //! Why here: the command line (`warpfold summarize --db`) and the app (a document the user asks
 //! about, or every new one with auto-summaries on) both answer "the summary of this text, by this
-//! model" the same way, keyed by the text's content hash and the model's name, so that a document
+//! model" the same way, keyed by the file's content hash and the model's name, so that a document
 //! moved or renamed is not summarized again and a second model does not overwrite the first's.
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -16,7 +16,7 @@ use crate::{ChatError, MapReduceError, Summarizer};
 #[derive(Debug, Clone, Copy)]
 pub struct SourceText<'a> {
     pub path: &'a str,
-    /// The index's key for this text (the extracted text's hash).
+    /// The index's key for this document: the sha256 of the file's bytes (`pipeline::content_hash`).
     pub content_hash: &'a str,
     pub text: &'a str,
 }
