@@ -14,6 +14,10 @@ export interface Probe {
   bytes_per_token?: number;
   estimated_tokens?: number;
   largest_ok_tokens?: number;
+  /** The largest bin memory allows; `capacity_tokens` is the throughput knee at or below it. */
+  memory_capacity_tokens?: number;
+  /** The knee's timings: [tokens, tokens per second], largest first. */
+  rates?: [number, number][];
   trials?: number;
   seconds?: number;
 }

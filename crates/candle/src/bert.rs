@@ -217,10 +217,9 @@ impl Layer {
         let ctx = match &slots.flash {
             #[cfg(feature = "flash-attn")]
             Some(flash) => {
-                let t = qkv.dim(0)?;
-                let (q, kk, v) = stage("bias + q/k/v split", || k::bias_split_qkv(&qkv, bias(&self.qkv)?))?;
-                let shape = (t, self.heads, self.head_dim);
-                self.flash_attention(&q.reshape(shape)?, &kk.reshape(shape)?, &v.reshape(shape)?, flash)?
+                let dims = [self.heads, self.heads, self.head_dim];
+                let (q, kk, v) = stage("bias + q/k/v split", || crate::fused::split_qkv(&qkv, Some(bias(&self.qkv)?), None, dims))?;
+                self.flash_attention(&q, &kk, &v, flash)?
             }
             #[cfg(not(feature = "flash-attn"))]
             Some(never) => match *never {},

@@ -7,6 +7,27 @@ use candle_core::cuda_backend::CudaStorage;
 use candle_core::op::BackpropOp;
 use candle_core::{Storage, Tensor};
 
+/// A contiguous CUDA tensor's storage guard and its element range (read it with [`cuda`]).
+macro_rules! cuda_view {
+    ($t:expr, $what:literal) => {{
+        let (storage, layout) = $t.storage_and_layout();
+        let range = layout.contiguous_offsets().ok_or_else(|| $crate::cuda_launch::kernel_error(concat!($what, " is not contiguous")))?;
+        if !matches!(&*storage, candle_core::Storage::Cuda(_)) {
+            candle_core::bail!(concat!($what, " is not a CUDA tensor"));
+        }
+        (storage, range)
+    }};
+}
+pub(crate) use cuda_view;
+
+/// The CUDA storage behind a [`cuda_view!`] guard.
+pub(crate) fn cuda(storage: &Storage) -> &CudaStorage {
+    match storage {
+        Storage::Cuda(c) => c,
+        _ => unreachable!("checked by cuda_view!"),
+    }
+}
+
 /// A launch or load failure as candle's error.
 pub(crate) fn kernel_error(e: impl std::fmt::Display) -> candle_core::Error {
     candle_core::Error::Msg(format!("warpfold kernel: {e}"))

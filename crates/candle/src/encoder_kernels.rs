@@ -4,7 +4,7 @@
 //! a bin's time spent outside the matmuls and attention, in candle's separate element-wise kernels
 //! (bias adds, q/k/v copies, residual adds, layer norms, GELU) and its mean pooling (a scatter-add
 //! that loops over every row of the bin in one thread per column). Here each of those groups is one
-//! kernel: [`bias_split_qkv`], [`bias_residual_layer_norm`], [`bias_act`] and [`pool_normalize`].
+//! kernel: the q/k/v split with its bias (`fused::split_qkv`, shared with the decoder), [`bias_residual_layer_norm`], [`bias_act`] and [`pool_normalize`].
 //! Only CUDA tensors are accepted; the model takes candle's ops elsewhere.
 
 use candle_core::cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -12,77 +12,16 @@ use candle_core::cuda_backend::{CudaDevice, CudaStorage};
 use candle_core::{DType, Result, Storage, Tensor};
 
 use crate::bert::Activation;
-use crate::cuda_launch::{elementwise_grid as grid, kernel_error as err, wrap};
+use crate::cuda_launch::{cuda, cuda_view, elementwise_grid as grid, kernel_error as err, wrap};
 
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/encoder.ptx"));
 const MODULE: &str = "warpfold_encoder";
-
-/// A contiguous CUDA tensor's storage guard and its element range.
-macro_rules! cuda_view {
-    ($t:expr, $what:literal) => {{
-        let (storage, layout) = $t.storage_and_layout();
-        let range = layout.contiguous_offsets().ok_or_else(|| err(concat!($what, " is not contiguous")))?;
-        if !matches!(&*storage, Storage::Cuda(_)) {
-            candle_core::bail!(concat!($what, " is not a CUDA tensor"));
-        }
-        (storage, range)
-    }};
-}
-
-fn cuda(storage: &Storage) -> &CudaStorage {
-    match storage {
-        Storage::Cuda(c) => c,
-        _ => unreachable!("checked by cuda_view!"),
-    }
-}
 
 fn same_dtype(dtype: DType, others: &[&Tensor], what: &str) -> Result<()> {
     if let Some(t) = others.iter().find(|t| t.dtype() != dtype) {
         candle_core::bail!("{what}: a {:?} operand among {dtype:?} ones", t.dtype());
     }
     Ok(())
-}
-
-/// `qkv` (rows, 3·width) plus `bias` (3·width,): three contiguous (rows, width) tensors q, k, v.
-pub fn bias_split_qkv(qkv: &Tensor, bias: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
-    let (rows, three) = qkv.dims2()?;
-    if three % 3 != 0 || bias.dims1()? != three {
-        candle_core::bail!("bias_split_qkv: ({rows}, {three}) with a bias of {:?}", bias.dims());
-    }
-    same_dtype(qkv.dtype(), &[bias], "bias_split_qkv")?;
-    let width = three / 3;
-    let (s_qkv, r_qkv) = cuda_view!(qkv, "qkv");
-    let (s_bias, r_bias) = cuda_view!(bias, "bias");
-    let dev: &CudaDevice = &cuda(&s_qkv).device;
-    let n = rows * width;
-    let cfg = grid(n);
-    let (rows_arg, width_arg) = (rows as u64, width as u64);
-    macro_rules! run {
-        ($t:ty, $name:literal) => {{
-            let src = cuda(&s_qkv).as_cuda_slice::<$t>()?.slice(r_qkv.0..r_qkv.1);
-            let b = cuda(&s_bias).as_cuda_slice::<$t>()?.slice(r_bias.0..r_bias.1);
-            // SAFETY: the kernel writes all `n` elements of each output before anything reads them.
-            let (q, k, v) = unsafe { (dev.alloc::<$t>(n.max(1))?, dev.alloc::<$t>(n.max(1))?, dev.alloc::<$t>(n.max(1))?) };
-            let func = dev.get_or_load_custom_func($name, MODULE, PTX)?;
-            let mut l = func.builder();
-            l.arg(&src).arg(&b).arg(&q).arg(&k).arg(&v).arg(&rows_arg).arg(&width_arg);
-            // SAFETY: the arguments match bias_split_qkv_* in kernels/encoder.cu: `src` holds rows ×
-            // 3·width contiguous values and `b` 3·width (both checked above), each output rows × width.
-            unsafe { l.launch(cfg) }.map_err(err)?;
-            (
-                CudaStorage::wrap_cuda_slice(q, dev.clone()),
-                CudaStorage::wrap_cuda_slice(k, dev.clone()),
-                CudaStorage::wrap_cuda_slice(v, dev.clone()),
-            )
-        }};
-    }
-    let (q, k, v) = match qkv.dtype() {
-        DType::F16 => run!(half::f16, "bias_split_qkv_f16"),
-        DType::BF16 => run!(half::bf16, "bias_split_qkv_bf16"),
-        DType::F32 => run!(f32, "bias_split_qkv_f32"),
-        d => candle_core::bail!("bias_split_qkv: dtype {d:?} is not supported"),
-    };
-    Ok((wrap(q, (rows, width)), wrap(k, (rows, width)), wrap(v, (rows, width))))
 }
 
 /// `layer_norm(y + bias + residual)` over the rows of `y` (rows, width), with `gamma`, `beta`

@@ -1,19 +1,27 @@
-//! Two steps of the decoder done in one pass over memory on CUDA, where candle would take several.
+//! Steps of the decoder (and one of the encoder) done in one pass over memory on CUDA, where candle
+//! would take several. On the CPU (and for dtypes the kernels do not cover) the same results come
+//! from candle's ops.
 //!
-//! Why: profiling the Qwen2.5-7B architecture on an H200 (`WARPFOLD_PROFILE=1`, a 12,240-token bin)
-//! put 26% of a bin's time in SwiGLU (`silu(gate) * up` over narrow views of the fused gate-up
-//! output: strided kernels, three passes) and 18% in the per-token log-likelihood (an f32 copy of
-//! the logits, then max, subtract, exp, sum, log, subtract, gather over 152k columns), against
-//! 43% for every matmul together. Here SwiGLU reads the fused output once and writes its result
-//! once, and the log-likelihood of each row's target is an online log-sum-exp in one read of the
-//! bf16 logits (src/kernels/fused.cu).
-//!
-//! On the CPU (and for dtypes the kernels do not cover) the same results come from candle's ops.
-//!
-//! The third, [`scatter_rows`], is the key/value pool's write (src/generate.rs): candle's scatter
-//! runs one thread per column and loops over the rows, too narrow for a prefill's thousands of rows.
+//! Why, from stage profiles of the Qwen2.5-7B architecture on an H200 (`WARPFOLD_PROFILE=1`, a
+//! 12,240-token bin; BENCHMARKS.md):
+//! - [`silu_mul`]: SwiGLU over narrow views of the fused gate-up output was 26% of the bin (strided
+//!   kernels, three passes); here one read of the fused output and one write.
+//! - [`target_log_probs`]: the per-token log-likelihood was 18% (an f32 copy of the logits, then
+//!   max, subtract, exp, sum, log, subtract, gather over 152k columns); here an online log-sum-exp
+//!   in one read of the bf16 logits.
+//! - [`split_qkv`]: once those were fused, the q/k/v matmul stage ran at a third of the other
+//!   matmuls' rate (46 ms where ~15 were due): its bias was a broadcast pass of its own over the
+//!   (tokens, q+k+v) output; rotating q and k took narrow copies, two rope passes and a copy of v
+//!   (5.4% more). Here bias, rotation and the split into three contiguous tensors are one pass; the
+//!   encoder uses it without angles.
+//! - [`residual_rms_norm`]: the residual add and the rms-norm that reads the sum (3.6% and 2.9%),
+//!   one pass.
+//! - [`scatter_rows`] is the key/value pool's write (src/generate.rs): candle's scatter runs one
+//!   thread per column and loops over the rows, too narrow for a prefill's thousands of rows.
 
 use candle_core::{CpuStorage, DType, InplaceOp3, Layout, Result, Tensor, D};
+
+use crate::llama::{apply_rope, RopeLayout};
 
 /// `gate_up` (rows, 2·inter), gate first: silu(gate) · up, (rows, inter).
 pub fn silu_mul(gate_up: &Tensor, inter: usize) -> Result<Tensor> {
@@ -32,6 +40,56 @@ pub fn target_log_probs(logits: &Tensor, targets: &Tensor) -> Result<Tensor> {
     }
     let rows = targets.dim(0)?;
     candle_nn::ops::log_softmax(&logits.to_dtype(DType::F32)?, D::Minus1)?.gather(&targets.reshape((rows, 1))?.contiguous()?, 1)?.squeeze(1)
+}
+
+/// Rotary angles for [`split_qkv`]: `cos` and `sin` (rows, hd/2) in the activations' dtype, and
+/// which dimensions pair up.
+#[derive(Clone, Copy)]
+pub struct Rotary<'a> {
+    pub cos: &'a Tensor,
+    pub sin: &'a Tensor,
+    pub layout: RopeLayout,
+}
+
+/// The attention's inputs from a fused projection's output `qkv` (rows, (heads + 2·kv_heads)·hd; q's
+/// heads, then k's, then v's), with `bias` ((heads + 2·kv_heads)·hd) not yet added: q (rows, heads,
+/// hd), k and v (rows, kv_heads, hd), q and k turned by each row's rotary angles when `rotary` is
+/// given (the decoder; the encoder has none). One kernel on CUDA; candle's ops elsewhere.
+pub fn split_qkv(
+    qkv: &Tensor,
+    bias: Option<&Tensor>,
+    rotary: Option<Rotary>,
+    [heads, kv_heads, hd]: [usize; 3],
+) -> Result<(Tensor, Tensor, Tensor)> {
+    #[cfg(feature = "cuda")]
+    if qkv.device().is_cuda() {
+        return cuda::split_qkv(qkv, bias, rotary, [heads, kv_heads, hd]);
+    }
+    let qkv = match bias {
+        Some(b) => qkv.broadcast_add(b)?,
+        None => qkv.clone(),
+    };
+    let t = qkv.dim(0)?;
+    let q = qkv.narrow(1, 0, heads * hd)?.reshape((t, heads, hd))?;
+    let k = qkv.narrow(1, heads * hd, kv_heads * hd)?.reshape((t, kv_heads, hd))?;
+    let v = qkv.narrow(1, (heads + kv_heads) * hd, kv_heads * hd)?.reshape((t, kv_heads, hd))?;
+    match rotary {
+        Some(Rotary { cos, sin, layout }) => Ok((apply_rope(&q, cos, sin, layout)?, apply_rope(&k, cos, sin, layout)?, v)),
+        None => Ok((q, k, v)),
+    }
+}
+
+/// The residual stream's add and the norm that reads it: `x + y` (the stream; (rows, width), one
+/// dtype) and its RMS norm times `norm`'s weight. One kernel on CUDA (one read of each, one write of
+/// each result); candle's add and rms-norm elsewhere.
+pub fn residual_rms_norm(x: &Tensor, y: &Tensor, norm: &candle_nn::RmsNorm) -> Result<(Tensor, Tensor)> {
+    #[cfg(feature = "cuda")]
+    if x.device().is_cuda() && x.rank() == 2 {
+        return cuda::residual_rms_norm(x, y, norm.weight(), norm.eps());
+    }
+    let sum = (x + y)?;
+    let normed = candle_core::Module::forward(norm, &sum)?;
+    Ok((sum, normed))
 }
 
 /// Copies row `i` of `src` (n, width) into row `rows[i]` of `dst` (dst_rows, width), in place.
@@ -108,7 +166,8 @@ mod cuda {
     use candle_core::cuda_backend::{CudaDevice, CudaStorage};
     use candle_core::{DType, Result, Storage, Tensor};
 
-    use crate::cuda_launch::{elementwise_grid, kernel_error as err, wrap};
+    use crate::cuda_launch::{cuda, cuda_view, elementwise_grid, kernel_error as err, wrap};
+    use crate::llama::RopeLayout;
 
     const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/fused.ptx"));
     const MODULE: &str = "warpfold_fused";
@@ -190,6 +249,142 @@ mod cuda {
         let out = CudaStorage::wrap_cuda_slice(out, dev.clone());
         drop((storage, t_storage));
         Ok(wrap(out, rows))
+    }
+
+    pub(super) fn split_qkv(
+        qkv: &Tensor,
+        bias: Option<&Tensor>,
+        rotary: Option<super::Rotary>,
+        [heads, kv_heads, hd]: [usize; 3],
+    ) -> Result<(Tensor, Tensor, Tensor)> {
+        let (rows, width) = qkv.dims2()?;
+        let dtype = qkv.dtype();
+        if width != (heads + 2 * kv_heads) * hd || hd % 2 != 0 {
+            candle_core::bail!("split_qkv: {width} columns for {heads} + 2 x {kv_heads} heads of {hd}");
+        }
+        if let Some(b) = bias {
+            if b.dims1()? != width || b.dtype() != dtype {
+                candle_core::bail!("split_qkv: bias {:?} {:?} for {width} columns of {dtype:?}", b.shape(), b.dtype());
+            }
+        }
+        if let Some(r) = &rotary {
+            for a in [r.cos, r.sin] {
+                if a.dims2()? != (rows, hd / 2) || a.dtype() != dtype {
+                    candle_core::bail!("split_qkv: angles {:?} {:?} for {rows} rows of head size {hd} in {dtype:?}", a.shape(), a.dtype());
+                }
+            }
+        }
+        let contiguous = |t: Option<&Tensor>| t.map(Tensor::contiguous).transpose();
+        let (bias, cos, sin) = (contiguous(bias)?, contiguous(rotary.map(|r| r.cos))?, contiguous(rotary.map(|r| r.sin))?);
+        let qkv = qkv.contiguous()?;
+        let (s_qkv, r_qkv) = cuda_view!(qkv, "qkv");
+        let optional = |t: &Option<Tensor>| -> Result<_> {
+            Ok(match t {
+                Some(t) => Some(cuda_view!(t, "bias or angle")),
+                None => None,
+            })
+        };
+        let (v_bias, v_cos, v_sin) = (optional(&bias)?, optional(&cos)?, optional(&sin)?);
+        let dev: &CudaDevice = &cuda(&s_qkv).device;
+        let (nq, nkv) = (rows * heads * hd, rows * kv_heads * hd);
+        let cfg = elementwise_grid(rows * (heads + 2 * kv_heads) * hd / 2);
+        let dims = [rows as u64, heads as u64, kv_heads as u64, hd as u64];
+        let interleaved: i32 = rotary.is_some_and(|r| r.layout == RopeLayout::Interleaved).into();
+        let null = 0u64;
+        macro_rules! run {
+            ($t:ty, $name:literal) => {{
+                let x = cuda(&s_qkv).as_cuda_slice::<$t>()?.slice(r_qkv.0..r_qkv.1);
+                let view = |v: &Option<(_, (usize, usize))>| -> Result<_> {
+                    Ok(match v {
+                        Some((s, (a, b))) => Some(cuda(s).as_cuda_slice::<$t>()?.slice(*a..*b)),
+                        None => None,
+                    })
+                };
+                let (b, c, s) = (view(&v_bias)?, view(&v_cos)?, view(&v_sin)?);
+                // SAFETY: the kernel writes every element of q, k and v (one thread per pair of
+                // elements of each row's heads) before anything reads them.
+                let (q, k, v) = unsafe { (dev.alloc::<$t>(nq.max(1))?, dev.alloc::<$t>(nkv.max(1))?, dev.alloc::<$t>(nkv.max(1))?) };
+                let func = dev.get_or_load_custom_func($name, MODULE, PTX)?;
+                let mut builder = func.builder();
+                builder.arg(&x);
+                for p in [&b, &c, &s] {
+                    match p {
+                        Some(p) => builder.arg(p),
+                        None => builder.arg(&null),
+                    };
+                }
+                builder.arg(&q).arg(&k).arg(&v);
+                builder.arg(&dims[0]).arg(&dims[1]).arg(&dims[2]).arg(&dims[3]).arg(&interleaved);
+                if rows > 0 {
+                    // SAFETY: the arguments match split_qkv_* in kernels/fused.cu (a missing bias or
+                    // angle is the 64-bit zero the kernel tests for); shapes and dtypes were checked
+                    // above: `x` holds rows x width values, the bias width, the angles rows x hd/2,
+                    // q rows x heads x hd, k and v rows x kv_heads x hd.
+                    unsafe { builder.launch(cfg) }.map_err(err)?;
+                }
+                (
+                    CudaStorage::wrap_cuda_slice(q, dev.clone()),
+                    CudaStorage::wrap_cuda_slice(k, dev.clone()),
+                    CudaStorage::wrap_cuda_slice(v, dev.clone()),
+                )
+            }};
+        }
+        let (q, k, v) = match dtype {
+            DType::BF16 => run!(half::bf16, "split_qkv_bf16"),
+            DType::F16 => run!(half::f16, "split_qkv_f16"),
+            DType::F32 => run!(f32, "split_qkv_f32"),
+            d => candle_core::bail!("split_qkv: dtype {d:?} is not supported"),
+        };
+        Ok((wrap(q, (rows, heads, hd)), wrap(k, (rows, kv_heads, hd)), wrap(v, (rows, kv_heads, hd))))
+    }
+
+    pub(super) fn residual_rms_norm(x: &Tensor, y: &Tensor, weight: &Tensor, eps: f64) -> Result<(Tensor, Tensor)> {
+        let (rows, width) = x.dims2()?;
+        let dtype = x.dtype();
+        if y.dims2()? != (rows, width) || weight.dims1()? != width || y.dtype() != dtype || weight.dtype() != dtype {
+            candle_core::bail!(
+                "residual_rms_norm: ({rows}, {width}) {dtype:?} with {:?} {:?} and a weight of {:?} {:?}",
+                y.shape(),
+                y.dtype(),
+                weight.shape(),
+                weight.dtype()
+            );
+        }
+        let (x, y, weight) = (x.contiguous()?, y.contiguous()?, weight.contiguous()?);
+        let (s_x, r_x) = cuda_view!(x, "x");
+        let (s_y, r_y) = cuda_view!(y, "y");
+        let (s_w, r_w) = cuda_view!(weight, "weight");
+        let dev: &CudaDevice = &cuda(&s_x).device;
+        let n = rows * width;
+        // One warp per row, 8 a block.
+        let cfg = LaunchConfig { grid_dim: (rows.div_ceil(8).max(1) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        let (rows_arg, width_arg, eps_arg) = (rows as u64, width as u64, eps as f32);
+        macro_rules! run {
+            ($t:ty, $name:literal) => {{
+                let xs = cuda(&s_x).as_cuda_slice::<$t>()?.slice(r_x.0..r_x.1);
+                let ys = cuda(&s_y).as_cuda_slice::<$t>()?.slice(r_y.0..r_y.1);
+                let ws = cuda(&s_w).as_cuda_slice::<$t>()?.slice(r_w.0..r_w.1);
+                // SAFETY: the kernel writes every element of both outputs (each row's warp covers
+                // the row) before anything reads them.
+                let (sum, out) = unsafe { (dev.alloc::<$t>(n.max(1))?, dev.alloc::<$t>(n.max(1))?) };
+                let func = dev.get_or_load_custom_func($name, MODULE, PTX)?;
+                let mut b = func.builder();
+                b.arg(&xs).arg(&ys).arg(&ws).arg(&sum).arg(&out).arg(&rows_arg).arg(&width_arg).arg(&eps_arg);
+                if rows > 0 {
+                    // SAFETY: the arguments match residual_rms_norm_* in kernels/fused.cu; `xs` and
+                    // `ys` hold rows x width values, `ws` width (checked above), both outputs n.
+                    unsafe { b.launch(cfg) }.map_err(err)?;
+                }
+                (CudaStorage::wrap_cuda_slice(sum, dev.clone()), CudaStorage::wrap_cuda_slice(out, dev.clone()))
+            }};
+        }
+        let (sum, out) = match dtype {
+            DType::BF16 => run!(half::bf16, "residual_rms_norm_bf16"),
+            DType::F16 => run!(half::f16, "residual_rms_norm_f16"),
+            DType::F32 => run!(f32, "residual_rms_norm_f32"),
+            d => candle_core::bail!("residual_rms_norm: dtype {d:?} is not supported"),
+        };
+        Ok((wrap(sum, (rows, width)), wrap(out, (rows, width))))
     }
 
     pub(super) fn scatter_rows(

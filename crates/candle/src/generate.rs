@@ -33,7 +33,7 @@ use std::time::Instant;
 use candle_core::{DType, Device, Module, Result, Tensor};
 use warpfold_backend::{Bin, Layout, SequenceTag};
 
-use crate::llama::LlamaModel;
+use crate::llama::{LlamaModel, Residual};
 use crate::stage_profile::{self, time as stage};
 
 /// Tokens per cache block. candle-flash-attn's paged (split-KV) kernel reads keys in tiles of 32
@@ -284,21 +284,22 @@ impl LlamaModel {
             let at = pool.rows(caches.iter().map(|c| c.row(c.len)).collect())?;
             let reads = CacheReads::new(pool, caches)?;
             let x = self.embed_tokens.forward(&Tensor::from_slice(tokens, b, &self.device)?)?;
-            Ok((cos, sin, at, reads, x))
+            Ok((cos, sin, at, reads, Residual::new(x)))
         })?;
         for (l, layer) in self.layers.iter().enumerate() {
             // 1. q, k, v of the B new tokens in one matmul: q (B, heads, hd), k and v (B, kv, hd).
-            let (q, k, v) = layer.qkv(&x, &cos, &sin)?;
+            let (q, k, v) = layer.qkv(&mut x, &cos, &sin)?;
             // 2. The new keys and values into the pool, one scatter for the batch.
             stage("cache write", || pool.write(l, &at, &k, &v))?;
             // 3. Each query attends to its own cache, itself included.
             let ctx = stage("attention over the cache", || reads.attend(pool, l, &q, 1.0 / (layer.head_dim as f32).sqrt()))?;
-            x = layer.finish(&ctx, &x)?;
+            layer.finish(&ctx, &mut x)?;
         }
         for c in caches.iter_mut() {
             c.len += 1;
         }
-        stage("norm, lm_head, to f32", || self.lm_head.forward(&self.norm.forward(&x)?)?.to_dtype(DType::F32))
+        let normed = x.add_and_norm(&self.norm)?;
+        stage("lm_head, to f32", || self.lm_head.forward(&normed)?.to_dtype(DType::F32))
     }
 }
 

@@ -296,6 +296,72 @@ fn gpu_fused_kernels_match_candles_own_ops() {
         eprintln!("target_log_probs, vocab {vocab}: max |diff| {worst:.2e} (values near {:.1})", want[0]);
         assert!(worst <= 1e-3, "vocab {vocab}: {worst}");
     }
+    // The q/k/v split (bias added, q and k turned, three contiguous tensors) against candle's ops on
+    // the CPU: grouped heads, both rotary layouts, with and without a bias, and without angles (the
+    // encoder's use).
+    use crate::fused::{split_qkv, Rotary};
+    use crate::llama::RopeLayout;
+    for (heads, kv, hd) in [(6usize, 2usize, 64usize), (4, 4, 128)] {
+        let rows = 45;
+        let width = (heads + 2 * kv) * hd;
+        let qkv = rng.tensor(&[rows, width], 3.0, 0.0);
+        let bias = rng.tensor(&[width], 1.0, 0.0);
+        let angles = rng.tensor(&[rows, hd / 2], 6.0, 0.0);
+        for dtype in [DType::BF16, DType::F32] {
+            let on = |t: &Tensor, d: &Device| t.to_dtype(dtype).unwrap().to_device(d).unwrap();
+            let host = |t: &Tensor| t.to_dtype(dtype).unwrap().to_dtype(DType::F32).unwrap();
+            let (cos, sin) = (angles.cos().unwrap(), angles.sin().unwrap());
+            let (h_cos, h_sin, g_cos, g_sin) = (host(&cos), host(&sin), on(&cos, &cuda), on(&sin, &cuda));
+            for layout in [Some(RopeLayout::Half), Some(RopeLayout::Interleaved), None] {
+                for with_bias in [true, false] {
+                    let h_bias = host(&bias);
+                    let g_bias = on(&bias, &cuda);
+                    let want = split_qkv(
+                        &host(&qkv),
+                        with_bias.then_some(&h_bias),
+                        layout.map(|layout| Rotary { cos: &h_cos, sin: &h_sin, layout }),
+                        [heads, kv, hd],
+                    )
+                    .unwrap();
+                    let got = split_qkv(
+                        &on(&qkv, &cuda),
+                        with_bias.then_some(&g_bias),
+                        layout.map(|layout| Rotary { cos: &g_cos, sin: &g_sin, layout }),
+                        [heads, kv, hd],
+                    )
+                    .unwrap();
+                    for (name, g, w) in [("q", &got.0, &want.0), ("k", &got.1, &want.1), ("v", &got.2, &want.2)] {
+                        assert_eq!(g.dims(), w.dims(), "{name}");
+                        assert!(g.is_contiguous(), "{name}");
+                        let flat = |t: &Tensor| t.to_dtype(DType::F32).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+                        let e = rel_l2(&flat(g), &flat(w));
+                        let what = format!("split_qkv {dtype:?} {layout:?} bias {with_bias} heads {heads}/{kv} hd {hd}: {name}");
+                        eprintln!("{what}: relative L2 error {e:.2e}");
+                        assert!(e <= if dtype == DType::F32 { 1e-5 } else { 5e-3 }, "{what}: {e}");
+                    }
+                }
+            }
+        }
+    }
+    // The residual add fused into the RMS norm, at the 7B's width and an odd one.
+    for width in [3584usize, 77] {
+        let rows = 19;
+        let (x, y) = (rng.tensor(&[rows, width], 2.0, 0.0), rng.tensor(&[rows, width], 2.0, 0.5));
+        let weight = rng.tensor(&[width], 1.0, 1.0);
+        for dtype in [DType::BF16, DType::F32] {
+            let host = |t: &Tensor| t.to_dtype(dtype).unwrap().to_dtype(DType::F32).unwrap();
+            let on = |t: &Tensor| t.to_dtype(dtype).unwrap().to_device(&cuda).unwrap();
+            let norm = |w: Tensor| candle_nn::RmsNorm::new(w, 1e-6);
+            let want = crate::fused::residual_rms_norm(&host(&x), &host(&y), &norm(host(&weight))).unwrap();
+            let got = crate::fused::residual_rms_norm(&on(&x), &on(&y), &norm(on(&weight))).unwrap();
+            for (name, g, w) in [("sum", &got.0, &want.0), ("normed", &got.1, &want.1)] {
+                let flat = |t: &Tensor| t.to_dtype(DType::F32).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+                let e = rel_l2(&flat(g), &flat(w));
+                eprintln!("residual_rms_norm {dtype:?} width {width}: {name} relative L2 error {e:.2e}");
+                assert!(e <= if dtype == DType::F32 { 1e-5 } else { 5e-3 }, "{dtype:?} {width} {name}: {e}");
+            }
+        }
+    }
     // The cache pool's row writes: the same rows land in the same places as on the CPU, exactly.
     for dtype in [DType::BF16, DType::F16, DType::F32] {
         let (pool_rows, width, n) = (5000, 256, 3000);

@@ -397,6 +397,20 @@ pub(crate) enum Proj {
     Cat(Vec<Proj>),
 }
 
+impl Proj {
+    /// The product without its bias, and the bias still to add: on CUDA a dense or quantized
+    /// projection leaves its bias to the kernel that reads the product next ([`crate::fused::split_qkv`]),
+    /// where candle would spend a broadcast pass of its own on it (a third of the q/k/v stage's time
+    /// on the 7B). Elsewhere the bias is added here and `None` comes back.
+    fn forward_unbiased(&self, x: &Tensor) -> Result<(Tensor, Option<Tensor>)> {
+        match self {
+            Proj::Dense(l) if x.device().is_cuda() && x.rank() == 2 => Ok((x.matmul(&l.weight().t()?)?, l.bias().cloned())),
+            Proj::Quant { weight, bias } if x.device().is_cuda() => Ok((weight.forward(x)?, bias.clone())),
+            p => Ok((p.forward(x)?, None)),
+        }
+    }
+}
+
 impl Module for Proj {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         match self {
@@ -515,45 +529,41 @@ impl DecoderLayer {
 
     /// Pre-norm, q, k, v for every token in one matmul, rotary embedding by each token's own
     /// position: (T, H) -> q (T, heads, hd), k and v (T, kv_heads, hd).
-    pub(crate) fn qkv(&self, x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
-        let t = x.dim(0)?;
-        let (heads, kv, hd) = (self.heads, self.kv_heads, self.head_dim);
-        let normed = stage("rms_norm", || self.input_norm.forward(x))?;
-        let qkv = stage("matmul qkv", || self.qkv.forward(&normed))?;
-        stage("rope and q/k/v copies", || {
-            // (T, heads*hd) -> (T, heads, hd); (T, kv*hd) -> (T, kv, hd)
-            let q = qkv.narrow(1, 0, heads * hd)?.reshape((t, heads, hd))?;
-            let k = qkv.narrow(1, heads * hd, kv * hd)?.reshape((t, kv, hd))?;
-            let v = qkv.narrow(1, (heads + kv) * hd, kv * hd)?.reshape((t, kv, hd))?;
-            Ok((apply_rope(&q, cos, sin, self.rope)?, apply_rope(&k, cos, sin, self.rope)?, v))
+    pub(crate) fn qkv(&self, x: &mut Residual, cos: &Tensor, sin: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
+        let normed = x.add_and_norm(&self.input_norm)?;
+        let (qkv, bias) = stage("matmul qkv", || self.qkv.forward_unbiased(&normed))?;
+        let rotary = crate::fused::Rotary { cos, sin, layout: self.rope };
+        stage("bias, rope and q/k/v split", || {
+            crate::fused::split_qkv(&qkv, bias.as_ref(), Some(rotary), [self.heads, self.kv_heads, self.head_dim])
         })
     }
 
-    /// Output projection of the attention context (T, heads, hd), residual, SwiGLU feed-forward
-    /// on the post-attention norm, residual: -> (T, H).
-    pub(crate) fn finish(&self, ctx: &Tensor, x: &Tensor) -> Result<Tensor> {
-        let t = x.dim(0)?;
+    /// Output projection of the attention context (T, heads, hd) into the stream, SwiGLU
+    /// feed-forward on the post-attention norm, its output into the stream.
+    pub(crate) fn finish(&self, ctx: &Tensor, x: &mut Residual) -> Result<()> {
+        let t = ctx.dim(0)?;
         let attn = stage("matmul o_proj", || self.o_proj.forward(&ctx.reshape((t, self.heads * self.head_dim))?))?;
-        let x = stage("residual add", || attn + x)?;
-        let normed = stage("rms_norm", || self.post_attention_norm.forward(&x))?;
+        x.add_later(attn);
+        let normed = x.add_and_norm(&self.post_attention_norm)?;
         let gu = stage("matmul gate_up", || self.gate_up.forward(&normed))?;
         let i = self.intermediate;
         let y = stage("silu * up", || crate::fused::silu_mul(&gu, i))?;
         let down = stage("matmul down", || self.down_proj.forward(&y))?;
-        stage("residual add", || down + x)
+        x.add_later(down);
+        Ok(())
     }
 
-    /// (T, H) -> (T, H). `cos`, `sin`: (T, hd/2), the rotary angles of each token's position.
-    /// With `kv_out`, the layer's rotated keys and values of the whole tape are pushed there (a
+    /// One block over the stream `x` (T, H). `cos`, `sin`: (T, hd/2), the rotary angles of each
+    /// token's position. With `kv_out`, the layer's rotated keys and values of the whole tape are pushed there (a
     /// prefill that generation continues from).
     fn forward(
         &self,
-        x: &Tensor,
+        x: &mut Residual,
         cos: &Tensor,
         sin: &Tensor,
         slots: &VarlenSlots,
         kv_out: Option<&mut Vec<(Tensor, Tensor)>>,
-    ) -> Result<Tensor> {
+    ) -> Result<()> {
         // 1. q, k, v, rotated.
         let (q, k, v) = self.qkv(x, cos, sin)?;
         // 2. Causal attention inside each slot, then the rest of the block.
@@ -562,6 +572,38 @@ impl DecoderLayer {
             out.push((k, v));
         }
         self.finish(&ctx, x)
+    }
+}
+
+/// The residual stream between blocks: the sum so far and a block's output not yet added to it.
+/// The add waits for the norm that reads the sum next, so that the two are one pass
+/// ([`crate::fused::residual_rms_norm`]) instead of an add and a norm.
+pub(crate) struct Residual {
+    sum: Tensor,
+    pending: Option<Tensor>,
+}
+
+impl Residual {
+    pub(crate) fn new(x: Tensor) -> Self {
+        Self { sum: x, pending: None }
+    }
+
+    /// `y` joins the stream; added by the next [`Residual::add_and_norm`].
+    fn add_later(&mut self, y: Tensor) {
+        debug_assert!(self.pending.is_none(), "two block outputs waiting to be added");
+        self.pending = Some(y);
+    }
+
+    /// Adds what waits and returns the stream's sum normalized by `norm`.
+    pub(crate) fn add_and_norm(&mut self, norm: &RmsNorm) -> Result<Tensor> {
+        match self.pending.take() {
+            Some(y) => {
+                let (sum, normed) = stage("residual add + rms_norm", || crate::fused::residual_rms_norm(&self.sum, &y, norm))?;
+                self.sum = sum;
+                Ok(normed)
+            }
+            None => stage("rms_norm", || norm.forward(&self.sum)),
+        }
     }
 }
 
@@ -677,11 +719,11 @@ impl LlamaModel {
         // 2. Embeddings, the decoder layers over the whole tape, the final norm.
         let slots = VarlenSlots::with_query_rows(bin, cu_seqlens.clone(), &self.device, ATTN_QUERY_ROWS)?;
         stage_profile::begin(&self.device);
-        let mut x = stage("embedding", || self.embed_tokens.forward(ids))?;
+        let mut x = Residual::new(stage("embedding", || self.embed_tokens.forward(ids))?);
         for layer in &self.layers {
-            x = layer.forward(&x, &cos, &sin, &slots, kv_out.as_deref_mut())?;
+            layer.forward(&mut x, &cos, &sin, &slots, kv_out.as_deref_mut())?;
         }
-        stage("rms_norm", || self.norm.forward(&x))
+        x.add_and_norm(&self.norm)
     }
 
     /// Mean next-token log-likelihood and last hidden state of every sequence of the bin, in slot order.

@@ -107,19 +107,30 @@ pub fn backend_device(global: &GlobalOptions) -> Result<Device> {
     Ok(global.device.first()?)
 }
 
+/// The knee's timings as the probe line shows them: " (throughput knee of 58976: 1.0M tok/s, …)".
+fn knee_note(rates: &[(u32, f64)]) -> String {
+    if rates.is_empty() {
+        return String::new();
+    }
+    let each: Vec<String> = rates.iter().map(|(tokens, rate)| format!("{tokens}: {:.0} tok/s", rate)).collect();
+    format!(" (the throughput knee of {})", each.join(", "))
+}
+
 /// What the VRAM probe found on each device, and the capacities of several devices.
 fn print_devices(global: &GlobalOptions, devices: &[DeviceStart]) {
     for device in devices {
         let Some(p) = &device.probe else { continue };
         eprintln!(
-            "warpfold: VRAM probe on {}: {:.1} GiB usable{}, estimate {} tokens ({} B/token), largest bin that ran {} tokens, capacity {} tokens ({} forwards, {:.1} s)",
+            "warpfold: VRAM probe on {}: {:.1} GiB usable{}, estimate {} tokens ({} B/token), largest bin that ran {} tokens, memory allows {} tokens, capacity {} tokens{} ({} forwards, {:.1} s)",
             device.name,
             p.free_bytes as f64 / (1u64 << 30) as f64,
             global.vram_budget.map(|b| format!(" under a {:.1} GiB budget", b as f64 / (1u64 << 30) as f64)).unwrap_or_default(),
             p.estimated_tokens,
             p.bytes_per_token,
             p.largest_ok_tokens,
+            p.memory_capacity_tokens,
             p.capacity_tokens,
+            knee_note(&p.rates),
             p.trials,
             p.seconds
         );

@@ -7,6 +7,15 @@
 //! it. A memory budget (`--vram-budget`) caps the estimate, so a large card can behave like a
 //! small one. The search itself is device-free (see [`ProbeDevice`]) and tested against a fake
 //! device here; the CUDA side lives with the models.
+//!
+//! The largest bin that fits is not always the fastest: a 7B decoder ran as fast in bins of 16,384
+//! tokens as of 65,536 on an H200 (with 8.6 GiB less memory), while a small encoder keeps gaining
+//! up to the largest. So the probe then times forwards from the largest bin down by halves (never
+//! below the longest sequence the model takes, so that no sequence it accepts is refused for the
+//! bin's size) and keeps the smallest whose throughput is within a tolerance of the best: the
+//! throughput knee. Memory left over stays free for the rest of the machine (a game, a browser).
+
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -15,8 +24,9 @@ pub trait ProbeDevice {
     /// Bytes free on the device now (after the model's weights); the error is the device's own
     /// account of why it could not say.
     fn free_bytes(&mut self) -> Result<u64, Box<dyn std::error::Error + Send + Sync>>;
-    /// Runs one forward over a bin of `tokens` tokens.
-    fn try_tokens(&mut self, tokens: u32) -> Result<(), Trial>;
+    /// Runs one forward over a bin of `tokens` tokens and says how long it took, results back on
+    /// the host.
+    fn try_tokens(&mut self, tokens: u32) -> Result<Duration, Trial>;
 }
 
 /// How a probe forward failed.
@@ -44,6 +54,11 @@ pub struct ProbeConfig {
     pub max_tokens: u32,
     /// Stop bisecting when the bracket is narrower than this fraction of its lower end.
     pub precision: f64,
+    /// The throughput knee: the smallest timed bin whose tokens/s are within this fraction of the
+    /// best timed bin's. `None`: bins are the largest that fits, untimed.
+    pub knee_tolerance: Option<f64>,
+    /// The knee never goes below this many tokens (the longest sequence the model takes).
+    pub knee_floor: u32,
 }
 
 impl Default for ProbeConfig {
@@ -56,6 +71,8 @@ impl Default for ProbeConfig {
             min_tokens: 256,
             max_tokens: 1 << 21,
             precision: 0.02,
+            knee_tolerance: Some(0.03),
+            knee_floor: 0,
         }
     }
 }
@@ -69,10 +86,15 @@ pub struct ProbeReport {
     pub estimated_tokens: u32,
     /// The largest bin that ran.
     pub largest_ok_tokens: u32,
-    /// What bins will hold: the largest that ran, less the safety margin, aligned down.
+    /// The largest bin memory allows: the largest that ran, less the safety margin, aligned down.
+    pub memory_capacity_tokens: u32,
+    /// What bins will hold: the throughput knee at or below `memory_capacity_tokens` (that itself
+    /// when there is no knee to look for).
     pub capacity_tokens: u32,
-    /// Every forward tried: (tokens, ran).
+    /// Every forward of the memory search: (tokens, ran).
     pub trials: Vec<(u32, bool)>,
+    /// The knee's timings: (tokens, tokens per second of the faster of two forwards), largest first.
+    pub rates: Vec<(u32, f64)>,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -99,7 +121,7 @@ pub fn probe(device: &mut impl ProbeDevice, config: &ProbeConfig) -> Result<Prob
     let mut trials = Vec::new();
     let mut run = |tokens: u32, trials: &mut Vec<(u32, bool)>| -> Result<bool, ProbeError> {
         let ok = match device.try_tokens(tokens) {
-            Ok(()) => true,
+            Ok(_) => true,
             Err(Trial::OutOfMemory) => false,
             Err(Trial::Failed(message)) => return Err(ProbeError::Forward { tokens, message }),
         };
@@ -145,16 +167,67 @@ pub fn probe(device: &mut impl ProbeDevice, config: &ProbeConfig) -> Result<Prob
             hi = mid;
         }
     }
-    let capacity = align_down((f64::from(lo) * (1.0 - config.safety_margin)) as u64, align).max(align);
+    let memory_capacity = align_down((f64::from(lo) * (1.0 - config.safety_margin)) as u64, align).max(align);
+    let (capacity, rates) = match config.knee_tolerance {
+        Some(tolerance) => throughput_knee(device, memory_capacity, config.knee_floor, align, tolerance)?,
+        None => (memory_capacity, Vec::new()),
+    };
     Ok(ProbeReport {
         free_bytes: free,
         budget_bytes: config.budget_bytes,
         bytes_per_token: config.bytes_per_token,
         estimated_tokens: estimated,
         largest_ok_tokens: lo,
+        memory_capacity_tokens: memory_capacity,
         capacity_tokens: capacity,
         trials,
+        rates,
     })
+}
+
+/// Bin sizes timed for the knee: at most this many, the largest first, each by half.
+const KNEE_SIZES: usize = 6;
+
+/// Times bins from `largest` down by halves (not below `floor`, which is timed itself when the
+/// halves pass it) and returns the smallest whose throughput is within `tolerance` of the best,
+/// with every size's rate. A size that runs out of memory now (fragmentation) is left out; if
+/// none ran, the largest stands.
+fn throughput_knee(
+    device: &mut impl ProbeDevice,
+    largest: u32,
+    floor: u32,
+    align: u32,
+    tolerance: f64,
+) -> Result<(u32, Vec<(u32, f64)>), ProbeError> {
+    let floor = floor.div_ceil(align).saturating_mul(align).clamp(align, largest);
+    let mut sizes = vec![largest];
+    while sizes.len() < KNEE_SIZES {
+        let half = align_down(u64::from(*sizes.last().expect("one size")) / 2, align);
+        if half < floor {
+            if *sizes.last().expect("one size") > floor {
+                sizes.push(floor);
+            }
+            break;
+        }
+        sizes.push(half);
+    }
+    let mut rates = Vec::with_capacity(sizes.len());
+    for tokens in sizes {
+        let mut fastest: Option<Duration> = None;
+        for _ in 0..2 {
+            match device.try_tokens(tokens) {
+                Ok(took) => fastest = Some(fastest.map_or(took, |f| f.min(took))),
+                Err(Trial::OutOfMemory) => break,
+                Err(Trial::Failed(message)) => return Err(ProbeError::Forward { tokens, message }),
+            }
+        }
+        if let Some(took) = fastest {
+            rates.push((tokens, f64::from(tokens) / took.as_secs_f64().max(1e-9)));
+        }
+    }
+    let best = rates.iter().map(|&(_, rate)| rate).fold(0.0, f64::max);
+    let knee = rates.iter().filter(|&&(_, rate)| rate >= best * (1.0 - tolerance)).map(|&(tokens, _)| tokens).min().unwrap_or(largest);
+    Ok((knee, rates))
 }
 
 /// Parses sizes like `8GiB`, `512MiB`, `8G`, `1.5GB`, `1000000` (bytes).
@@ -185,36 +258,58 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 mod tests {
     use super::*;
 
-    /// A device that runs any bin up to `limit` tokens and runs out of memory above it.
+    /// A device that runs any bin up to `limit` tokens and runs out of memory above it, at the
+    /// throughput `speed` gives for a bin's size (tokens per second).
     struct Fake {
         free: u64,
         limit: u32,
         calls: u32,
+        speed: fn(u32) -> f64,
+    }
+
+    /// Faster with every larger bin (a small encoder).
+    fn rising(tokens: u32) -> f64 {
+        1e6 * f64::from(tokens) / (f64::from(tokens) + 2_000.0)
+    }
+
+    /// Level from 16k tokens on, a little slower at the largest (a 7B decoder on an H200).
+    fn levelling(tokens: u32) -> f64 {
+        match tokens {
+            t if t < 4_096 => 20_000.0,
+            t if t < 16_384 => 30_000.0,
+            t if t < 40_000 => 34_000.0,
+            _ => 33_500.0,
+        }
+    }
+
+    fn fake(free: u64, limit: u32) -> Fake {
+        Fake { free, limit, calls: 0, speed: rising }
     }
 
     impl ProbeDevice for Fake {
         fn free_bytes(&mut self) -> Result<u64, Box<dyn std::error::Error + Send + Sync>> {
             Ok(self.free)
         }
-        fn try_tokens(&mut self, tokens: u32) -> Result<(), Trial> {
+        fn try_tokens(&mut self, tokens: u32) -> Result<Duration, Trial> {
             self.calls += 1;
             if tokens <= self.limit {
-                Ok(())
+                Ok(Duration::from_secs_f64(f64::from(tokens) / (self.speed)(tokens)))
             } else {
                 Err(Trial::OutOfMemory)
             }
         }
     }
 
+    /// The memory search alone.
     fn config(bytes_per_token: u64) -> ProbeConfig {
-        ProbeConfig { bytes_per_token, ..Default::default() }
+        ProbeConfig { bytes_per_token, knee_tolerance: None, ..Default::default() }
     }
 
     #[test]
     fn finds_the_threshold_within_precision_and_keeps_the_margin() {
         // Estimates too high, right, and too low: the search lands just under the true limit.
         for (limit, bytes_per_token) in [(100_000u32, 1u64 << 14), (100_000, 1 << 20), (100_000, 1 << 10), (3_000, 1 << 16)] {
-            let mut dev = Fake { free: 80 << 30, limit, calls: 0 };
+            let mut dev = fake(80 << 30, limit);
             let r = probe(&mut dev, &config(bytes_per_token)).unwrap();
             assert!(r.largest_ok_tokens <= limit, "{r:?}");
             assert!(f64::from(r.largest_ok_tokens) >= f64::from(limit) * 0.97 - 16.0, "within precision: {r:?}");
@@ -230,8 +325,8 @@ mod tests {
 
     #[test]
     fn a_budget_caps_the_capacity_below_what_the_device_could_run() {
-        let mut dev = Fake { free: 80 << 30, limit: 1_000_000, calls: 0 };
-        let cfg = ProbeConfig { bytes_per_token: 1 << 16, budget_bytes: Some(8 << 30), ..Default::default() };
+        let mut dev = fake(80 << 30, 1_000_000);
+        let cfg = ProbeConfig { budget_bytes: Some(8 << 30), ..config(1 << 16) };
         let r = probe(&mut dev, &cfg).unwrap();
         assert_eq!(r.estimated_tokens, (8u64 << 30 >> 16) as u32);
         assert_eq!(r.largest_ok_tokens, r.estimated_tokens, "the budget is the ceiling");
@@ -240,16 +335,46 @@ mod tests {
 
     #[test]
     fn a_device_without_room_is_an_error_naming_the_size() {
-        let mut dev = Fake { free: 1 << 20, limit: 100, calls: 0 };
+        let mut dev = fake(1 << 20, 100);
         assert_eq!(probe(&mut dev, &config(1 << 10)), Err(ProbeError::TooSmall { tokens: 256 }));
     }
 
     #[test]
     fn the_engine_ceiling_bounds_the_search() {
-        let mut dev = Fake { free: 1 << 40, limit: u32::MAX, calls: 0 };
-        let cfg = ProbeConfig { bytes_per_token: 1, max_tokens: 65_536, ..Default::default() };
+        let mut dev = fake(1 << 40, u32::MAX);
+        let cfg = ProbeConfig { max_tokens: 65_536, ..config(1) };
         let r = probe(&mut dev, &cfg).unwrap();
         assert_eq!(r.largest_ok_tokens, 65_536);
+    }
+
+    #[test]
+    fn the_knee_is_the_smallest_bin_as_fast_as_the_best_and_never_below_the_floor() {
+        let knee = |speed: fn(u32) -> f64, floor: u32| {
+            let mut dev = Fake { speed, ..fake(80 << 30, 70_000) };
+            let cfg = ProbeConfig { knee_floor: floor, max_tokens: 65_536, ..ProbeConfig::default() };
+            probe(&mut dev, &cfg).unwrap()
+        };
+        // A decoder that levels off: 58,976 (the margin below 65,536), 29,488, then 14,744 is slower.
+        let r = knee(levelling, 0);
+        assert_eq!(r.memory_capacity_tokens, 58_976);
+        assert_eq!(r.rates.iter().map(|&(t, _)| t).collect::<Vec<_>>(), [58_976, 29_488, 14_736, 7_360, 3_680, 1_840]);
+        assert_eq!(r.capacity_tokens, 29_488, "{r:?}");
+        // Its longest sequence (32,768 tokens) must fit: the floor is timed and the knee stays at it.
+        let r = knee(levelling, 32_768);
+        assert_eq!(r.rates.iter().map(|&(t, _)| t).collect::<Vec<_>>(), [58_976, 32_768]);
+        assert_eq!(r.capacity_tokens, 32_768);
+        // A floor above what memory allows leaves the largest bin, timed alone.
+        let r = knee(levelling, 100_000);
+        assert_eq!((r.capacity_tokens, r.rates.len()), (58_976, 1));
+        // An encoder that keeps gaining: the largest bin.
+        let r = knee(rising, 512);
+        assert_eq!(r.capacity_tokens, r.memory_capacity_tokens);
+        assert_eq!(r.rates.len(), KNEE_SIZES);
+        assert!(r.rates.windows(2).all(|w| w[0].1 > w[1].1), "rates as measured: {:?}", r.rates);
+        // Without a tolerance the bins are the largest that fits, and nothing is timed.
+        let mut dev = Fake { speed: levelling, ..fake(80 << 30, 70_000) };
+        let r = probe(&mut dev, &ProbeConfig { max_tokens: 65_536, ..config(1 << 16) }).unwrap();
+        assert_eq!((r.capacity_tokens, r.rates.len()), (58_976, 0));
     }
 
     #[test]

@@ -4,9 +4,10 @@
 //! Phase 0, the VRAM probe: the memory free after the model loaded, an estimate from the model's
 //! bytes per token, then real forwards of synthetic bins (doubling, then bisection), less a 10%
 //! margin. A budget caps the memory as if the card had that much (`--vram-budget 8GiB` makes an
-//! H200 plan like a gaming card); bins never pass 65,536 tokens (throughput has levelled off well
-//! before: the 7B architecture ran as fast in bins of 16,384 as of 65,536 on an H200) nor what the
-//! model's kernels can index.
+//! H200 plan like a gaming card); bins never pass 65,536 tokens nor what the model's kernels can
+//! index. Then the throughput knee: the smallest of the sizes timed from there down by halves (not
+//! below the model's longest sequence) that runs within 3% of the fastest (the 7B architecture ran
+//! as fast in bins of 16,384 as of 65,536 on an H200; a small encoder gains up to the largest).
 
 use candle_core::Device;
 use serde::Serialize;
@@ -31,10 +32,14 @@ pub struct ProbeSummary {
     pub bytes_per_token: u64,
     pub estimated_tokens: u32,
     pub largest_ok_tokens: u32,
+    /// The largest bin memory allows (`capacity_tokens` is the throughput knee at or below it).
+    pub memory_capacity_tokens: u32,
     /// Fraction kept free below the largest bin that ran.
     pub margin: f64,
-    /// Forwards the probe ran.
+    /// Forwards the probe ran (memory search and knee).
     pub trials: usize,
+    /// The knee's timings: (tokens, tokens per second), largest first.
+    pub rates: Vec<(u32, f64)>,
     pub seconds: f64,
 }
 
@@ -48,8 +53,10 @@ impl ProbeSummary {
             bytes_per_token: report.bytes_per_token,
             estimated_tokens: report.estimated_tokens,
             largest_ok_tokens: report.largest_ok_tokens,
+            memory_capacity_tokens: report.memory_capacity_tokens,
             margin: ProbeConfig::default().safety_margin,
-            trials: report.trials.len(),
+            trials: report.trials.len() + 2 * report.rates.len(),
+            rates: report.rates.clone(),
             seconds,
         }
     }
@@ -103,6 +110,7 @@ pub fn probe_capacity<B: Backend>(backend: &mut B, device: &Device, budget: Opti
         budget_bytes: budget.map(|_| free),
         align: align.max(1),
         max_tokens: (1usize << 16).min(kernel_limit) as u32,
+        knee_floor: info.max_sequence_tokens.min(u32::MAX as usize) as u32,
         ..ProbeConfig::default()
     };
     probe(&mut probe_device, &config)
@@ -127,7 +135,7 @@ impl<B: Backend> ProbeDevice for ModelProbe<'_, B> {
         })
     }
 
-    fn try_tokens(&mut self, tokens: u32) -> Result<(), Trial> {
+    fn try_tokens(&mut self, tokens: u32) -> Result<std::time::Duration, Trial> {
         let tokens = tokens as usize;
         let lengths: Vec<usize> =
             (0..tokens.div_ceil(self.sequence_tokens)).map(|i| self.sequence_tokens.min(tokens - i * self.sequence_tokens)).collect();
@@ -140,8 +148,10 @@ impl<B: Backend> ProbeDevice for ModelProbe<'_, B> {
             tokens as u32,
             self.pad,
         );
+        let started = std::time::Instant::now();
+        // The results come back to the host: the time is the device's whole forward.
         match self.backend.embed(&bin) {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(started.elapsed()),
             Err(BackendError::OutOfMemory { .. }) => Err(Trial::OutOfMemory),
             Err(e) => Err(Trial::Failed(e.to_string())),
         }

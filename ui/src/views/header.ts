@@ -94,6 +94,10 @@ function drawDevice() {
         p.budget_bytes ? `under a ${bytes(p.budget_bytes)} budget` : "",
         p.bytes_per_token ? `${grouped(p.bytes_per_token)} B/token estimated` : "",
         p.largest_ok_tokens ? `largest bin that ran ${grouped(p.largest_ok_tokens)} tokens` : "",
+        p.memory_capacity_tokens && p.memory_capacity_tokens !== p.capacity_tokens
+          ? `memory allows ${grouped(p.memory_capacity_tokens)}; smaller bins ran as fast`
+          : "",
+        p.rates?.length ? `timed: ${p.rates.map(([t, r]) => `${grouped(t)} at ${grouped(Math.round(r))} tok/s`).join(", ")}` : "",
         `margin ${percent(p.margin)}`,
         p.trials ? `${p.trials} trial forwards` : "",
       ].filter(Boolean).join(", ")

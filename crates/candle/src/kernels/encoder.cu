@@ -1,32 +1,11 @@
 // The BERT encoder's element-wise steps on CUDA, each fused into one pass over memory: a layer runs
-// its four matmuls (cuBLAS, through candle), FlashAttention-2, and three of these kernels, where
+// its four matmuls (cuBLAS, through candle), FlashAttention-2, the q/k/v split with its bias (split_qkv
+// in fused.cu, shared with the decoder) and three of these kernels, where
 // candle's ops take a bias add, three q/k/v copies, two residual adds, two layer norms, a bias add
 // and a GELU. Compiled to PTX by crates/candle/build.rs with the `cuda` feature; launched by
 // src/encoder_kernels.rs. Math in f32, one rounding to the storage type at the end.
 
 #include "common.cuh"
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
-
-// The (rows, 3 * width) q/k/v projection plus its bias, split into three contiguous (rows, width)
-// tensors: what FlashAttention-2 reads.
-template <typename T>
-__device__ void bias_split_qkv(const T* __restrict__ qkv, const T* __restrict__ bias, T* __restrict__ q, T* __restrict__ k,
-                               T* __restrict__ v, uint64_t rows, uint64_t width) {
-  const uint64_t n = rows * width;
-  const uint64_t stride = (uint64_t)blockDim.x * gridDim.x;
-  for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const uint64_t r = i / width;
-    const uint64_t j = i - r * width;
-    const T* row = qkv + r * 3 * width;
-    q[i] = from_float<T>(to_float(row[j]) + to_float(bias[j]));
-    k[i] = from_float<T>(to_float(row[width + j]) + to_float(bias[width + j]));
-    v[i] = from_float<T>(to_float(row[2 * width + j]) + to_float(bias[2 * width + j]));
-  }
-}
 
 // out = layer_norm(y + bias + residual) over rows of `width`, one warp per row (blocks of 8 warps):
 // the row's values stay in the warp's L1 between the mean, variance and write passes.
@@ -113,10 +92,6 @@ __device__ void pool_normalize(const T* __restrict__ x, const uint32_t* __restri
 }
 
 #define ENCODER_KERNELS(T, SUFFIX)                                                                                             \
-  extern "C" __global__ void bias_split_qkv_##SUFFIX(const T* qkv, const T* bias, T* q, T* k, T* v, uint64_t rows,          \
-                                                      uint64_t width) {                                                       \
-    bias_split_qkv(qkv, bias, q, k, v, rows, width);                                                                          \
-  }                                                                                                                           \
   extern "C" __global__ void bias_residual_layer_norm_##SUFFIX(const T* y, const T* bias, const T* residual, const T* gamma,  \
                                                                 const T* beta, T* out, uint64_t rows, uint64_t width,         \
                                                                 float eps) {                                                  \

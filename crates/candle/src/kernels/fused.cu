@@ -121,3 +121,102 @@ extern "C" __global__ void scatter_rows_u32(const uint32_t* rows, const uint32_t
                                             uint64_t dst_rows) {
   scatter_rows(rows, src, dst, n, width, dst_rows);
 }
+
+// The attention's inputs from a fused q/k/v projection, in one pass (the decoder's and the encoder's):
+// `qkv` is (rows, (heads + 2·kv_heads)·hd), q's heads first, then k's, then v's, straight from the
+// matmul; `bias` the (heads + 2·kv_heads)·hd bias to add, or null. With rotary angles (`cos`, `sin`:
+// (rows, hd/2)) q and k are turned by each row's angles; with null angles nothing is turned. q
+// (rows, heads, hd), k and v (rows, kv_heads, hd) are written contiguous, which is what the varlen
+// attention reads. Candle needs a bias pass (a broadcast kernel), a copy each for q and k (its rope
+// wants contiguous input), two rope passes and a copy of v for the same. `interleaved`: dimension 2i
+// pairs with 2i+1 (llama.cpp's GGUFs), else i with i + hd/2 (Hugging Face). One thread per pair of
+// elements, in f32, rounded once.
+template <typename T>
+__device__ void split_qkv(const T* __restrict__ qkv, const T* __restrict__ bias, const T* __restrict__ cos, const T* __restrict__ sin,
+                          T* __restrict__ q, T* __restrict__ k, T* __restrict__ v, uint64_t rows, uint64_t heads, uint64_t kv_heads,
+                          uint64_t hd, int interleaved) {
+  const uint64_t half = hd / 2;
+  const uint64_t all_heads = heads + 2 * kv_heads;
+  const uint64_t pairs_per_row = all_heads * half;
+  const uint64_t n = rows * pairs_per_row;
+  const uint64_t stride = (uint64_t)blockDim.x * gridDim.x;
+  for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const uint64_t r = i / pairs_per_row;
+    const uint64_t p = i - r * pairs_per_row;
+    const uint64_t head = p / half;
+    const uint64_t j = p - head * half;
+    // The pair's two elements inside the head.
+    const uint64_t a = interleaved ? 2 * j : j;
+    const uint64_t b = interleaved ? 2 * j + 1 : j + half;
+    const uint64_t col = head * hd;
+    const T* src = qkv + r * all_heads * hd + col;
+    float x1 = to_float(src[a]);
+    float x2 = to_float(src[b]);
+    if (bias != nullptr) {
+      x1 += to_float(bias[col + a]);
+      x2 += to_float(bias[col + b]);
+    }
+    T* dst;
+    bool turn = cos != nullptr;
+    if (head < heads) {
+      dst = q + (r * heads + head) * hd;
+    } else if (head < heads + kv_heads) {
+      dst = k + (r * kv_heads + (head - heads)) * hd;
+    } else {
+      dst = v + (r * kv_heads + (head - heads - kv_heads)) * hd;
+      turn = false;
+    }
+    if (turn) {
+      const float c = to_float(cos[r * half + j]);
+      const float s = to_float(sin[r * half + j]);
+      const float y1 = x1 * c - x2 * s;
+      x2 = x2 * c + x1 * s;
+      x1 = y1;
+    }
+    dst[a] = from_float<T>(x1);
+    dst[b] = from_float<T>(x2);
+  }
+}
+
+#define SPLIT_QKV(NAME, T)                                                                                                         \
+  extern "C" __global__ void NAME(const T* qkv, const T* bias, const T* cos, const T* sin, T* q, T* k, T* v, uint64_t rows,       \
+                                  uint64_t heads, uint64_t kv_heads, uint64_t hd, int interleaved) {                              \
+    split_qkv(qkv, bias, cos, sin, q, k, v, rows, heads, kv_heads, hd, interleaved);                                              \
+  }
+SPLIT_QKV(split_qkv_bf16, __nv_bfloat16)
+SPLIT_QKV(split_qkv_f16, __half)
+SPLIT_QKV(split_qkv_f32, float)
+
+// The residual stream's add fused into the norm that reads it: sum = x + y (rounded to the storage
+// type: that is the stream), out = rms_norm(sum) · weight, one warp per row (blocks of 8 warps).
+// Candle takes an add (read two, write one) and then its rms-norm kernel (read one, write one).
+template <typename T>
+__device__ void residual_rms_norm(const T* __restrict__ x, const T* __restrict__ y, const T* __restrict__ weight, T* __restrict__ sum,
+                                  T* __restrict__ out, uint64_t rows, uint64_t width, float eps) {
+  const uint64_t row = (uint64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const unsigned lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const T* xr = x + row * width;
+  const T* yr = y + row * width;
+  T* sr = sum + row * width;
+  float sq = 0.0f;
+  for (uint64_t j = lane; j < width; j += 32) {
+    const T s = from_float<T>(to_float(xr[j]) + to_float(yr[j]));
+    sr[j] = s;
+    const float v = to_float(s);
+    sq += v * v;
+  }
+  const float inv = rsqrtf(warp_sum(sq) / (float)width + eps);
+  T* o = out + row * width;
+  // Each lane reads back only what it wrote itself.
+  for (uint64_t j = lane; j < width; j += 32) o[j] = from_float<T>(to_float(sr[j]) * inv * to_float(weight[j]));
+}
+
+#define RESIDUAL_RMS_NORM(NAME, T)                                                                                                 \
+  extern "C" __global__ void NAME(const T* x, const T* y, const T* weight, T* sum, T* out, uint64_t rows, uint64_t width,         \
+                                  float eps) {                                                                                    \
+    residual_rms_norm(x, y, weight, sum, out, rows, width, eps);                                                                  \
+  }
+RESIDUAL_RMS_NORM(residual_rms_norm_bf16, __nv_bfloat16)
+RESIDUAL_RMS_NORM(residual_rms_norm_f16, __half)
+RESIDUAL_RMS_NORM(residual_rms_norm_f32, float)
