@@ -14,7 +14,7 @@ if [ -n "$WARPFOLD_FEATURES" ]; then
   export CUDA_COMPUTE_CAP
   # FlashAttention-2's compiled kernels are kept here (plan.sh names one folder per card and list).
   [ -n "${CANDLE_FLASH_ATTN_BUILD_DIR:-}" ] && mkdir -p "$CANDLE_FLASH_ATTN_BUILD_DIR"
-  CARGO_TARGET_DIR=target/gpu cargo build --release --locked --features "$WARPFOLD_FEATURES"
+  CARGO_TARGET_DIR=target/gpu cargo build --release --locked -p warpfold --features "$WARPFOLD_FEATURES"
   wf=./target/gpu/release/warpfold
   export WARPFOLD_DEVICE=${WARPFOLD_DEVICE:-auto}
 else

@@ -1,8 +1,8 @@
 use std::path::PathBuf;
 
 use warpfold_candle::BertBackend;
-use warpfold_engine::models::ModelDir;
 use warpfold_engine::tokenize::TextEncoder;
+use warpfold_runtime::models::ModelDir;
 
 /// The real `warpfold` binary, with the test models and quiet logs.
 pub fn warpfold() -> std::process::Command {
@@ -11,8 +11,9 @@ pub fn warpfold() -> std::process::Command {
     cmd
 }
 
+/// The repository's root (the test binary is the `warpfold` package's, in crates/cli).
 pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).canonicalize().expect("the repository's root")
 }
 
 /// The default model as `scripts/test.sh` fetches it.

@@ -5,11 +5,11 @@ use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
 use warpfold_backend::{Backend, SequenceTag};
-use warpfold_engine::corpus::{words, Rng};
+use warpfold_bench::corpus::{words, Rng};
 use warpfold_engine::embed::Embedder;
-use warpfold_engine::models::ModelDir;
 use warpfold_engine::tape::{packed_bin, padded_bin, TokenSequence};
 use warpfold_engine::{Batching, Engine, Lane, SchedulerConfig};
+use warpfold_runtime::models::ModelDir;
 
 use crate::common::{cosine, load, max_abs_diff, minilm_dir, repo};
 

@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use warpfold_engine::corpus::{words, Rng};
+use warpfold_bench::corpus::{words, Rng};
 use warpfold_engine::embed::Embedder;
 use warpfold_engine::{Engine, Lane, SchedulerConfig};
 use warpfold_index::chunk::{chunk_document, join_pages};

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use serde_json::Value;
-use warpfold_engine::corpus::{words, Rng};
+use warpfold_bench::corpus::{words, Rng};
 use warpfold_index::store::Store;
 
 use crate::common::{assert_same_index, dump_index, warpfold};

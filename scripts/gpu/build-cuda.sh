@@ -23,7 +23,7 @@ source "${WARPFOLD_CUDA_PREFIX:-/opt/warpfold-cuda}/env.sh"
 export CUDA_COMPUTE_CAP=${CUDA_COMPUTE_CAP:-90}
 : > "$WARPFOLD_CUDA_PREFIX/nvcc-wrap.log"
 # A target folder of its own: the CPU build in target/release stays as it is.
-CARGO_TARGET_DIR=target/cuda cargo build --profile release-gpu --locked --features flash-attn --bin warpfold
+CARGO_TARGET_DIR=target/cuda cargo build --profile release-gpu --locked -p warpfold --features flash-attn --bin warpfold
 echo "flash-attn objects: $(awk '{print $2}' "$WARPFOLD_CUDA_PREFIX/nvcc-wrap.log" | sort | uniq -c | tr '\n' ' ')"
 mkdir -p .gpu
 xz -T2 -9 -c target/cuda/release-gpu/warpfold > .gpu/warpfold.xz

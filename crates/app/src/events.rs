@@ -1,7 +1,7 @@
 //! What the UI sees: the state snapshot and the live events (docs/api.md is the contract).
 
 use serde::Serialize;
-use warpfold_engine::scheduler::{BinRecord, StatsSnapshot};
+use warpfold_engine::stats::{BinRecord, StatsSnapshot};
 
 /// A file's place in the queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

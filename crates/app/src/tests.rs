@@ -11,7 +11,7 @@ use warpfold_index::pipeline::IndexOptions;
 use super::*;
 use crate::runtime::{device_view, start_embedder, EngineOptions};
 use warpfold_engine::embed::Embedder;
-use warpfold_engine::models::ModelDir;
+use warpfold_runtime::models::ModelDir;
 
 /// The default model on the CPU, started the way every front starts it.
 struct LoadedModel {

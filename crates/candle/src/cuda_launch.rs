@@ -38,6 +38,12 @@ pub(crate) fn wrap(storage: CudaStorage, shape: impl Into<candle_core::Shape>) -
     Tensor::from_storage(Storage::Cuda(storage), shape, BackpropOp::none(), false)
 }
 
+/// One warp per row, eight rows a block: the row kernels (residual + norm, bias + residual + layer
+/// norm) keep a row's values in the warp's L1 between their passes.
+pub(crate) fn warp_per_row_grid(rows: usize) -> LaunchConfig {
+    LaunchConfig { grid_dim: (rows.div_ceil(8).max(1) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 }
+}
+
 /// A grid-stride launch over `n` elements: 256 threads a block, at most 64 blocks per
 /// multiprocessor of an H200's 132 (the kernels loop over what the grid does not cover).
 pub(crate) fn elementwise_grid(n: usize) -> LaunchConfig {

@@ -9,10 +9,10 @@
 
 use candle_core::cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 use candle_core::cuda_backend::{CudaDevice, CudaStorage};
-use candle_core::{DType, Result, Storage, Tensor};
+use candle_core::{DType, Result, Tensor};
 
 use crate::bert::Activation;
-use crate::cuda_launch::{cuda, cuda_view, elementwise_grid as grid, kernel_error as err, wrap};
+use crate::cuda_launch::{cuda, cuda_view, elementwise_grid as grid, kernel_error as err, warp_per_row_grid, wrap};
 
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/encoder.ptx"));
 const MODULE: &str = "warpfold_encoder";
@@ -39,8 +39,7 @@ pub fn bias_residual_layer_norm(y: &Tensor, bias: &Tensor, residual: &Tensor, ga
     let (s_be, r_be) = cuda_view!(beta, "beta");
     let dev: &CudaDevice = &cuda(&s_y).device;
     let n = rows * width;
-    // One warp per row, eight rows a block.
-    let cfg = LaunchConfig { grid_dim: (rows.div_ceil(8).max(1) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+    let cfg = warp_per_row_grid(rows);
     let (rows_arg, width_arg, eps_arg) = (rows as u64, width as u64, eps as f32);
     macro_rules! run {
         ($t:ty, $name:literal) => {{

@@ -166,7 +166,7 @@ mod cuda {
     use candle_core::cuda_backend::{CudaDevice, CudaStorage};
     use candle_core::{DType, Result, Storage, Tensor};
 
-    use crate::cuda_launch::{cuda, cuda_view, elementwise_grid, kernel_error as err, wrap};
+    use crate::cuda_launch::{cuda, cuda_view, elementwise_grid, kernel_error as err, warp_per_row_grid, wrap};
     use crate::llama::RopeLayout;
 
     const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/fused.ptx"));
@@ -278,13 +278,14 @@ mod cuda {
         let (bias, cos, sin) = (contiguous(bias)?, contiguous(rotary.map(|r| r.cos))?, contiguous(rotary.map(|r| r.sin))?);
         let qkv = qkv.contiguous()?;
         let (s_qkv, r_qkv) = cuda_view!(qkv, "qkv");
-        let optional = |t: &Option<Tensor>| -> Result<_> {
-            Ok(match t {
+        let mut optional = Vec::with_capacity(3);
+        for t in [&bias, &cos, &sin] {
+            optional.push(match t {
                 Some(t) => Some(cuda_view!(t, "bias or angle")),
                 None => None,
-            })
-        };
-        let (v_bias, v_cos, v_sin) = (optional(&bias)?, optional(&cos)?, optional(&sin)?);
+            });
+        }
+        let (v_bias, v_cos, v_sin) = (&optional[0], &optional[1], &optional[2]);
         let dev: &CudaDevice = &cuda(&s_qkv).device;
         let (nq, nkv) = (rows * heads * hd, rows * kv_heads * hd);
         let cfg = elementwise_grid(rows * (heads + 2 * kv_heads) * hd / 2);
@@ -294,20 +295,21 @@ mod cuda {
         macro_rules! run {
             ($t:ty, $name:literal) => {{
                 let x = cuda(&s_qkv).as_cuda_slice::<$t>()?.slice(r_qkv.0..r_qkv.1);
-                let view = |v: &Option<(_, (usize, usize))>| -> Result<_> {
-                    Ok(match v {
-                        Some((s, (a, b))) => Some(cuda(s).as_cuda_slice::<$t>()?.slice(*a..*b)),
+                let mut views = Vec::with_capacity(3);
+                for v in [v_bias, v_cos, v_sin] {
+                    views.push(match v {
+                        Some((guard, (from, to))) => Some(cuda(guard).as_cuda_slice::<$t>()?.slice(*from..*to)),
                         None => None,
-                    })
-                };
-                let (b, c, s) = (view(&v_bias)?, view(&v_cos)?, view(&v_sin)?);
+                    });
+                }
+                let (b, c, s) = (&views[0], &views[1], &views[2]);
                 // SAFETY: the kernel writes every element of q, k and v (one thread per pair of
                 // elements of each row's heads) before anything reads them.
                 let (q, k, v) = unsafe { (dev.alloc::<$t>(nq.max(1))?, dev.alloc::<$t>(nkv.max(1))?, dev.alloc::<$t>(nkv.max(1))?) };
                 let func = dev.get_or_load_custom_func($name, MODULE, PTX)?;
                 let mut builder = func.builder();
                 builder.arg(&x);
-                for p in [&b, &c, &s] {
+                for p in [b, c, s] {
                     match p {
                         Some(p) => builder.arg(p),
                         None => builder.arg(&null),
@@ -356,8 +358,7 @@ mod cuda {
         let (s_w, r_w) = cuda_view!(weight, "weight");
         let dev: &CudaDevice = &cuda(&s_x).device;
         let n = rows * width;
-        // One warp per row, 8 a block.
-        let cfg = LaunchConfig { grid_dim: (rows.div_ceil(8).max(1) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        let cfg = warp_per_row_grid(rows);
         let (rows_arg, width_arg, eps_arg) = (rows as u64, width as u64, eps as f32);
         macro_rules! run {
             ($t:ty, $name:literal) => {{

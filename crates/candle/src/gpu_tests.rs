@@ -13,7 +13,8 @@ use candle_core::{DType, Device, Tensor};
 use warpfold_backend::{Backend, BackendError, BackendInfo, Bin};
 
 use crate::llama::tests::{bin_of, Rng};
-use crate::llama::{varlen_causal_attention, LlamaModel, VarlenSlots};
+use crate::llama::LlamaModel;
+use crate::varlen::{varlen_causal_attention, VarlenSlots};
 
 fn cuda() -> Device {
     Device::new_cuda(0).expect("a CUDA device")

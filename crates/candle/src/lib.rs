@@ -21,6 +21,9 @@ pub mod llama;
 pub mod mkl;
 pub mod stage_profile;
 pub mod staging;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
+pub mod varlen;
 
 use std::path::Path;
 

@@ -28,13 +28,10 @@ use serde::Deserialize;
 use warpfold_backend::{validate_bin, Bin};
 
 use crate::staging::Staging;
+use crate::varlen::{varlen_causal_attention, VarlenSlots, ATTN_QUERY_ROWS};
 
 /// Rows of logits computed at once when scoring: 512 rows of a 152k vocabulary are 300 MB in f32.
 pub const LOGIT_ROWS: usize = 512;
-
-/// Query rows per attention block on the non-flash path: bounds the score matrix of a slot of `L`
-/// tokens to `heads × 512 × L` floats instead of `heads × L × L`.
-const ATTN_QUERY_ROWS: usize = 512;
 
 /// Mirrors the fields of a Llama / Qwen2 `config.json` that the forward uses.
 #[derive(Debug, Clone, Deserialize)]
@@ -251,133 +248,6 @@ pub struct PendingScores {
     fetch: crate::staging::Fetch,
     seq_lens: Vec<u32>,
     hidden_size: usize,
-}
-
-/// The slot layout of a bin as attention needs it, built once per forward and shared by every layer.
-pub struct VarlenSlots {
-    cu_seqlens: Vec<u32>,
-    seq_lens: Vec<u32>,
-    /// Query rows per attention block (non-flash path).
-    query_rows: usize,
-    /// (query_rows, query_rows): 0 on and below the diagonal, -inf above; the mask of the diagonal
-    /// block of every query block (non-flash path only). Keys before the block are all visible.
-    causal_block: Option<Tensor>,
-    /// `cu_seqlens` on the device, as the varlen kernel wants it.
-    #[cfg(feature = "flash-attn")]
-    cu_seqlens_dev: Tensor,
-    #[cfg(feature = "flash-attn")]
-    max_seqlen: usize,
-}
-
-impl VarlenSlots {
-    pub fn from_bin(bin: &Bin, device: &Device) -> Result<Self> {
-        let cu = Tensor::from_slice(&bin.cu_seqlens, bin.cu_seqlens.len(), device)?;
-        Self::with_query_rows(bin, cu, device, ATTN_QUERY_ROWS)
-    }
-
-    /// `cu_seqlens`: the bin's slot boundaries already on `device` (u32).
-    fn with_query_rows(bin: &Bin, cu_seqlens: Tensor, device: &Device, query_rows: usize) -> Result<Self> {
-        let longest = bin.seq_lens.iter().copied().max().unwrap_or(1) as usize;
-        let b = query_rows.min(longest).max(1);
-        // The flash path needs no mask: do not build (and copy to the device) one it never reads.
-        let flash = cfg!(feature = "flash-attn") && device.is_cuda();
-        let causal_block = if flash { None } else { Some(causal_mask(b, device)?) };
-        #[cfg(not(feature = "flash-attn"))]
-        let _ = cu_seqlens;
-        Ok(Self {
-            cu_seqlens: bin.cu_seqlens.clone(),
-            seq_lens: bin.seq_lens.clone(),
-            query_rows: b,
-            causal_block,
-            #[cfg(feature = "flash-attn")]
-            cu_seqlens_dev: cu_seqlens,
-            #[cfg(feature = "flash-attn")]
-            max_seqlen: bin.max_seqlen as usize,
-        })
-    }
-
-    /// The diagonal block's mask: built with the slots, or here on the rare flash-build path
-    /// that falls back to this attention (head sizes FA-2 refuses).
-    fn causal_block(&self, device: &Device) -> Result<Tensor> {
-        match &self.causal_block {
-            Some(m) => Ok(m.clone()),
-            None => causal_mask(self.query_rows, device),
-        }
-    }
-}
-
-/// (b, b): 0 on and below the diagonal, -inf above.
-fn causal_mask(b: usize, device: &Device) -> Result<Tensor> {
-    let mask: Vec<f32> = (0..b * b).map(|i| if i % b > i / b { f32::NEG_INFINITY } else { 0.0 }).collect();
-    Tensor::from_vec(mask, (b, b), device)
-}
-
-/// Causal attention restricted to each slot: `q` (T, heads, hd), `k` and `v` (T, kv_heads, hd) ->
-/// (T, heads, hd). A token attends to the real tokens of its own slot up to itself; the rows of pad
-/// tokens are zero (non-flash path) or unspecified (flash path) and must not be read.
-pub fn varlen_causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, slots: &VarlenSlots, softmax_scale: f32) -> Result<Tensor> {
-    // FA-2 takes head sizes that are multiples of 8, up to 256; others take the generic path.
-    #[cfg(feature = "flash-attn")]
-    if crate::flash::uses_flash(q.device(), q.dim(2)?, q.dtype(), true) {
-        // Whole slots, pad tokens included: they sit after the real tokens, so the causal mask keeps
-        // them out of every real token's view. The kernel handles GQA itself.
-        return candle_flash_attn::flash_attn_varlen(
-            q,
-            k,
-            v,
-            &slots.cu_seqlens_dev,
-            &slots.cu_seqlens_dev,
-            slots.max_seqlen,
-            slots.max_seqlen,
-            softmax_scale,
-            true,
-        );
-    }
-
-    let dtype = q.dtype();
-    let (t, heads, hd) = q.dims3()?;
-    let kv = k.dim(1)?;
-    let rep = heads / kv;
-    let (q, k, v) = (q.to_dtype(DType::F32)?, k.to_dtype(DType::F32)?, v.to_dtype(DType::F32)?);
-    let causal_block = slots.causal_block(q.device())?;
-    let mut parts = Vec::new();
-    for (i, &real) in slots.seq_lens.iter().enumerate() {
-        let start = slots.cu_seqlens[i] as usize;
-        let slot_len = slots.cu_seqlens[i + 1] as usize - start;
-        let real = real as usize;
-        // 1. The slot's real tokens only. Query heads are grouped by the kv head they share
-        //    (head h uses kv head h / rep, as Hugging Face's repeat_kv), so GQA needs no copy of k, v.
-        // (r, heads, hd) -> (r, kv, rep, hd) -> (kv, rep, r, hd)
-        let qs = q.narrow(0, start, real)?.reshape((real, kv, rep, hd))?.permute((1, 2, 0, 3))?.contiguous()?;
-        // (r, kv, hd) -> (kv, r, hd)
-        let ks = k.narrow(0, start, real)?.transpose(0, 1)?.contiguous()?;
-        let vs = v.narrow(0, start, real)?.transpose(0, 1)?.contiguous()?;
-        // 2. Query blocks: block [q0, q0+b) sees keys [0, q0+b); only its last b keys need the mask.
-        let mut q0 = 0;
-        while q0 < real {
-            let b = slots.query_rows.min(real - q0);
-            let keys = q0 + b;
-            // (kv, rep, b, hd) -> (kv, rep*b, hd)
-            let qb = qs.narrow(2, q0, b)?.reshape((kv, rep * b, hd))?;
-            let kb = ks.narrow(1, 0, keys)?.contiguous()?;
-            let vb = vs.narrow(1, 0, keys)?.contiguous()?;
-            // (kv, rep*b, hd) x (kv, hd, keys) -> (kv, rep, b, keys)
-            let scores = (qb.matmul(&kb.t()?)? * softmax_scale as f64)?.reshape((kv, rep, b, keys))?;
-            let diag = causal_block.narrow(0, 0, b)?.narrow(1, 0, b)?;
-            let mask = if q0 == 0 { diag } else { Tensor::cat(&[&Tensor::zeros((b, q0), DType::F32, q.device())?, &diag], 1)? };
-            let probs = candle_nn::ops::softmax_last_dim(&scores.broadcast_add(&mask)?)?;
-            // (kv, rep*b, keys) x (kv, keys, hd) -> (kv, rep, b, hd) -> (b, kv, rep, hd) -> (b, heads, hd)
-            let ctx = probs.reshape((kv, rep * b, keys))?.matmul(&vb)?.reshape((kv, rep, b, hd))?;
-            parts.push(ctx.permute((2, 0, 1, 3))?.reshape((b, heads, hd))?);
-            q0 += b;
-        }
-        if real < slot_len {
-            parts.push(Tensor::zeros((slot_len - real, heads, hd), DType::F32, q.device())?);
-        }
-    }
-    let out = Tensor::cat(&parts, 0)?;
-    debug_assert_eq!(out.dim(0)?, t, "attention covers the whole tape. This is a bug.");
-    out.to_dtype(dtype)
 }
 
 /// Rows up to which a dense projection multiplies weights-first (see [`Proj`]'s forward).
@@ -847,105 +717,7 @@ pub fn load(cfg: &Config, weights: &[std::path::PathBuf], device: &Device, dtype
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use std::collections::HashMap;
-    use warpfold_backend::{Layout, SequenceTag};
-
-    /// Lays sequences out as the engine does: slots rounded up to `align`, pad id 0 at position 0.
-    pub(crate) fn bin_of(seqs: &[Vec<u32>], align: usize) -> Bin {
-        let mut bin = Bin {
-            layout: Layout::Packed,
-            input_ids: vec![],
-            position_ids: vec![],
-            cu_seqlens: vec![0],
-            seq_lens: vec![],
-            max_seqlen: 0,
-            capacity: 0,
-            tags: vec![],
-        };
-        for (i, s) in seqs.iter().enumerate() {
-            let slot = s.len().div_ceil(align) * align;
-            bin.input_ids.extend_from_slice(s);
-            bin.input_ids.resize(bin.input_ids.len() + slot - s.len(), 0);
-            bin.position_ids.extend(0..s.len() as u32);
-            bin.position_ids.resize(bin.position_ids.len() + slot - s.len(), 0);
-            bin.cu_seqlens.push(bin.input_ids.len() as u32);
-            bin.seq_lens.push(s.len() as u32);
-            bin.max_seqlen = bin.max_seqlen.max(slot as u32);
-            bin.tags.push(SequenceTag { request: 1, index: i as u32 });
-        }
-        bin.capacity = bin.input_ids.len() as u32;
-        bin
-    }
-
-    /// xorshift64*: reproducible numbers without a rand dependency.
-    pub(crate) struct Rng(pub(crate) u64);
-    impl Rng {
-        pub(crate) fn next_f32(&mut self) -> f32 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            let bits = self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 40;
-            bits as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
-        }
-        pub(crate) fn tensor(&mut self, shape: &[usize], scale: f32, offset: f32) -> Tensor {
-            let n = shape.iter().product();
-            let v: Vec<f32> = (0..n).map(|_| offset + scale * self.next_f32()).collect();
-            Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
-        }
-        pub(crate) fn ids(&mut self, len: usize, vocab: usize) -> Vec<u32> {
-            (0..len).map(|_| ((self.next_f32() + 1.0) * 0.5 * vocab as f32) as u32 % vocab as u32).collect()
-        }
-    }
-
-    pub(crate) fn tiny_config(extra: &str) -> Config {
-        let json = format!(
-            r#"{{"hidden_size":64,"intermediate_size":128,"num_hidden_layers":3,"num_attention_heads":4,
-                "num_key_value_heads":2,"vocab_size":97,"rms_norm_eps":1e-6,"rope_theta":10000.0,
-                "max_position_embeddings":256,{extra}}}"#
-        );
-        serde_json::from_str(&json).unwrap()
-    }
-
-    /// Random weights under Hugging Face names, large enough that attention is far from uniform.
-    pub(crate) fn random_model(cfg: &Config, seed: u64) -> LlamaModel {
-        LlamaModel::new(cfg, VarBuilder::from_tensors(random_weights(cfg, seed), DType::F32, &Device::Cpu)).unwrap()
-    }
-
-    /// Seeded random weights of `cfg` under the Hugging Face names, on the CPU in f32.
-    pub(crate) fn random_weights(cfg: &Config, seed: u64) -> HashMap<String, Tensor> {
-        let mut rng = Rng(seed);
-        let (h, i, v) = (cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size);
-        let (q, kv) = (cfg.num_attention_heads * cfg.head_dim(), cfg.kv_heads() * cfg.head_dim());
-        let qwen = cfg.family().unwrap() == Family::Qwen2;
-        let mut w = HashMap::new();
-        let mut lin = |w: &mut HashMap<String, Tensor>, name: String, out: usize, inp: usize, bias: bool| {
-            w.insert(format!("{name}.weight"), rng.tensor(&[out, inp], 1.7 / (inp as f32).sqrt(), 0.0));
-            if bias {
-                w.insert(format!("{name}.bias"), rng.tensor(&[out], 0.3, 0.0));
-            }
-        };
-        for l in 0..cfg.num_hidden_layers {
-            let p = format!("model.layers.{l}");
-            lin(&mut w, format!("{p}.self_attn.q_proj"), q, h, qwen || cfg.attention_bias);
-            lin(&mut w, format!("{p}.self_attn.k_proj"), kv, h, qwen || cfg.attention_bias);
-            lin(&mut w, format!("{p}.self_attn.v_proj"), kv, h, qwen || cfg.attention_bias);
-            lin(&mut w, format!("{p}.self_attn.o_proj"), h, q, !qwen && cfg.attention_bias);
-            lin(&mut w, format!("{p}.mlp.gate_proj"), i, h, cfg.mlp_bias);
-            lin(&mut w, format!("{p}.mlp.up_proj"), i, h, cfg.mlp_bias);
-            lin(&mut w, format!("{p}.mlp.down_proj"), h, i, cfg.mlp_bias);
-        }
-        if !cfg.tie_word_embeddings {
-            lin(&mut w, "lm_head".into(), v, h, false);
-        }
-        let mut rng = Rng(seed ^ 0x9e37_79b9);
-        w.insert("model.embed_tokens.weight".into(), rng.tensor(&[v, h], 1.0, 0.0));
-        w.insert("model.norm.weight".into(), rng.tensor(&[h], 0.2, 1.0));
-        for l in 0..cfg.num_hidden_layers {
-            w.insert(format!("model.layers.{l}.input_layernorm.weight"), rng.tensor(&[h], 0.2, 1.0));
-            w.insert(format!("model.layers.{l}.post_attention_layernorm.weight"), rng.tensor(&[h], 0.2, 1.0));
-        }
-        w
-    }
+    pub(crate) use crate::test_support::{bin_of, max_abs_diff, random_model, random_weights, tiny_config, variants, Rng};
 
     /// On the GPU machine (flash-attn builds only; `--ignored`): FlashAttention-2's causal varlen
     /// kernel in bf16 scores each sequence of a packed bin as it scores it alone, and as the f32
@@ -971,26 +743,6 @@ pub(crate) mod tests {
                 assert!((p - c).abs() <= 0.05, "{name}: sequence {i}: gpu bf16 {p} vs cpu f32 {c}");
             }
         }
-    }
-
-    pub(crate) fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-        assert_eq!(a.len(), b.len());
-        a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
-    }
-
-    pub(crate) fn variants() -> Vec<(&'static str, Config)> {
-        vec![
-            ("llama", tiny_config(r#""model_type":"llama""#)),
-            ("qwen2 (q/k/v bias, tied head)", tiny_config(r#""model_type":"qwen2","tie_word_embeddings":true"#)),
-            (
-                "llama3 rope scaling, head_dim 32, attention and mlp bias",
-                tiny_config(
-                    r#""model_type":"llama","head_dim":32,"attention_bias":true,"mlp_bias":true,
-                    "rope_scaling":{"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,
-                    "high_freq_factor":4.0,"original_max_position_embeddings":64}"#,
-                ),
-            ),
-        ]
     }
 
     #[test]

@@ -13,7 +13,8 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
-use warpfold_engine::corpus::{self, CorpusKind};
+use warpfold_bench::corpus::{self, CorpusKind};
+use warpfold_bench::report::{compare, machine, pct, peak_rss_mib, reset_peak_rss, save_report, today};
 use warpfold_engine::packer::{aligned_len, pack};
 use warpfold_engine::tokenize::TextEncoder;
 use warpfold_engine::{Batching, Engine, EngineError, Lane, SchedulerConfig, StatsSnapshot};
@@ -207,7 +208,7 @@ pub(crate) fn prepare(encoder: &TextEncoder, docs: &[String]) -> Result<(Vec<Str
 fn run_corpus(
     global: &GlobalOptions,
     args: &BenchArgs,
-    dir: &warpfold_engine::models::ModelDir,
+    dir: &warpfold_runtime::models::ModelDir,
     encoder: &TextEncoder,
     kind: CorpusKind,
 ) -> Result<CorpusReport> {
@@ -280,7 +281,7 @@ fn median_run(mut runs: Vec<SystemRun>) -> SystemRun {
 
 fn run_engine(
     global: &GlobalOptions,
-    dir: &warpfold_engine::models::ModelDir,
+    dir: &warpfold_runtime::models::ModelDir,
     name: &str,
     config: SchedulerConfig,
     ids: &[Vec<u32>],
@@ -300,7 +301,7 @@ fn run_engine(
 /// device's work on the slices before it.
 fn run_end_to_end(
     global: &GlobalOptions,
-    dir: &warpfold_engine::models::ModelDir,
+    dir: &warpfold_runtime::models::ModelDir,
     encoder: &TextEncoder,
     texts: &[String],
     packed_vecs: &[Vec<f32>],
@@ -378,27 +379,6 @@ pub(crate) fn timed_run(engine: Engine, ids: &[Vec<u32>]) -> Result<(Answers, f6
     Ok((results, seconds, after.since(&before), peak))
 }
 
-pub(crate) fn pct(part: u64, whole: u64) -> f64 {
-    100.0 * part as f64 / whole.max(1) as f64
-}
-
-/// (largest absolute difference, smallest cosine) between two sets of vectors.
-pub(crate) fn compare(a: &[Vec<f32>], b: &[Vec<f32>]) -> (f64, f64) {
-    let mut max_diff = 0f64;
-    let mut min_cos = 1f64;
-    for (x, y) in a.iter().zip(b) {
-        let (mut dot, mut nx, mut ny) = (0f64, 0f64, 0f64);
-        for (&p, &q) in x.iter().zip(y) {
-            max_diff = max_diff.max((p - q).abs() as f64);
-            dot += p as f64 * q as f64;
-            nx += p as f64 * p as f64;
-            ny += q as f64 * q as f64;
-        }
-        min_cos = min_cos.min(dot / (nx.sqrt() * ny.sqrt()).max(1e-30));
-    }
-    (max_diff, min_cos)
-}
-
 #[derive(serde::Deserialize)]
 struct PeerResult {
     system: String,
@@ -414,7 +394,7 @@ fn run_peer(
     args: &BenchArgs,
     device: &str,
     batch: usize,
-    dir: &warpfold_engine::models::ModelDir,
+    dir: &warpfold_runtime::models::ModelDir,
     texts: &[String],
     ours: &[Vec<f32>],
     real_tokens: usize,
@@ -559,54 +539,4 @@ fn print_table(report: &Report) {
         p.one_call_sequences_per_second / 1e6,
         p.windows_of_16_sequences_per_second / 1e6
     );
-}
-
-/// Resets the kernel's peak-RSS counter for this process (Linux; elsewhere a no-op).
-fn reset_peak_rss() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
-
-fn peak_rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
-}
-
-/// The report as pretty JSON, also written to `out` when given.
-pub fn save_report(report: &impl Serialize, out: Option<&Path>) -> Result<String> {
-    let json = serde_json::to_string_pretty(report)?;
-    if let Some(path) = out {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(path, &json).with_context(|| format!("writing {}", path.display()))?;
-    }
-    Ok(json)
-}
-
-pub fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    format!("{cpu}, {cores} cores")
-}
-
-/// Today's date (UTC) as YYYY-MM-DD, from the system clock.
-pub fn today() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let days = (secs / 86_400) as i64;
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
 }

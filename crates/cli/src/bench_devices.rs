@@ -16,11 +16,13 @@ use std::process::ExitCode;
 use anyhow::{ensure, Result};
 use candle_core::Device;
 use serde::Serialize;
-use warpfold_engine::corpus::{self, CorpusKind};
+use warpfold_bench::corpus::{self, CorpusKind};
 use warpfold_engine::tokenize::TextEncoder;
 use warpfold_engine::{Batching, DeviceSnapshot, Engine, EngineError, SchedulerConfig};
 
-use crate::bench::{compare, pct, prepare, save_report, timed_run, Answers, BenchArgs, CorpusArg};
+use warpfold_bench::report::{compare, machine, pct, save_report, today};
+
+use crate::bench::{prepare, timed_run, Answers, BenchArgs, CorpusArg};
 use crate::{setup, GlobalOptions};
 
 #[derive(Serialize, Debug)]
@@ -156,8 +158,8 @@ pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<ExitCode> {
         model,
         devices: on.len(),
         fail_device: std::env::var("WARPFOLD_FAIL_DEVICE").ok(),
-        date: crate::bench::today(),
-        machine: crate::bench::machine(),
+        date: today(),
+        machine: machine(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
         corpora,
     };

@@ -20,7 +20,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::Args;
 use serde::Serialize;
-use warpfold_engine::corpus::{words, Rng};
+use warpfold_bench::corpus::{words, Rng};
 use warpfold_engine::Lane;
 use warpfold_index::chunk::{text_hash, DocumentChunk};
 use warpfold_index::extract::{extract_file, Isolation};
@@ -29,8 +29,8 @@ use warpfold_index::pipeline::{IndexOptions, IndexReport, Progress};
 use warpfold_index::search::Searcher;
 use warpfold_index::store::{DocumentRecord, Store};
 
-use crate::bench::{machine, save_report, today};
 use crate::{setup, GlobalOptions};
+use warpfold_bench::report::{machine, save_report, today};
 
 #[derive(Args, Debug)]
 pub struct BenchIndexArgs {

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
-use warpfold_engine::corpus::{generate, CorpusKind};
+use warpfold_bench::corpus::{generate, CorpusKind};
 use warpfold_engine::tokenize::TextEncoder;
 
 use crate::bench::CorpusArg;

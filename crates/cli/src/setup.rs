@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use candle_core::Device;
+use warpfold_bench::faults::FailDevice;
 use warpfold_candle::BertBackend;
 use warpfold_engine::embed::Embedder;
-use warpfold_engine::models::{self, Manifest, ModelDir};
-use warpfold_engine::multi::parse_fail_spec;
 use warpfold_engine::{Batching, Engine, SchedulerConfig, Window};
-use warpfold_runtime::{DeviceStart, EngineOptions, StartedEmbedder};
+use warpfold_runtime::models::{self, Manifest, ModelDir};
+use warpfold_runtime::{DeviceStart, EngineOptions, StartedEmbedder, WrapDevice};
 
 use crate::{BatchingArg, GlobalOptions, ModelsAction, WindowArg};
 
@@ -21,14 +21,11 @@ pub fn models_dir(global: &GlobalOptions) -> PathBuf {
 
 /// The engine options the global flags say. `WARPFOLD_FAIL_DEVICE=I:after_bins=N` (test only,
 /// used by bench/gpu/run-multi.sh) makes the I-th device fail every bin after its first N, to
-/// check that its bins move to the others.
+/// check that its bins move to the others (`warpfold_bench::faults`).
 pub fn engine_options(global: &GlobalOptions) -> Result<EngineOptions> {
-    let fail_device = match std::env::var("WARPFOLD_FAIL_DEVICE") {
-        Ok(spec) => Some(parse_fail_spec(&spec).map_err(|e| anyhow::anyhow!("WARPFOLD_FAIL_DEVICE: {e}"))?),
-        Err(_) => None,
-    };
-    if let Some((which, after_bins)) = fail_device {
-        eprintln!("warpfold: WARPFOLD_FAIL_DEVICE: device {which} fails every bin after its first {after_bins} (test only)");
+    let fail = FailDevice::from_env().map_err(|e| anyhow::anyhow!(e))?;
+    if let Some(f) = fail {
+        eprintln!("warpfold: WARPFOLD_FAIL_DEVICE: device {} fails every bin after its first {} (test only)", f.device, f.after_bins);
     }
     Ok(EngineOptions {
         device: global.device.clone(),
@@ -43,7 +40,7 @@ pub fn engine_options(global: &GlobalOptions) -> Result<EngineOptions> {
             WindowArg::Adaptive => Window::Adaptive,
             WindowArg::Fixed => Window::Fixed,
         },
-        fail_device,
+        wrap_device: fail.map(|f| WrapDevice(Arc::new(move |i, backend| f.wrap(i, backend)))),
     })
 }
 

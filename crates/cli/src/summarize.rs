@@ -23,9 +23,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
-use warpfold_candle::generate::{BatchOptions, GenerationStats, SamplingParams};
 use warpfold_index::extract::{extract_file, Isolation};
 use warpfold_index::store::Store;
+use warpfold_summarize::generate::{BatchOptions, GenerationStats, SamplingParams};
 use warpfold_summarize::{CachedSummary, ChatModel, PromptStyle, RetrySettings, RetryStats, SourceText, SummarizeOptions, Summarizer};
 
 use crate::{setup, GlobalOptions};
@@ -447,8 +447,8 @@ pub fn run_bench(global: &GlobalOptions, args: &BenchSummarizeArgs) -> Result<Ex
 
     let identical = packed_report.summaries.iter().zip(&alone_report.summaries).filter(|(a, b)| a == b).count();
     let report = BenchReport {
-        date: crate::bench::today(),
-        machine: crate::bench::machine(),
+        date: warpfold_bench::report::today(),
+        machine: warpfold_bench::report::machine(),
         device: format!("{:?}", global.device),
         model: model_name,
         documents: docs
@@ -464,7 +464,7 @@ pub fn run_bench(global: &GlobalOptions, args: &BenchSummarizeArgs) -> Result<Ex
         packed: packed_report,
         one_at_a_time: alone_report,
     };
-    let json = crate::bench::save_report(&report, args.out.as_deref())?;
+    let json = warpfold_bench::report::save_report(&report, args.out.as_deref())?;
     println!("{json}");
     eprintln!(
         "packed and batched: {:.1} documents/min, {:.1} decode tokens/s; one at a time: {:.1} documents/min, {:.1} decode tokens/s; ratios {:.2}x and {:.2}x; {} of {} summaries identical",

@@ -5,20 +5,20 @@
 //! - [`tape`]: lays a planned bin out as one flat tape with cu_seqlens and restarting positions.
 //! - [`scheduler`]: the two-lane submission queue, the dispatcher thread and the backend thread.
 //! - [`multi`]: one dispatcher over several devices: cost-balanced queues, stealing, failover.
+//! - [`stats`]: the counters bins leave behind, and snapshots of them.
+//! - [`probe`]: the VRAM probe's search for a bin's capacity and its throughput knee.
 //! - [`tokenize`], [`embed`]: texts to ids and to embeddings, a bad text costing only itself.
-//! - [`models`]: the pinned default models, fetched through pip and checked.
-//! - [`corpus`]: the seeded benchmark corpora.
 
-pub mod corpus;
 pub mod embed;
-pub mod models;
 pub mod multi;
 pub mod packer;
 pub mod probe;
 pub mod scheduler;
+pub mod stats;
 pub mod tape;
 pub mod tokenize;
 
-pub use multi::{CostModel, DeviceSnapshot};
-pub use scheduler::{Batching, Engine, EngineError, Lane, SchedulerConfig, StatsSnapshot, Window};
+pub use multi::CostModel;
+pub use scheduler::{Batching, Engine, EngineError, Lane, SchedulerConfig, Window};
+pub use stats::{DeviceSnapshot, StatsSnapshot};
 pub use warpfold_backend as backend;

@@ -20,15 +20,16 @@
 //! gone, what is queued and what arrives is answered with an error, never left waiting.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
-use warpfold_backend::{Backend, BackendError, BackendInfo, Bin, Layout, Started};
+use warpfold_backend::{Backend, BackendError, Bin, Layout, Started};
 
-use crate::scheduler::{EngineError, EngineStats, Lane, Work};
+use crate::scheduler::{EngineError, Lane, Work};
+use crate::stats::EngineStats;
 use crate::tape::{select_slots, split_bin};
 
 /// Bins a device may have queued (beyond the one it runs) before the dispatcher waits for room.
@@ -62,154 +63,6 @@ impl CostModel {
         let squares: f64 = bin.cu_seqlens.windows(2).map(|w| f64::from(w[1] - w[0]).powi(2)).sum();
         bin.computed_tokens() as f64 + self.attention_weight * squares
     }
-}
-
-/// One device's counters since start.
-#[derive(Debug, Default)]
-pub struct DeviceCounters {
-    pub device: String,
-    /// The capacity its bins are packed or cut to (its probe result, or `--bin-tokens`).
-    pub bin_tokens: u32,
-    /// Capacity learnt from its out-of-memory errors (0: none yet).
-    pub capacity_limit: AtomicU32,
-    pub alive: AtomicBool,
-    pub bins: AtomicU64,
-    pub sequences: AtomicU64,
-    pub real_tokens: AtomicU64,
-    pub computed_tokens: AtomicU64,
-    pub busy_ns: AtomicU64,
-    /// Backend calls that failed with something other than out-of-memory.
-    pub failures: AtomicU64,
-    /// Bins (or parts of bins) it took from another device's queue.
-    pub stolen: AtomicU64,
-    pub oom_splits: AtomicU64,
-    /// Predicted cost of the bins it ran, in token-equivalents ([`CostModel`]).
-    pub cost_done: AtomicU64,
-    /// Its measured rate, seconds per unit of cost, as f64 bits (0: not measured yet).
-    pub seconds_per_cost: AtomicU64,
-    /// The device's own busy/idle clock, when its backend keeps one (CUDA).
-    pub timeline: Option<Arc<warpfold_backend::DeviceTimeline>>,
-}
-
-/// A plain copy of [`DeviceCounters`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct DeviceSnapshot {
-    pub device: String,
-    pub bin_tokens: u32,
-    pub capacity_limit: Option<u32>,
-    pub alive: bool,
-    pub bins: u64,
-    pub sequences: u64,
-    pub real_tokens: u64,
-    pub computed_tokens: u64,
-    pub busy_seconds: f64,
-    pub failures: u64,
-    pub stolen: u64,
-    pub oom_splits: u64,
-    pub cost_done: u64,
-    /// Measured speed in token-equivalents per second, once it has run a bin.
-    pub cost_per_second: Option<f64>,
-    /// On the device's own clock (CUDA events): time spent on bins, from a bin's first input
-    /// copy to its results...
-    pub device_busy_seconds: Option<f64>,
-    /// ...and time idle between one bin's results and the next bin's first copy.
-    pub device_idle_seconds: Option<f64>,
-}
-
-impl DeviceCounters {
-    pub fn new(device: String, bin_tokens: u32) -> Self {
-        DeviceCounters { device, bin_tokens, alive: AtomicBool::new(true), ..Default::default() }
-    }
-
-    pub fn with_timeline(mut self, timeline: Option<Arc<warpfold_backend::DeviceTimeline>>) -> Self {
-        self.timeline = timeline;
-        self
-    }
-
-    pub fn snapshot(&self) -> DeviceSnapshot {
-        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let rate = f64::from_bits(load(&self.seconds_per_cost));
-        let timeline = self.timeline.as_ref().map(|t| t.totals());
-        DeviceSnapshot {
-            device: self.device.clone(),
-            bin_tokens: self.bin_tokens,
-            capacity_limit: Some(self.capacity_limit.load(Ordering::Relaxed)).filter(|&c| c > 0),
-            alive: self.alive.load(Ordering::Relaxed),
-            bins: load(&self.bins),
-            sequences: load(&self.sequences),
-            real_tokens: load(&self.real_tokens),
-            computed_tokens: load(&self.computed_tokens),
-            busy_seconds: load(&self.busy_ns) as f64 * 1e-9,
-            failures: load(&self.failures),
-            stolen: load(&self.stolen),
-            oom_splits: load(&self.oom_splits),
-            cost_done: load(&self.cost_done),
-            cost_per_second: (rate > 0.0).then(|| 1.0 / rate),
-            device_busy_seconds: timeline.map(|t| t.0),
-            device_idle_seconds: timeline.map(|t| t.1),
-        }
-    }
-}
-
-impl DeviceSnapshot {
-    /// Counters since `before` (for a benchmark that warms up first); the state fields are `self`'s.
-    pub fn since(&self, before: &DeviceSnapshot) -> DeviceSnapshot {
-        DeviceSnapshot {
-            bins: self.bins - before.bins,
-            sequences: self.sequences - before.sequences,
-            real_tokens: self.real_tokens - before.real_tokens,
-            computed_tokens: self.computed_tokens - before.computed_tokens,
-            busy_seconds: self.busy_seconds - before.busy_seconds,
-            failures: self.failures - before.failures,
-            stolen: self.stolen - before.stolen,
-            oom_splits: self.oom_splits - before.oom_splits,
-            cost_done: self.cost_done - before.cost_done,
-            device_busy_seconds: self.device_busy_seconds.zip(before.device_busy_seconds).map(|(a, b)| a - b),
-            device_idle_seconds: self.device_idle_seconds.zip(before.device_idle_seconds).map(|(a, b)| a - b),
-            ..self.clone()
-        }
-    }
-}
-
-/// Fault injection, for tests and the multi-device benchmark (`WARPFOLD_FAIL_DEVICE`): runs the
-/// first `after_bins` bins on `inner`, then fails every bin as a broken device would.
-pub struct FailAfter<B> {
-    pub inner: B,
-    pub after_bins: u64,
-    ran: u64,
-}
-
-impl<B> FailAfter<B> {
-    pub fn new(inner: B, after_bins: u64) -> Self {
-        FailAfter { inner, after_bins, ran: 0 }
-    }
-}
-
-impl<B: Backend> Backend for FailAfter<B> {
-    fn info(&self) -> BackendInfo {
-        self.inner.info()
-    }
-    fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
-        if self.ran >= self.after_bins {
-            return Err(BackendError::Inference(format!("injected device failure after {} bins", self.after_bins)));
-        }
-        self.ran += 1;
-        self.inner.embed(bin)
-    }
-    fn activation_bytes_per_token(&self) -> u64 {
-        self.inner.activation_bytes_per_token()
-    }
-    fn max_bin_tokens(&self) -> usize {
-        self.inner.max_bin_tokens()
-    }
-}
-
-/// Parses `DEVICE:after_bins=N` (the device's index in the list, N bins before it fails).
-pub fn parse_fail_spec(spec: &str) -> Result<(usize, u64), String> {
-    let bad = || format!("expected DEVICE:after_bins=N (e.g. 1:after_bins=20), got {spec:?}");
-    let (device, rest) = spec.split_once(':').ok_or_else(bad)?;
-    let bins = rest.strip_prefix("after_bins=").ok_or_else(bad)?;
-    Ok((device.trim().parse().map_err(|_| bad())?, bins.trim().parse().map_err(|_| bad())?))
 }
 
 /// A bin on its way to a device, with what its failures so far have taught.
@@ -825,9 +678,11 @@ fn answers_or_split<B: Backend>(
 mod tests {
     use super::*;
     use crate::scheduler::{Engine, SchedulerConfig};
+    use crate::stats::DeviceCounters;
     use crate::tape::{packed_bin, TokenSequence};
     use std::time::Duration;
-    use warpfold_backend::{validate_bin, SequenceTag};
+    use warpfold_backend::{validate_bin, BackendInfo, SequenceTag};
+    use warpfold_bench::faults::FailAfter;
 
     /// Every bin a fake device ran to the end: (device, computed tokens, its sequences).
     type Log = Arc<Mutex<Vec<(usize, usize, Vec<SequenceTag>)>>>;
@@ -890,7 +745,7 @@ mod tests {
     }
 
     fn sequences(n: usize, seed: u64, longest: usize) -> Vec<Vec<u32>> {
-        let mut rng = crate::corpus::Rng::new(seed);
+        let mut rng = warpfold_bench::corpus::Rng::new(seed);
         (0..n).map(|_| (0..rng.range(1, longest)).map(|_| rng.range(1_000, 30_000) as u32).collect()).collect()
     }
 
@@ -1135,13 +990,5 @@ mod tests {
         let again = answer(&engine, &seqs);
         assert!(again.iter().all(failed), "{:?}", again.iter().find(|r| !failed(r)));
         assert!(engine.shutdown().failed_bins > 0);
-    }
-
-    #[test]
-    fn the_fault_injection_spec_parses() {
-        assert_eq!(parse_fail_spec("1:after_bins=20"), Ok((1, 20)));
-        assert!(parse_fail_spec("1").is_err());
-        assert!(parse_fail_spec("x:after_bins=2").is_err());
-        assert!(parse_fail_spec("1:after=2").is_err());
     }
 }

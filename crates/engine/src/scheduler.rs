@@ -22,7 +22,7 @@
 //! one running and one waiting per device) still run. Its waiter returns at once.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -31,8 +31,9 @@ use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 use warpfold_backend::{Backend, BackendError, BackendInfo, Bin, SequenceTag};
 
-use crate::multi::{CostModel, DeviceCounters, DeviceSnapshot, Devices};
+use crate::multi::{CostModel, Devices};
 use crate::packer::{aligned_len, pack};
+use crate::stats::{BinRecord, DeviceCounters, EngineStats, StatsSnapshot};
 use crate::tape::{packed_bin, padded_bin, TokenSequence};
 
 /// How sequences are grouped into bins.
@@ -119,196 +120,8 @@ pub enum EngineError {
     Cancelled,
 }
 
-/// Counters since start; cheap to read at any time.
-#[derive(Debug, Default)]
-pub struct EngineStats {
-    pub bins: AtomicU64,
-    pub sequences: AtomicU64,
-    pub real_tokens: AtomicU64,
-    pub computed_tokens: AtomicU64,
-    pub failed_bins: AtomicU64,
-    /// Nanoseconds the backend spent executing bins.
-    pub backend_busy_ns: AtomicU64,
-    /// Bins laid out by the dispatcher (run, running, or built and waiting for the backend).
-    pub bins_built: AtomicU64,
-    /// Bins split in two after the device ran out of memory on them.
-    pub oom_splits: AtomicU64,
-    /// Sequences never run because their request was cancelled (its caller had gone).
-    pub cancelled_sequences: AtomicU64,
-    /// Sequences submitted and not yet laid out into a bin (queued or planned).
-    pub waiting_sequences: AtomicU64,
-    /// Nanoseconds devices sat idle waiting for a bin while sequences were waiting: the
-    /// dispatcher's own delay, which the adaptive window keeps near zero.
-    pub starved_ns: AtomicU64,
-    /// The bin capacity learnt from out-of-memory errors (0: none yet): half of the smallest bin
-    /// that ran out. It only shrinks during a run, and the dispatcher packs against it.
-    pub capacity_limit: AtomicU32,
-    /// Of `bins` and `computed_tokens`, those of interactive bins: bins packed at once for a
-    /// query are small by design, so the bulk lane's fill (what packing achieves while documents
-    /// stream in) is the rest ([`StatsSnapshot::bulk_fill`]).
-    pub interactive_bins: AtomicU64,
-    pub interactive_computed_tokens: AtomicU64,
-    /// Tokens padded batches of the same sequences would have computed (each bin's sequences
-    /// padded to its longest): the work packing avoids, for live displays.
-    pub padded_equivalent_tokens: AtomicU64,
-    /// The most recent bins run (at most [`RECENT_BINS`]), oldest first, for live displays.
-    pub recent_bins: Mutex<VecDeque<BinRecord>>,
-    /// One entry per device, in the order the engine was given them.
-    pub devices: Vec<DeviceCounters>,
-}
-
 /// How often the adaptive window re-checks the devices when no wake-up came.
 const ADAPTIVE_RECHECK: Duration = Duration::from_millis(2);
-
-/// How many bins [`EngineStats::recent_bins`] keeps.
-pub const RECENT_BINS: usize = 64;
-
-/// The shape of one bin that ran: what a UI draws as a bar.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct BinRecord {
-    /// Counts bins run since the engine started, from 1.
-    pub id: u64,
-    /// When it finished, in milliseconds since the Unix epoch.
-    pub at_ms: u64,
-    /// The capacity it was packed against.
-    pub capacity: u32,
-    /// Real tokens of each sequence.
-    pub sequences: Vec<u32>,
-    /// Each sequence's slot after alignment (`>= sequences[i]`).
-    pub aligned: Vec<u32>,
-}
-
-impl EngineStats {
-    /// The recent bins, oldest first.
-    pub fn recent_bins(&self) -> Vec<BinRecord> {
-        self.recent_bins.lock().iter().cloned().collect()
-    }
-
-    pub(crate) fn record_bin(&self, bin: &Bin) {
-        let slots: Vec<(u32, u32)> = (0..bin.num_sequences())
-            .map(|i| {
-                let (_, slot, real) = bin.slot(i);
-                (real as u32, slot as u32)
-            })
-            .collect();
-        let longest = slots.iter().map(|s| s.0).max().unwrap_or(0) as u64;
-        self.padded_equivalent_tokens.fetch_add(longest * slots.len() as u64, Ordering::Relaxed);
-        let at_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
-        let mut recent = self.recent_bins.lock();
-        let id = recent.back().map_or(0, |r| r.id) + 1;
-        if recent.len() == RECENT_BINS {
-            recent.pop_front();
-        }
-        recent.push_back(BinRecord {
-            id,
-            at_ms,
-            capacity: bin.capacity,
-            sequences: slots.iter().map(|s| s.0).collect(),
-            aligned: slots.iter().map(|s| s.1).collect(),
-        });
-    }
-}
-
-/// A plain copy of [`EngineStats`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct StatsSnapshot {
-    pub bins: u64,
-    pub sequences: u64,
-    pub real_tokens: u64,
-    pub computed_tokens: u64,
-    pub failed_bins: u64,
-    pub backend_busy_seconds: f64,
-    pub oom_splits: u64,
-    /// Sequences never run because their request was cancelled.
-    pub cancelled_sequences: u64,
-    /// Seconds devices sat idle waiting for a bin while sequences were waiting to be packed.
-    pub starved_seconds: f64,
-    /// The capacity learnt from out-of-memory errors, if any.
-    pub capacity_limit: Option<u32>,
-    pub padded_equivalent_tokens: u64,
-    /// Bins and computed tokens of the interactive lane (included in `bins`, `computed_tokens`).
-    pub interactive_bins: u64,
-    pub interactive_computed_tokens: u64,
-    /// Per device (one entry on a single device).
-    pub devices: Vec<DeviceSnapshot>,
-}
-
-fn mean_fill(bins: u64, computed: u64, capacity: u32) -> f64 {
-    if bins == 0 || capacity == 0 {
-        return 0.0;
-    }
-    computed as f64 / (bins as f64 * f64::from(capacity))
-}
-
-impl StatsSnapshot {
-    /// Mean share of `capacity` that the bins computed, all lanes (0 when none ran).
-    pub fn fill(&self, capacity: u32) -> f64 {
-        mean_fill(self.bins, self.computed_tokens, capacity)
-    }
-
-    /// Mean share of `capacity` that the bulk lane's bins computed (0 when none ran): the fill
-    /// packing reaches on streamed work, without the small bins that answer queries at once.
-    pub fn bulk_fill(&self, capacity: u32) -> f64 {
-        mean_fill(
-            self.bins.saturating_sub(self.interactive_bins),
-            self.computed_tokens.saturating_sub(self.interactive_computed_tokens),
-            capacity,
-        )
-    }
-
-    /// The counters accumulated since `before` (both from the same engine); the state fields
-    /// (capacity limit, devices' state) are `self`'s.
-    pub fn since(&self, before: &StatsSnapshot) -> StatsSnapshot {
-        StatsSnapshot {
-            bins: self.bins - before.bins,
-            sequences: self.sequences - before.sequences,
-            real_tokens: self.real_tokens - before.real_tokens,
-            computed_tokens: self.computed_tokens - before.computed_tokens,
-            failed_bins: self.failed_bins - before.failed_bins,
-            backend_busy_seconds: self.backend_busy_seconds - before.backend_busy_seconds,
-            oom_splits: self.oom_splits - before.oom_splits,
-            cancelled_sequences: self.cancelled_sequences - before.cancelled_sequences,
-            starved_seconds: self.starved_seconds - before.starved_seconds,
-            padded_equivalent_tokens: self.padded_equivalent_tokens - before.padded_equivalent_tokens,
-            interactive_bins: self.interactive_bins - before.interactive_bins,
-            interactive_computed_tokens: self.interactive_computed_tokens - before.interactive_computed_tokens,
-            devices: self.devices.iter().zip(&before.devices).map(|(now, then)| now.since(then)).collect(),
-            capacity_limit: self.capacity_limit,
-        }
-    }
-
-    /// The devices' own clocks, summed over devices that keep one (CUDA): (seconds busy on bins,
-    /// seconds idle between bins, idle as a percentage of both).
-    pub fn device_time(&self) -> Option<(f64, f64, f64)> {
-        let timed: Vec<_> = self.devices.iter().filter_map(|d| d.device_busy_seconds.zip(d.device_idle_seconds)).collect();
-        if timed.is_empty() {
-            return None;
-        }
-        let (busy, idle) = timed.iter().fold((0.0, 0.0), |(b, i), (db, di)| (b + db, i + di));
-        Some((busy, idle, 100.0 * idle / (busy + idle).max(1e-12)))
-    }
-}
-
-impl EngineStats {
-    pub fn snapshot(&self) -> StatsSnapshot {
-        StatsSnapshot {
-            bins: self.bins.load(Ordering::Relaxed),
-            sequences: self.sequences.load(Ordering::Relaxed),
-            real_tokens: self.real_tokens.load(Ordering::Relaxed),
-            computed_tokens: self.computed_tokens.load(Ordering::Relaxed),
-            failed_bins: self.failed_bins.load(Ordering::Relaxed),
-            backend_busy_seconds: self.backend_busy_ns.load(Ordering::Relaxed) as f64 * 1e-9,
-            oom_splits: self.oom_splits.load(Ordering::Relaxed),
-            cancelled_sequences: self.cancelled_sequences.load(Ordering::Relaxed),
-            starved_seconds: self.starved_ns.load(Ordering::Relaxed) as f64 * 1e-9,
-            capacity_limit: Some(self.capacity_limit.load(Ordering::Relaxed)).filter(|&c| c > 0),
-            padded_equivalent_tokens: self.padded_equivalent_tokens.load(Ordering::Relaxed),
-            interactive_bins: self.interactive_bins.load(Ordering::Relaxed),
-            interactive_computed_tokens: self.interactive_computed_tokens.load(Ordering::Relaxed),
-            devices: self.devices.iter().map(DeviceCounters::snapshot).collect(),
-        }
-    }
-}
 
 pub(crate) type Reply = Sender<(u32, Result<Vec<f32>, EngineError>)>;
 
@@ -891,7 +704,7 @@ mod tests {
     }
 
     fn sequences(n: usize, seed: u64) -> Vec<Vec<u32>> {
-        let mut rng = crate::corpus::Rng::new(seed);
+        let mut rng = warpfold_bench::corpus::Rng::new(seed);
         (0..n).map(|_| (0..rng.range(1, 300)).map(|_| rng.range(1_000, 30_000) as u32).collect()).collect()
     }
 

@@ -10,7 +10,7 @@
 
 use std::path::PathBuf;
 
-use warpfold_engine::corpus::{words, Rng};
+use warpfold_bench::corpus::{words, Rng};
 use warpfold_index::docgen;
 use warpfold_index::pdfgen::{Font, Page, PdfDocument, TextBlock};
 use warpfold_index::scangen::{self, Encoding, ScanSettings};

@@ -7,6 +7,7 @@
 //! - [`chunk`]: token-aware, overlapping chunks that cover every token, with page spans and
 //!   character offsets.
 //! - [`store`]: the SQLite index (documents, pages, chunks, embeddings by text hash, FTS5).
+//! - [`keyword`]: BM25 keyword and phrase rankings over the store's FTS5 index.
 //! - [`summaries`]: document summaries in the index, by content hash and model.
 //! - [`search`]: cosine + BM25 merged by reciprocal rank fusion.
 //! - [`shard`], [`merge`], [`shard_search`]: one corpus split over many runs by a stable path hash, the
@@ -21,6 +22,7 @@ pub mod docgen;
 pub mod extract;
 pub mod files;
 pub mod formats;
+pub mod keyword;
 pub mod merge;
 pub mod ocr;
 pub mod pdfgen;

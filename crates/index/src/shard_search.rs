@@ -22,9 +22,10 @@ use std::path::PathBuf;
 
 use rusqlite::{params, OptionalExtension};
 
+use crate::keyword::{fts_phrase, fts_phrases};
 use crate::merge::{common_model, open_shard, winners, MergeError};
 use crate::search::{depth, fuse, ChunkSource, Hit, SearchError, VectorIndex};
-use crate::store::{decode_vector, fts_phrase, fts_phrases, Store, StoreError, StoredChunk};
+use crate::store::{decode_vector, Store, StoreError, StoredChunk};
 
 /// FTS5's BM25 constants (`fts5Bm25Function` in SQLite's fts5_aux.c).
 const K1: f64 = 1.2;

@@ -12,6 +12,7 @@
 
 pub mod capacity;
 pub mod device;
+pub mod models;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,14 +22,14 @@ use serde::Serialize;
 use warpfold_backend::Backend;
 use warpfold_candle::{device_memory, BertBackend, DecoderBackend};
 use warpfold_engine::embed::Embedder;
-use warpfold_engine::models::{self, Manifest, ModelDir};
-use warpfold_engine::multi::{CostModel, FailAfter};
+use warpfold_engine::multi::CostModel;
 use warpfold_engine::tokenize::TextEncoder;
 use warpfold_engine::{Batching, Engine, SchedulerConfig, Window};
 
 pub use capacity::{bin_capacity, probe_capacity, ProbeSummary, CPU_BIN_TOKENS};
 pub use device::{parse_device, DeviceSpec, OneDevice};
-pub use warpfold_engine::models::default_models_dir;
+pub use models::default_models_dir;
+use models::{Manifest, ModelDir};
 
 /// Why an engine could not start.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -57,8 +58,23 @@ pub struct EngineOptions {
     /// When bulk work is packed: full bins while the devices are busy (adaptive, the default), or
     /// the source project's 16-sequences-or-5-ms trigger (fixed, for comparison).
     pub window: Window,
-    /// Test only (failover runs): the I-th device fails every bin after its first N.
-    pub fail_device: Option<(usize, u64)>,
+    /// Wraps each device's backend before the engine takes it (given the device's index in the
+    /// list); `None` in production. Failover benchmarks inject a failing device this way
+    /// (`warpfold_bench::faults`).
+    pub wrap_device: Option<WrapDevice>,
+}
+
+/// Device `index`'s backend, wrapped: `(index, backend) -> backend`.
+pub type WrapFn = dyn Fn(usize, Box<dyn Backend>) -> Box<dyn Backend> + Send + Sync;
+
+/// A hook over each device's backend (see [`EngineOptions::wrap_device`]).
+#[derive(Clone)]
+pub struct WrapDevice(pub Arc<WrapFn>);
+
+impl std::fmt::Debug for WrapDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WrapDevice(..)")
+    }
 }
 
 impl Default for EngineOptions {
@@ -70,7 +86,7 @@ impl Default for EngineOptions {
             align: 16,
             batching: Batching::Packed,
             window: Window::Adaptive,
-            fail_device: None,
+            wrap_device: None,
         }
     }
 }
@@ -190,9 +206,10 @@ pub fn start_engine_on<B: Backend + 'static>(
             probe,
             memory_total_bytes: device_memory(device).ok().map(|(_, total)| total),
         });
-        loaded.push(match options.fail_device {
-            Some((which, after_bins)) if which == i => (Box::new(FailAfter::new(backend, after_bins)), capacity),
-            _ => (Box::new(backend), capacity),
+        let backend: Box<dyn Backend> = Box::new(backend);
+        loaded.push(match &options.wrap_device {
+            Some(wrap) => ((wrap.0)(i, backend), capacity),
+            None => (backend, capacity),
         });
     }
     if let Some(first) = started.first() {

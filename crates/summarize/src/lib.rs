@@ -7,21 +7,25 @@
 //!   the token budget ran out, and checked for loops; a summary that loops is written again with
 //!   stronger repetition settings ([`SummarizeOptions::retry`]).
 //! - [`cached`]: summaries kept in the index, by content hash and model, for every front.
-//! - [`Summarizer`]: the two joined: every prompt of a level goes to
-//!   [`warpfold_candle::generate::generate`], which prefills them packed and decodes them batched.
+//! - [`generate`]: generation's policy over the model's packed prefill and batched decode step:
+//!   continuous batching, key/value-cache admission, sampling and repetition controls.
+//! - [`Summarizer`]: the joined whole: every prompt of a level goes to [`generate::generate`],
+//!   which prefills them packed and decodes them batched.
 //!
 //! Why a crate of its own: the index and the command line both use it, and it is the only part of
 //! warpfold that generates text; the engine's scheduler (bins for forward passes) does not fit a
-//! loop of one-token steps, so generation has its own, in the model crate.
+//! loop of one-token steps, so generation has its own scheduling here, over the model crate's
+//! primitives.
 
 pub mod cached;
 pub mod chat;
+pub mod generate;
 pub mod mapreduce;
 pub mod output;
 
 use std::time::Instant;
 
-use warpfold_candle::generate::{generate, BatchOptions, GenerationStats, SamplingParams};
+use crate::generate::{generate, BatchOptions, GenerationStats, SamplingParams};
 
 pub use cached::{CachedError, CachedSummary, SourceText};
 pub use chat::{ChatError, ChatFormat, ChatModel};

@@ -6,7 +6,8 @@
 use std::path::PathBuf;
 
 use candle_core::Device;
-use warpfold_candle::generate::{generate, prompt_bin, BatchOptions, KvPool, SamplingParams};
+use warpfold_candle::generate::{prompt_bin, KvPool};
+use warpfold_summarize::generate::{generate, BatchOptions, SamplingParams};
 use warpfold_summarize::{ChatError, ChatModel, SummarizeOptions, Summarizer, SYSTEM_PROMPT};
 
 fn model_path() -> PathBuf {

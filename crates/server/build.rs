@@ -1,9 +1,10 @@
-//! Embeds the web UI (ui/dist, built by `npm run build` in ui/) into `warpfold serve` when it has
-//! been built; without it the server still runs its API and its page says how to build the UI.
+//! Embeds the web UI (ui/dist at the repository's root, built by `npm run build` in ui/) into the
+//! server when it has been built; without it the server still runs its API and its page says how to
+//! build the UI.
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(ui_built)");
-    let files = ["ui/dist/index.html", "ui/dist/app.js", "ui/dist/app.css"];
+    let files = ["../../ui/dist/index.html", "../../ui/dist/app.js", "../../ui/dist/app.css"];
     for file in files {
         println!("cargo::rerun-if-changed={file}");
     }

@@ -1,0 +1,89 @@
+//! Fault injection for the multi-device benchmark and tests: a device that fails every bin after
+//! its first N, as a broken GPU would, so that its bins can be seen moving to the others.
+//!
+//! Why here and not in the engine: it is a test switch, and production code should not carry it.
+//! The command line turns `WARPFOLD_FAIL_DEVICE=I:after_bins=N` into [`FailDevice`] (see
+//! [`FailDevice::from_env`]), and the runtime wraps the I-th device's backend with [`FailAfter`]
+//! through its generic backend hook.
+
+use warpfold_backend::{Backend, BackendError, BackendInfo, Bin};
+
+/// Runs the first `after_bins` bins on `inner`, then fails every bin as a broken device would.
+pub struct FailAfter<B> {
+    pub inner: B,
+    pub after_bins: u64,
+    ran: u64,
+}
+
+impl<B> FailAfter<B> {
+    pub fn new(inner: B, after_bins: u64) -> Self {
+        FailAfter { inner, after_bins, ran: 0 }
+    }
+}
+
+impl<B: Backend> Backend for FailAfter<B> {
+    fn info(&self) -> BackendInfo {
+        self.inner.info()
+    }
+    fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
+        if self.ran >= self.after_bins {
+            return Err(BackendError::Inference(format!("injected device failure after {} bins", self.after_bins)));
+        }
+        self.ran += 1;
+        self.inner.embed(bin)
+    }
+    fn activation_bytes_per_token(&self) -> u64 {
+        self.inner.activation_bytes_per_token()
+    }
+    fn max_bin_tokens(&self) -> usize {
+        self.inner.max_bin_tokens()
+    }
+}
+
+/// `WARPFOLD_FAIL_DEVICE=I:after_bins=N`: the I-th device of the list fails every bin after its
+/// first N.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FailDevice {
+    pub device: usize,
+    pub after_bins: u64,
+}
+
+impl FailDevice {
+    /// Parses `DEVICE:after_bins=N`.
+    pub fn parse(spec: &str) -> Result<Self, String> {
+        let bad = || format!("expected DEVICE:after_bins=N (e.g. 1:after_bins=20), got {spec:?}");
+        let (device, rest) = spec.split_once(':').ok_or_else(bad)?;
+        let bins = rest.strip_prefix("after_bins=").ok_or_else(bad)?;
+        Ok(FailDevice { device: device.trim().parse().map_err(|_| bad())?, after_bins: bins.trim().parse().map_err(|_| bad())? })
+    }
+
+    /// What `WARPFOLD_FAIL_DEVICE` asks for, if it is set.
+    pub fn from_env() -> Result<Option<Self>, String> {
+        match std::env::var("WARPFOLD_FAIL_DEVICE") {
+            Ok(spec) => FailDevice::parse(&spec).map(Some).map_err(|e| format!("WARPFOLD_FAIL_DEVICE: {e}")),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Device `index`'s backend, made to fail when it is this device.
+    pub fn wrap(self, index: usize, backend: Box<dyn Backend>) -> Box<dyn Backend> {
+        if index == self.device {
+            Box::new(FailAfter::new(backend, self.after_bins))
+        } else {
+            backend
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spec_names_a_device_and_a_bin_count() {
+        assert_eq!(FailDevice::parse("1:after_bins=20"), Ok(FailDevice { device: 1, after_bins: 20 }));
+        assert!(FailDevice::parse("1").is_err());
+        assert!(FailDevice::parse("x:after_bins=2").is_err());
+        assert!(FailDevice::parse("1:after=2").is_err());
+    }
+}

@@ -1,0 +1,136 @@
+//! Keyword search over the store's FTS5 index: the words of a query as FTS5 expressions (all words,
+//! any word, the exact phrase) and BM25 rankings whose ties are broken by document path and chunk
+//! order, so that a one-process index, a merge of shards and shards searched together rank alike.
+
+use std::collections::HashSet;
+
+use rusqlite::params;
+
+use crate::store::{Store, StoreError};
+
+impl Store {
+    /// BM25 (FTS5) ranking of chunks for `query`, best first, at most `limit`: chunks holding
+    /// every word of the query first, then chunks holding some of them.
+    pub fn keyword_search(&self, query: &str, limit: usize) -> Result<Vec<i64>, StoreError> {
+        let Some((all, any)) = fts_expressions(query) else {
+            return Ok(Vec::new());
+        };
+        let mut ids = self.ranked_matches(&all, limit)?;
+        if ids.len() < limit {
+            let seen: HashSet<i64> = ids.iter().copied().collect();
+            let more = self.ranked_matches(&any, limit)?;
+            ids.extend(more.into_iter().filter(|id| !seen.contains(id)).take(limit - seen.len()));
+        }
+        Ok(ids)
+    }
+
+    /// Chunks holding the query's words as one phrase (in order, adjacent), best BM25 first; empty
+    /// for one-word queries, which the keyword ranking already covers.
+    pub fn phrase_search(&self, query: &str, limit: usize) -> Result<Vec<i64>, StoreError> {
+        let Some(phrase) = fts_phrase(query) else {
+            return Ok(Vec::new());
+        };
+        self.ranked_matches(&phrase, limit)
+    }
+
+    /// The best `limit` rows for an FTS5 expression by BM25; equal scores by document path, then
+    /// chunk order, whatever order the rows were written in (a one-process index, a merge of shards
+    /// and shards searched together rank alike, see `crate::shard_search`). A run of equal scores that
+    /// crosses the cut is read whole, so which of them make the cut does not depend on row order
+    /// either. FTS5's own `ORDER BY rank LIMIT` does the ranking; only the few rows returned are
+    /// looked up for their path.
+    fn ranked_matches(&self, expression: &str, limit: usize) -> Result<Vec<i64>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        // A few rows past the cut: a run of equal scores crossing it usually ends among them.
+        let fetch = limit + TIE_SLACK;
+        let mut rows: Vec<(i64, f64)> = self
+            .conn
+            .prepare_cached(RANKED_MATCHES)?
+            .query_map(params![expression, fetch as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        if rows.len() == fetch && rows[limit].1 == rows[limit - 1].1 && rows[fetch - 1].1 == rows[limit].1 {
+            // It did not: read every row of that score (a second pass over the matches).
+            let cut = rows[limit].1;
+            rows.retain(|r| r.1 != cut);
+            let mut tied = self.conn.prepare_cached(MATCHES_SCORING)?;
+            for row in tied.query_map(params![expression, cut], |r| Ok((r.get(0)?, r.get(1)?)))? {
+                rows.push(row?);
+            }
+        }
+        // FTS5 returned them best first; only runs of equal scores need their rows' paths.
+        rows.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let mut place = self.conn.prepare_cached(
+            "SELECT documents.path, chunks.ordinal FROM chunks JOIN documents ON documents.id = chunks.document_id WHERE chunks.id = ?1",
+        )?;
+        let mut start = 0;
+        while start < rows.len() {
+            let end = start + rows[start..].iter().take_while(|r| r.1 == rows[start].1).count();
+            if end - start > 1 {
+                let mut run = Vec::with_capacity(end - start);
+                for &(id, rank) in &rows[start..end] {
+                    let (path, ordinal): (String, i64) = place.query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                    run.push((path, ordinal, id, rank));
+                }
+                run.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+                for (slot, (_, _, id, rank)) in rows[start..end].iter_mut().zip(run) {
+                    *slot = (id, rank);
+                }
+            }
+            start = end;
+        }
+        rows.truncate(limit);
+        Ok(rows.into_iter().map(|(id, _)| id).collect())
+    }
+}
+
+/// FTS5's own best-first ranking (its fast path for `ORDER BY rank LIMIT`), with the score.
+const RANKED_MATCHES: &str = "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2";
+/// Rows read past a ranking's cut, to see the end of a run of equal scores that crosses it.
+const TIE_SLACK: usize = 16;
+/// Every row of one score: the run of equal scores that crosses a ranking's cut.
+const MATCHES_SCORING: &str = "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ?1 AND bm25(chunks_fts) = ?2";
+
+/// A user's query as two FTS5 expressions, every word quoted (so FTS syntax characters in the
+/// query are plain text): all words (AND), and any word (OR). Stopwords are left out unless the
+/// query has nothing else: they match nearly every chunk, cost the most to rank and change the
+/// order the least (the phrase ranking still uses them).
+pub fn fts_expressions(query: &str) -> Option<(String, String)> {
+    let quoted = fts_phrases(query);
+    (!quoted.is_empty()).then(|| (quoted.join(" AND "), quoted.join(" OR ")))
+}
+
+/// The quoted words (FTS5 phrases, in order, repeats kept) that [`fts_expressions`] joins.
+pub fn fts_phrases(query: &str) -> Vec<String> {
+    let words = query_words(query);
+    let content: Vec<&String> = words.iter().filter(|w| !crate::search::is_stopword(w)).collect();
+    let chosen: Vec<&String> = if content.is_empty() { words.iter().collect() } else { content };
+    chosen.iter().map(|w| format!("\"{w}\"")).collect()
+}
+
+/// A query's words, lowercased.
+pub fn query_words(query: &str) -> Vec<String> {
+    query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+}
+
+/// The exact-phrase FTS5 expression of [`Store::phrase_search`], for queries of two words or more.
+pub fn fts_phrase(query: &str) -> Option<String> {
+    let words = query_words(query);
+    (words.len() >= 2).then(|| format!("\"{}\"", words.join(" ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fts_expressions_quote_every_word() {
+        let (all, any) = fts_expressions("The heron's \"lantern\" OR x*").unwrap();
+        assert_eq!(any, "\"heron\" OR \"lantern\"");
+        assert_eq!(all, "\"heron\" AND \"lantern\"");
+        assert_eq!(fts_expressions("AI in the UK").unwrap().0, "\"ai\" AND \"uk\"", "short words that are not stopwords stay");
+        assert_eq!(fts_expressions("the and").unwrap().1, "\"the\" OR \"and\"", "all stopwords: keep them");
+        assert_eq!(fts_expressions("  ?! "), None);
+    }
+}
