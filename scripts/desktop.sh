@@ -11,17 +11,6 @@
 #   WARPFOLD_SUMMARIZE=0   no summaries
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
-bash scripts/build-ui.sh
-eval "$(bash scripts/gpu/plan.sh)"
-if [ -n "$WARPFOLD_FEATURES" ]; then
-  export CUDA_COMPUTE_CAP
-  # FlashAttention-2's compiled kernels are kept here (plan.sh names one folder per card and list).
-  [ -n "${CANDLE_FLASH_ATTN_BUILD_DIR:-}" ] && mkdir -p "$CANDLE_FLASH_ATTN_BUILD_DIR"
-  CARGO_TARGET_DIR=target/gpu cargo build --release --locked -p warpfold-desktop --features "$WARPFOLD_FEATURES"
-  app=./target/gpu/release/warpfold-desktop
-else
-  cargo build --release --locked -p warpfold-desktop
-  app=./target/release/warpfold-desktop
-fi
+. scripts/lib.sh
+build_app warpfold-desktop warpfold-desktop -p warpfold-desktop
 WARPFOLD_MODELS_DIR="${WARPFOLD_MODELS_DIR:-$PWD/models}" exec "$app" "$@"

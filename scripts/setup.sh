@@ -5,21 +5,13 @@
 # chat model (stored in the index), embed the sample texts and run a short packed-against-padded benchmark.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
-bash scripts/build-ui.sh
+. scripts/lib.sh
 # An NVIDIA GPU with a CUDA toolkit: the GPU build (FlashAttention-2 on compute capability 8.0+) in
 # target/gpu, and the main job on the GPU; otherwise the CPU build (scripts/gpu/plan.sh says why).
-eval "$(bash scripts/gpu/plan.sh)"
+build_app warpfold warpfold
+wf=$app
 if [ -n "$WARPFOLD_FEATURES" ]; then
-  export CUDA_COMPUTE_CAP
-  # FlashAttention-2's compiled kernels are kept here (plan.sh names one folder per card and list).
-  [ -n "${CANDLE_FLASH_ATTN_BUILD_DIR:-}" ] && mkdir -p "$CANDLE_FLASH_ATTN_BUILD_DIR"
-  CARGO_TARGET_DIR=target/gpu cargo build --release --locked -p warpfold --features "$WARPFOLD_FEATURES"
-  wf=./target/gpu/release/warpfold
   export WARPFOLD_DEVICE=${WARPFOLD_DEVICE:-auto}
-else
-  cargo build --release --locked
-  wf=./target/release/warpfold
 fi
 $wf models fetch
 mkdir -p target/out

@@ -3,11 +3,9 @@
 # weights and MiniLM's tokenizer, in /tmp/wf-models/bert-large-random: a device-bound encoder for
 # the indexing runs (honest for speed; the same file for every build compared). Needs MiniLM in
 # /tmp/wf-models (the models call of run-app-s5.sh) and the device's torch.
-set -euo pipefail
-L=/tmp/wf-models/bert-large-random
+. "$(dirname "$0")/env.sh"
+set -e
 [ -f $L/model.safetensors ] && exit 0
-PY=/opt/torch/.venv/bin/python
-[ -x "$PY" ] || PY=python3
 mkdir -p /tmp/meta/bert-large && cp -r /tmp/wf-models/all-MiniLM-L6-v2/. /tmp/meta/bert-large/ && rm -f /tmp/meta/bert-large/model.safetensors
 $PY - <<'PY'
 import json

@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
 # First call on a fresh GPU machine: unpack the carried f16 MiniLM into /tmp/wf-models and generate the
 # random-weight decoders into /tmp/models (both stay while the machine is held).
-set -uo pipefail
-PY=/opt/torch/.venv/bin/python
-[ -x "$PY" ] || PY=python3
+. "$(dirname "$0")/env.sh"
 if [ -f .gpu/minilm-f16.tar.xz ]; then
-  mkdir -p /tmp/wf-models && xz -dc .gpu/minilm-f16.tar.xz | tar -C /tmp/wf-models -xf - && echo "unpacked MiniLM (f16)"
+  unpack_minilm .gpu/minilm-f16.tar.xz && echo "unpacked MiniLM (f16)"
 fi
 if [ -f .gpu/meta.tar.xz ]; then
-  mkdir -p /tmp/meta && xz -dc .gpu/meta.tar.xz | tar -C /tmp/meta -xf - && echo "unpacked model metadata"
+  unpack_meta && echo "unpacked model metadata"
 fi
 for m in ${MODELS:-smollm2-360m qwen2.5-7b}; do
   t=$(date +%s)

@@ -2,17 +2,9 @@
 # The padded ablation of the decoder benchmark: the same warpfold, same kernels and same ids as
 # run-decoders.sh, but batched as transformers batches (`--batching padded --batch-size 8`: arrival
 # order, padded to the longest), so that the gap between packed and padded is the packing alone.
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-PY=/opt/torch/.venv/bin/python
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib WARPFOLD_LOG=warn
-W=/tmp/warpfold
-[ -x $W ] || bash .gpu/run-on-gpu-machine.sh .gpu/warpfold.xz --version > /dev/null
-if [ ! -f /tmp/corpus-model/tokenizer.json ]; then
-  mkdir -p /tmp/meta /tmp/corpus-model && xz -dc .gpu/meta.tar.xz | tar -C /tmp/meta -xf -
-  cp -r /tmp/meta/minilm-meta/. /tmp/corpus-model/ && : > /tmp/corpus-model/model.safetensors
-fi
+. "$(dirname "$0")/env.sh"
+need_warpfold > /dev/null
+corpus_model
 for c in stress production; do $W --model /tmp/corpus-model corpus --kind $c --documents 256 > /tmp/$c.jsonl; done
 for m in ${MODELS:-smollm2-360m qwen2.5-7b}; do
   [ -f /tmp/models/$m/config.json ] || $PY bench/gpu/make_random_decoder.py $m /tmp/models/$m 2>&1 | grep -v "Writing model shards"

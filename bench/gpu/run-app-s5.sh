@@ -8,37 +8,23 @@
 #      fixed, searches asked all along (latency under load), /api/state and /metrics kept;
 #   3. the model's own rate on the very chunks the app indexed (`warpfold embed` of ready texts);
 #   4. the app core again under --vram-budget 8GiB (a gaming card).
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+. "$(dirname "$0")/env.sh"
 if [ "${1:-}" = models ]; then
-  mkdir -p /tmp/wf-models && xz -dc .gpu-extra/minilm-f16.tar.xz | tar -C /tmp/wf-models -xf - && ls /tmp/wf-models
+  unpack_minilm .gpu-extra/minilm-f16.tar.xz && ls /tmp/wf-models
   exit
 fi
-exec > >(tee "$OUT/run-app.log") 2>&1
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib WARPFOLD_MODELS_DIR=/tmp/wf-models WARPFOLD_LOG=warn
-W=/tmp/warpfold
-[ -x $W ] || bash .gpu/run-on-gpu-machine.sh .gpu/warpfold.xz --version
-[ -d /tmp/wf-models/all-MiniLM-L6-v2 ] || { echo "no model: run the models call first"; exit 1; }
-nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv
-nproc; date -u
+app_start run-app.log
 echo "=== 1. bench-index, 600 PDFs: fixed window, then adaptive"
 for w in fixed adaptive; do
-  $W --device cuda --window $w bench-index --pdfs 600 --search-chunks 0 --work-dir /tmp/bi-$w --out "$OUT/bench-index-$w.json" 2>&1 | tail -12
+  index_pdfs 600 /tmp/bi-$w "$OUT/bench-index-$w.json" --window $w | tail -12
 done
 echo "=== 2. the app core watching the same 600 PDFs"
 for w in adaptive fixed; do
   python3 bench/gpu/app_core.py $W /tmp/bi-adaptive/pdfs "$OUT/app-$w.json" --window $w | tail -30
 done
 echo "=== 3. the model's own rate on the chunks the app indexed"
-python3 - <<'EOF'
-import glob, json, sqlite3
-db = sorted(glob.glob("/tmp/app-adaptive-*/index.db"))[-1]
-with open("/tmp/chunks.jsonl", "w") as f:
-    for (text,) in sqlite3.connect(db).execute("SELECT text FROM chunks"):
-        f.write(json.dumps({"text": text}) + "\n")
-print("chunks dumped from", db)
-EOF
+db=$(python3 -c 'import glob; print(sorted(glob.glob("/tmp/app-adaptive-*/index.db"))[-1])')
+dump_chunks "$db" && echo "chunks dumped from $db"
 wc -l /tmp/chunks.jsonl
 for i in 1 2; do $W --device cuda embed --json < /tmp/chunks.jsonl > /dev/null 2> "$OUT/embed-chunks-$i.txt"; tail -1 "$OUT/embed-chunks-$i.txt"; done
 echo "=== 4. the app core under an 8 GiB budget"

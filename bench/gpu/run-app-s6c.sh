@@ -2,16 +2,11 @@
 # Session 6, third run (issue 14.3): what the writer and the device thread wait on during bench-index
 # (thread_sampler.py: states, system calls, time on and waiting for a core), MiniLM and BERT-large
 # on 600 PDFs. Set-up as run-app-s6.sh (the machine still warm from run-app-s6b.sh).
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-exec > >(tee "$OUT/run-app-s6c.log") 2>&1
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib WARPFOLD_MODELS_DIR=/tmp/wf-models WARPFOLD_LOG=warn
-W=/tmp/warpfold
-[ -x $W ] || bash .gpu/run-on-gpu-machine.sh .gpu/warpfold.xz --version | tail -1
-L=/tmp/wf-models/bert-large-random
+. "$(dirname "$0")/env.sh"
+log_to run-app-s6c.log
+need_warpfold | tail -1
 [ -f $L/model.safetensors ] || { echo "run run-app-s6b.sh first"; exit 1; }
-P=$(dirname "$(find /tmp/bi8 -name '*.pdf' | head -1)")
+P=$(pdf_dir /tmp/bi8)
 echo "PDFs in $P: $(ls $P | wc -l)"
 echo "=== MiniLM, 600 PDFs (warpfold index: the main thread is the writer)"
 python3 bench/gpu/thread_sampler.py "$OUT/s6c-minilm-threads.json" -- $W --device cuda index $P --db /tmp/s6c-m.db

@@ -6,21 +6,13 @@
 # BERT-large (random f16 weights); each model's own rate on the chunks; and the new build with half
 # the workers (--jobs 8), to see how much of the device-bound gap is the host's load.
 # Call 1: `bash bench/gpu/run-app-s5.sh models` carrying .gpu-extra; call 2: this, carrying .gpu and .gpu-old.
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-exec > >(tee "$OUT/run-app-s6d.log") 2>&1
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib WARPFOLD_MODELS_DIR=/tmp/wf-models WARPFOLD_LOG=warn
-W=/tmp/warpfold
+. "$(dirname "$0")/env.sh"
+log_to run-app-s6d.log
 O=/tmp/warpfold-old
-[ -x $W ] || bash .gpu/run-on-gpu-machine.sh .gpu/warpfold.xz --version | tail -1
-[ -x $O ] || { xz -dc .gpu-old/warpfold.xz > $O && chmod +x $O; }
-[ -d /tmp/wf-models/all-MiniLM-L6-v2 ] || { echo "no model: run the models call first"; exit 1; }
+need_old_build $O
 nproc; date -u; grep -m1 "model name" /proc/cpuinfo
-$W --device cuda bench-index --pdfs 600 --search-chunks 0 --work-dir /tmp/d --out "$OUT/s6d-bench-index.json" 2>&1 | tail -3
-P=$(dirname "$(find /tmp/d -name '*.pdf' | head -1)")
-L=/tmp/wf-models/bert-large-random
-bash bench/gpu/make-bert-large.sh >/dev/null 2>&1
+index_pdfs 600 /tmp/d "$OUT/s6d-bench-index.json" | tail -3
+P=$(pdf_dir /tmp/d)
 run() { # label binary "global args" index-args...
   local label=$1 bin=$2 global=$3; shift 3
   rm -f /tmp/d-run.db*
@@ -31,12 +23,7 @@ for m in "" "--model $L"; do
   echo "=== model: ${m:-MiniLM}"
   run old $O "$m"; run new $W "$m"; run new $W "$m"; run old $O "$m"
   run "new, --jobs 8" $W "$m" --jobs 8
-  python3 - <<'PY'
-import json, sqlite3
-with open("/tmp/chunks.jsonl", "w") as f:
-    for (text,) in sqlite3.connect("/tmp/d-run.db").execute("SELECT text FROM chunks"):
-        f.write(json.dumps({"text": text}) + "\n")
-PY
-  echo "--- own rate"; $W --device cuda $m embed --json < /tmp/chunks.jsonl 2>&1 >/dev/null | tail -1
+  dump_chunks /tmp/d-run.db
+  echo "--- own rate"; own_rate $m
 done
 echo "=== done"

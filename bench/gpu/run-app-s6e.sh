@@ -4,14 +4,10 @@
 # extraction workers are during a run) [the first run hung after the nice-10 case: a bare `wait`
 # waited for tee; fixed since]; then `warpfold index` at nice 0 and at nice -10 (the workers
 # still set themselves to nice 10). Runs on the machine left warm by run-app-s6d.sh.
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-exec > >(tee "$OUT/run-app-s6e.log") 2>&1
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib WARPFOLD_MODELS_DIR=/tmp/wf-models WARPFOLD_LOG=warn
-W=/tmp/warpfold
+. "$(dirname "$0")/env.sh"
+log_to run-app-s6e.log
 [ -f /tmp/chunks.jsonl ] || { echo "run run-app-s6d.sh first"; exit 1; }
-P=$(dirname "$(find /tmp/d -name '*.pdf' | head -1)")
+P=$(pdf_dir /tmp/d)
 embed() { $W --device cuda embed --json < /tmp/chunks.jsonl 2>&1 >/dev/null | tail -1 | python3 -c "import json,sys; r=json.load(sys.stdin); print(f'  {r[\"tokens_per_second\"]:.0f} tokens/s, {r[\"bins\"]} bins, {r[\"seconds\"]:.2f} s')"; }
 echo "=== embed alone"; embed
 for n in 10 19; do

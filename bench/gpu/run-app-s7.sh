@@ -7,31 +7,17 @@
 # Call 1: `bash bench/gpu/run-app-s5.sh models` carrying .gpu-extra/minilm-f16.tar.xz; call 2 this,
 # carrying .gpu, on the same warm machine. TAG names the outputs (s7; s7b: the rerun after the
 # query and wake-up changes, set up from bench/gpu/stream.sh by run-s7b.sh).
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+. "$(dirname "$0")/env.sh"
 TAG=${TAG:-s7}
-exec > >(tee "$OUT/run-app-$TAG.log") 2>&1
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib WARPFOLD_MODELS_DIR=/tmp/wf-models WARPFOLD_LOG=warn
-W=/tmp/warpfold
-[ -x $W ] || bash .gpu/run-on-gpu-machine.sh .gpu/warpfold.xz --version | tail -1
-[ -d /tmp/wf-models/all-MiniLM-L6-v2 ] || { echo "no model: run the models call first"; exit 1; }
-nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader
-nproc; date -u
-$W --device cuda bench-index --pdfs 1200 --search-chunks 0 --work-dir /tmp/f --out "$OUT/$TAG-bench-index.json" 2>&1 | tail -2
-P=$(dirname "$(find /tmp/f -name '*.pdf' | head -1)")
+log_to run-app-$TAG.log
+need_warpfold | tail -1
+need_minilm
+host_info csv,noheader
+index_pdfs 1200 /tmp/f "$OUT/$TAG-bench-index.json" | tail -2
+P=$(pdf_dir /tmp/f)
 echo "documents: $(ls $P | wc -l)"
-L=/tmp/wf-models/bert-large-random
 bash bench/gpu/make-bert-large.sh >/dev/null 2>&1
-own() { # "global args" db
-  python3 - "$2" <<'PY'
-import json, sqlite3, sys
-with open("/tmp/chunks.jsonl", "w") as f:
-    for (text,) in sqlite3.connect(sys.argv[1]).execute("SELECT text FROM chunks"):
-        f.write(json.dumps({"text": text}) + "\n")
-PY
-  echo "--- own rate"; $W --device cuda $1 embed --json < /tmp/chunks.jsonl 2>&1 >/dev/null | tail -1
-}
+own() { dump_chunks "$2"; echo "--- own rate"; own_rate $1; }
 keys="seconds|tokens_per|fill|starved|bins|query_ms_p|documents_per"
 for m in large minilm; do
   args=""; [ $m = large ] && args="--model $L"

@@ -4,22 +4,14 @@
 # token ids (the stress and production corpora) scored by transformers (padded batches of 8, sdpa and
 # flash_attention_2 when importable) and by warpfold (packed, FlashAttention-2 varlen), then the
 # memory-cap case: a corpus holding a 1M-token document under an 8 GiB budget.
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-exec > >(tee "$OUT/run-decoders.log") 2>&1
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib WARPFOLD_MODELS_DIR=/tmp/wf-models WARPFOLD_LOG=warn
-PY=/opt/torch/.venv/bin/python
-W=/tmp/warpfold
-[ -x $W ] || bash .gpu/run-on-gpu-machine.sh .gpu/warpfold.xz --version
+. "$(dirname "$0")/env.sh"
+log_to run-decoders.log
+need_warpfold
 ATTNS="sdpa"
 $PY -c "import flash_attn" 2>/dev/null && ATTNS="sdpa flash_attention_2"
 echo "attention implementations for transformers: $ATTNS"
 # The corpus's ids come from MiniLM's tokenizer (carried in .gpu/meta.tar.xz, no weights needed).
-if [ ! -f /tmp/corpus-model/tokenizer.json ]; then
-  mkdir -p /tmp/meta /tmp/corpus-model && xz -dc .gpu/meta.tar.xz | tar -C /tmp/meta -xf -
-  cp -r /tmp/meta/minilm-meta/. /tmp/corpus-model/ && : > /tmp/corpus-model/model.safetensors
-fi
+corpus_model
 C="$W --model /tmp/corpus-model"
 $C corpus --kind stress --documents 256 > /tmp/stress.jsonl
 $C corpus --kind production --documents 256 > /tmp/production.jsonl

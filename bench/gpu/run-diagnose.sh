@@ -1,21 +1,11 @@
 #!/usr/bin/env bash
 # Second device run of 2026-11-30: the decoder reference checks (after the probe-id fix), a logged
 # Qwen2.5-7B run on 16 documents, then the 7B and memory-cap benchmarks of run-decoders.sh.
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-exec > >(tee "$OUT/run-diagnose.log") 2>&1
+. "$(dirname "$0")/env.sh"
+log_to run-diagnose.log
 bash bench/gpu/prepare-device.sh
-bash .gpu/run-on-gpu-machine.sh .gpu/warpfold.xz --version > /dev/null
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib WARPFOLD_MODELS_DIR=/tmp/wf-models WARPFOLD_LOG=warn
-PY=/opt/torch/.venv/bin/python
-W=/tmp/warpfold
-for m in qwen2 llama3; do
-  ref=tests/fixtures/decoder_reference/$m
-  $PY -c "import json; [print(json.dumps({'ids': s['input_ids']})) for s in json.load(open('$ref/expected.json'))['sequences']]" \
-    | timeout 120 $W --device cuda score --decoder $ref > "$OUT/score-$m.jsonl"
-  $PY bench/gpu/check.py decoder "$ref/expected.json" "$OUT/score-$m.jsonl" | tee -a "$OUT/checks.jsonl"
-done
+unpack_warpfold > /dev/null
+for m in qwen2 llama3; do check_decoder $m 120; done
 $W corpus --kind stress --documents 16 > /tmp/s16.jsonl
 nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader,nounits -lms 200 > /tmp/smi-diag.csv &
 smi=$!

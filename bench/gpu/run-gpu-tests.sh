@@ -6,11 +6,7 @@
 # retry through the engine, the decoder's prefill and decode logits against transformers.
 #
 #   HF_MODELS="smollm2-135m qwen2.5-7b" bash bench/gpu/run-gpu-tests.sh     # log in $OUT/gpu-tests.log
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-PY=/opt/torch/.venv/bin/python
-[ -x "$PY" ] || PY=python3
+. "$(dirname "$0")/env.sh"
 refs=""
 for m in ${HF_MODELS:-smollm2-135m qwen2.5-7b}; do
   [ -f /tmp/models/$m/config.json ] || $PY bench/gpu/make_random_decoder.py $m /tmp/models/$m
@@ -18,6 +14,5 @@ for m in ${HF_MODELS:-smollm2-135m qwen2.5-7b}; do
   refs="$refs/tmp/models/$m:"
 done
 xz -dc .gpu/candle-tests.xz > /tmp/candle-tests && chmod +x /tmp/candle-tests
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib
 WARPFOLD_HF_REFERENCE=$refs timeout ${TEST_TIMEOUT:-300} /tmp/candle-tests --ignored gpu_ --test-threads 1 --nocapture 2>&1 | tee -a "$OUT/gpu-tests.log"
 echo "gpu tests exit ${PIPESTATUS[0]}" | tee -a "$OUT/gpu-tests.log"

@@ -5,21 +5,14 @@
 # Correctness against sentence-transformers' vectors of the fixture texts, the VRAM probe, then
 # `warpfold bench` packed vs padded vs sentence-transformers on the same GPU (model time and end to
 # end, texts in).
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-exec > >(tee "$OUT/run-minilm.log") 2>&1
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib WARPFOLD_MODELS_DIR=/tmp/wf-models WARPFOLD_LOG=warn
-PY=/opt/torch/.venv/bin/python
-W=/tmp/warpfold
-[ -x $W ] || { [ -f .gpu/warpfold.xz ] && bash .gpu/run-on-gpu-machine.sh .gpu/warpfold.xz --version; }
+. "$(dirname "$0")/env.sh"
+log_to run-minilm.log
+[ -x $W ] || { [ -f .gpu/warpfold.xz ] && unpack_warpfold; }
 [ -x $W ] || { echo "no /tmp/warpfold: run run-all.sh first on this machine, or carry .gpu"; exit 1; }
-mkdir -p /tmp/wf-models && xz -dc .gpu-extra/minilm-f16.tar.xz | tar -C /tmp/wf-models -xf -
-$PY -c "import sentence_transformers as s, torch, transformers; print('sentence-transformers', s.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__)"
+unpack_minilm .gpu-extra/minilm-f16.tar.xz
+py_versions sentence_transformers torch transformers
 echo "=== MiniLM on the GPU vs sentence-transformers (fixture vectors)"
-$PY -c "import json; [print(json.dumps({'text': i['text']})) for i in json.load(open('tests/fixtures/minilm_reference.json'))['items']]" \
-  | $W --device cuda embed > "$OUT/minilm-fixture.jsonl"
-$PY bench/gpu/check.py minilm tests/fixtures/minilm_reference.json "$OUT/minilm-fixture.jsonl" | tee -a "$OUT/checks.jsonl"
+check_minilm
 echo "=== VRAM probe"
 echo '{"text": "probe"}' | WARPFOLD_LOG=info $W --device cuda embed 2>&1 >/dev/null | grep -i probe | tail -2
 echo "=== MiniLM speed: packed vs padded vs sentence-transformers, same texts"

@@ -12,13 +12,8 @@
 # Results in $OUT: multi-*.json (the bench reports: per run tokens/s, per-device bins, tokens, busy
 # seconds, failures, steals; the scaling ratio; the check), checks.jsonl (one line per corpus and
 # run), smi-multi.csv (per-GPU utilization every 200 ms), run-multi.log. Under 10 minutes.
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-exec > >(tee "$OUT/run-multi.log") 2>&1
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib
-PY=/opt/torch/.venv/bin/python
-[ -x "$PY" ] || PY=python3
+. "$(dirname "$0")/env.sh"
+log_to run-multi.log
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
 gpus=$(nvidia-smi -L | wc -l)
 [ "$gpus" -ge 2 ] || { echo "run-multi: needs two or more GPUs, found $gpus"; exit 1; }
@@ -29,13 +24,11 @@ DECODER_DOCS=${DECODER_DOCS:-1024}
 # Bins of 32k tokens give the decoder ~40 bins per corpus to spread (the probe would allow 65k).
 DECODER_BIN=${DECODER_BIN:-32768}
 
-bash .gpu/run-on-gpu-machine.sh .gpu/warpfold.xz --version
-W=/tmp/warpfold
+unpack_warpfold
 MODELS=${PREP_MODELS:-smollm2-360m} bash bench/gpu/prepare-device.sh
 # MINILM_MODEL: a model folder for the encoder runs (e.g. /tmp/wf-models/minilm-random, MiniLM's
 # architecture with random weights, when the real ones are not carried); default: the default model.
 minilm=(); [ -n "${MINILM_MODEL:-}" ] && minilm=(--model "$MINILM_MODEL")
-export WARPFOLD_MODELS_DIR=/tmp/wf-models WARPFOLD_LOG=warn
 
 echo "=== JIT warm-up (first CUDA ops on a fresh machine compile candle's PTX), each GPU"
 for d in ${DEVICES//,/ }; do

@@ -3,20 +3,12 @@
 # around each stage of its forward (embedding, norms, each matmul, rope, attention, SiLU·up, lm_head,
 # log-softmax) and print the totals per bin; then the same corpus without profiling, for the speed
 # and the GPU's idle time between bins (CUDA events, pinned staging).
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-PY=/opt/torch/.venv/bin/python
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib WARPFOLD_LOG=warn
-W=/tmp/warpfold
-[ -x $W ] || bash .gpu/run-on-gpu-machine.sh .gpu/warpfold.xz --version
+. "$(dirname "$0")/env.sh"
+need_warpfold
 m=qwen2.5-7b
 [ -f /tmp/models/$m/config.json ] || $PY bench/gpu/make_random_decoder.py $m /tmp/models/$m
 # The corpus's ids come from MiniLM's tokenizer (carried in .gpu/meta.tar.xz, no weights needed).
-if [ ! -f /tmp/corpus-model/tokenizer.json ]; then
-  mkdir -p /tmp/meta /tmp/corpus-model && xz -dc .gpu/meta.tar.xz | tar -C /tmp/meta -xf -
-  cp -r /tmp/meta/minilm-meta/. /tmp/corpus-model/ && : > /tmp/corpus-model/model.safetensors
-fi
+corpus_model
 $W --model /tmp/corpus-model corpus --kind stress --documents 256 > /tmp/stress.jsonl
 head -64 /tmp/stress.jsonl > /tmp/stress64.jsonl
 WARPFOLD_PROFILE=1 timeout 200 $W --device cuda --bin-tokens ${BIN:-65536} score --decoder /tmp/models/$m --json < /tmp/stress64.jsonl > /dev/null 2> "$OUT/profile-7b.err"

@@ -15,24 +15,14 @@
 # 4. `warpfold bench --peer --peer-batch 32,256` (packed, padded, end to end, sentence-transformers at
 #    its default batch and at 256, all on the same texts in one run), then the same engine with
 #    candle's ops and no peer, and bins of 8,192 / 32,768 tokens: model time against bin size.
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+. "$(dirname "$0")/env.sh"
 stage=${1:-put}
-exec > >(tee "$OUT/s10-$stage.log") 2>&1
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib WARPFOLD_MODELS_DIR=/tmp/wf-models WARPFOLD_LOG=${WARPFOLD_LOG:-warn}
-PY=/opt/torch/.venv/bin/python
-[ -x $PY ] || PY=python3
-W=/tmp/warpfold
-ST=/tmp/st
-bash bench/gpu/stream.sh put || exit 1
-if [ ! -f $ST/.opened ] && [ "$(wc -l < /tmp/stream.parts)" = "$(cat .gpu-extra/stream/PARTS)" ]; then
-  bash bench/gpu/stream.sh open $ST && touch $ST/.opened
-  mkdir -p /tmp/wf-models && xz -dc $ST/minilm-f16.tar.xz | tar -C /tmp/wf-models -xf -
+# What this session's stream carries besides the binary: MiniLM and the CUDA test binary.
+opened() {
+  unpack_minilm $ST/minilm-f16.tar.xz
   [ -f $ST/candle-tests.xz ] && xz -dc $ST/candle-tests.xz > /tmp/candle-tests && chmod +x /tmp/candle-tests
-  bash $ST/run-on-gpu-machine.sh $ST/warpfold.xz --version
-fi
-[ "$stage" = put ] && exit 0
+}
+stream_stage s10 "$stage" opened
 if [ "$stage" = seven ]; then
   # The Qwen2.5-7B architecture (random bf16 weights made here, the same file for both) scoring the
   # stress and production corpora: warpfold packed in bins of 16,384 tokens against transformers as a
@@ -42,19 +32,7 @@ if [ "$stage" = seven ]; then
   [ -f $M/config.json ] || $PY bench/gpu/make_random_decoder.py qwen2.5-7b $M
   for c in stress production; do
     $W --model /tmp/wf-models/all-MiniLM-L6-v2 corpus --kind $c --documents 256 > /tmp/$c.jsonl
-    $W --device cuda --bin-tokens 16384 score --decoder $M --json < /tmp/$c.jsonl > "$OUT/wf-7b-$c.jsonl" 2> /tmp/wf-7b-$c.err
-    tail -1 /tmp/wf-7b-$c.err | tee "$OUT/wf-7b-$c.report.json"
-    $PY bench/gpu/hf_score.py --model $M --ids /tmp/$c.jsonl --attn sdpa --token-budget 16384 --out-dir /tmp | tee "$OUT/hf-7b-$c-careful.json"
-    $PY - "$OUT/wf-7b-$c.jsonl" /tmp/hf-scores-sdpa-budget16384.jsonl "$OUT/wf-7b-$c.report.json" "$OUT/hf-7b-$c-careful.json" <<'PY' | tee -a "$OUT/checks.jsonl"
-import json, sys
-ours = [json.loads(l) for l in open(sys.argv[1])]
-theirs = [json.loads(l) for l in open(sys.argv[2])]
-d = [abs(a["mean_log_likelihood"] - b["mean_log_likelihood"]) for a, b in zip(ours, theirs)]
-wf, hf = json.load(open(sys.argv[3])), json.load(open(sys.argv[4]))
-rate = lambda r: r.get("tokens_per_second") or r.get("real_tokens_per_second")
-print(json.dumps({"check": sys.argv[1].split("/")[-1], "documents": len(d), "max_abs_diff_mean_ll": max(d), "ok": len(d) == len(ours) and max(d) <= 0.05,
-                  "warpfold_tokens_per_second": rate(wf), "careful_transformers_tokens_per_second": rate(hf), "ratio": rate(wf) / rate(hf)}))
-PY
+    score_7b_careful $M $c
   done
   exit 0
 fi
@@ -65,11 +43,9 @@ if [ "$stage" = paged ]; then
 fi
 [ -x $W ] || { echo "no $W: the stream is not complete"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-$PY -c "import sentence_transformers as s, torch; print('sentence-transformers', s.__version__, 'torch', torch.__version__)"
+py_versions sentence_transformers torch
 echo "=== 1. MiniLM (fused kernels) vs sentence-transformers' fixture vectors"
-$PY -c "import json; [print(json.dumps({'text': i['text']})) for i in json.load(open('tests/fixtures/minilm_reference.json'))['items']]" \
-  | $W --device cuda embed > "$OUT/minilm-fixture.jsonl"
-$PY bench/gpu/check.py minilm tests/fixtures/minilm_reference.json "$OUT/minilm-fixture.jsonl" | tee -a "$OUT/checks.jsonl"
+check_minilm
 echo "=== 2. gated GPU tests"
 if [ -x /tmp/candle-tests ]; then
   /tmp/candle-tests --ignored gpu_ --test-threads 1 --nocapture 2>&1 | grep -E "^test |result|cosine|error|panick" | tee "$OUT/gpu-tests.log"

@@ -11,21 +11,11 @@
 # is too large to carry), the paged path (the CUDA default) and the gathered one
 # (WARPFOLD_DECODE_ATTENTION=gathered), greedy: the texts for a person to read, and the two paths'
 # summaries compared.
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+. "$(dirname "$0")/env.sh"
 stage=${1:-put}
-exec > >(tee "$OUT/s11-$stage.log") 2>&1
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib WARPFOLD_MODELS_DIR=/tmp/wf-models WARPFOLD_LOG=${WARPFOLD_LOG:-warn}
-W=/tmp/warpfold
-ST=/tmp/st
-bash bench/gpu/stream.sh put || exit 1
-if [ ! -f $ST/.opened ] && [ "$(wc -l < /tmp/stream.parts)" = "$(cat .gpu-extra/stream/PARTS)" ]; then
-  bash bench/gpu/stream.sh open $ST && touch $ST/.opened
-  mkdir -p /tmp/wf-models && tar -C /tmp/wf-models -xf $ST/smollm2.tar
-  bash $ST/run-on-gpu-machine.sh $ST/warpfold.xz --version
-fi
-[ "$stage" = put ] && exit 0
+# What this session's stream carries besides the binary: the chat model.
+opened() { mkdir -p /tmp/wf-models && tar -C /tmp/wf-models -xf $ST/smollm2.tar; }
+stream_stage s11 "$stage" opened
 if [ "$stage" = summarize ]; then
   rm -rf /tmp/samples && $W make-samples /tmp/samples
   M=/tmp/wf-models/SmolLM2-135M-Instruct

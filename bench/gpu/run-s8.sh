@@ -3,14 +3,8 @@
 # consecutive calls) is carried: unpack it, then the summary run (run-summarize-s8.sh) and the
 # app-core rerun with this build (run-app-s7.sh, TAG=s8: OCR is in the extraction path now; the
 # corpus's PDFs all have text, so none is OCR'd).
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-bash bench/gpu/stream.sh put || exit 1
-[ -d /tmp/st ] || bash bench/gpu/stream.sh open /tmp/st || exit 1
-mkdir -p /tmp/wf-models
-[ -d /tmp/wf-models/all-MiniLM-L6-v2 ] || xz -dc /tmp/st/minilm-f16.tar.xz | tar -C /tmp/wf-models -xf -
-[ -x /tmp/warpfold ] || bash /tmp/st/run-on-gpu-machine.sh /tmp/st/warpfold.xz --version | tail -1
+. "$(dirname "$0")/env.sh"
+stream_setup
 case "${1:-}" in
   ours|peer|variants) bash bench/gpu/run-summarize-s8.sh "$1" ;;
   app) TAG=s8 bash bench/gpu/run-app-s7.sh ;;

@@ -38,22 +38,15 @@
 #          come from the peer's run, /tmp/s9/pdf-text.json: pypdf is CPU work, the cap changes
 #          nothing there) + ~460 s summarizing => may pass its deadline (470 s into the call): it
 #          stops before a batch it cannot finish and a second `peer8` call resumes (~60-120 s)
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+. "$(dirname "$0")/env.sh"
 stage=${1:-put}
 shift || true
 TAG=${TAG:-s9}
-exec > >(tee "$OUT/$TAG-$stage.log") 2>&1
+log_to $TAG-$stage.log
 T0=$(date +%s)
 REPO=$PWD
 elapsed() { echo $(($(date +%s) - T0)); }
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib WARPFOLD_MODELS_DIR=/tmp/wf-models WARPFOLD_LOG=${WARPFOLD_LOG:-warn}
-PY=/opt/torch/.venv/bin/python
-[ -x $PY ] || PY=python3
-W=/tmp/warpfold
-ST=/tmp/st
-Q=$ST/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+export WARPFOLD_LOG=${WF_CALLER_LOG:-warn}
 M=/tmp/wf-models/all-MiniLM-L6-v2
 R=/tmp/s9   # results that must outlive a call (the peer's resumable state)
 mkdir -p $R
@@ -69,10 +62,10 @@ if [ ! -f /tmp/small.ok ] && [ "$have" -gt 0 ]; then
   mkdir -p $ST
   tar -C $ST -xf /tmp/stream.tar --exclude='*.gguf' 2>/dev/null
   if [ ! -x $W ] && xz -t $ST/warpfold.xz 2>/dev/null; then
-    bash $ST/run-on-gpu-machine.sh $ST/warpfold.xz --version | tail -3
+    unpack_warpfold $ST | tail -3
   fi
   if [ ! -d $M ] && xz -t $ST/minilm-f16.tar.xz 2>/dev/null; then
-    mkdir -p /tmp/wf-models && xz -dc $ST/minilm-f16.tar.xz | tar -C /tmp/wf-models -xf - && echo "MiniLM f16 in $M"
+    unpack_minilm $ST/minilm-f16.tar.xz && echo "MiniLM f16 in $M"
   fi
   if [ ! -f /tmp/pylib/.ok ] && [ -d $ST/wheels ] && (cd $ST/wheels && sha256sum --quiet -c "$REPO/bench/gpu/peer-wheels.sha256"); then
     $PY -m pip install -q --no-deps --no-index --upgrade --target /tmp/pylib $ST/wheels/*.whl 2>&1 | tail -2
@@ -126,7 +119,7 @@ case "$stage" in
         timeout 90 $W --device cuda ${WF_ARGS:-} summarize $ST/kd --decoder $Q --json --chunk-tokens 1280 > $O/q-qwen.jsonl 2> $O/q-qwen.err
         tail -2 $O/q-qwen.err
       fi
-      timeout 90 $W --device cuda ${WF_ARGS:-} summarize $ST/kd --decoder $ST/SmolLM2-135M-Instruct.Q4_1.gguf --json --chunk-tokens 1280 > $O/q-smol.jsonl 2> $O/q-smol.err
+      timeout 90 $W --device cuda ${WF_ARGS:-} summarize $ST/kd --decoder $S --json --chunk-tokens 1280 > $O/q-smol.jsonl 2> $O/q-smol.err
       tail -2 $O/q-smol.err
     fi
     runs=(${RUNS:-whole 8gib})

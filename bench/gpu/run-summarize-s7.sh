@@ -9,20 +9,10 @@
 #      each with five known facts: warpfold with the 1.5B model, whole GPU and --vram-budget 8GiB;
 #      the transformers pipeline (bench/gpu/peer_summarize.py, the same GGUF dequantized to bf16,
 #      length-sorted batches) uncapped and capped at 8 GiB; SmolLM2 with warpfold for its speed.
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-exec > >(tee "$OUT/run-summarize-s7.log") 2>&1
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib WARPFOLD_MODELS_DIR=/tmp/wf-models WARPFOLD_LOG=warn
-W=/tmp/warpfold
-Q=/tmp/st/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
-S=/tmp/st/SmolLM2-135M-Instruct.Q4_1.gguf
+. "$(dirname "$0")/env.sh"
+log_to run-summarize-s7.log
 sha256sum $Q $S
-PY=/opt/torch/.venv/bin/python
-[ -x $PY ] || PY=python3
-mkdir -p /tmp/pylib && $PY -m pip install --no-deps --no-index --target /tmp/pylib /tmp/st/gguf-*.whl -q 2>&1 | tail -2
-export PYTHONPATH=/tmp/pylib
-$PY -c "import transformers, torch, gguf; print('transformers', transformers.__version__, 'torch', torch.__version__, 'gguf', gguf.__version__)"
+gguf_peer
 summ() { # label decoder folder extra...
   local label=$1 dec=$2 dir=$3; shift 3
   echo "--- warpfold $label"
@@ -30,12 +20,9 @@ summ() { # label decoder folder extra...
   tail -2 "$OUT/$label.err"
 }
 echo "=== 1. the quality documents"
-summ q-qwen $Q /tmp/st/kd --chunk-tokens 1280
-summ q-smol $S /tmp/st/kd --chunk-tokens 1280
+summ_quality
 echo "=== 2. 48 reports: warpfold"
-summ b-qwen $Q /tmp/st/kb
-summ b-qwen-8gib $Q /tmp/st/kb --vram-budget 8GiB
-summ b-smol $S /tmp/st/kb
+summ_reports
 echo "=== 2. 48 reports: transformers"
 $PY bench/gpu/peer_summarize.py $Q /tmp/st/kb "$OUT/b-peer.jsonl" --style detailed 2>"$OUT/b-peer.err" | tail -1
 tail -3 "$OUT/b-peer.err"

@@ -10,22 +10,12 @@
 #      same GGUF, whole documents, length-sorted batches under a padded-token budget, the same
 #      prompts and decoding) uncapped and capped at 8 GiB; SmolLM2 with warpfold;
 #   3. nvidia-smi sampled every 100 ms through each run (GPU busy, memory).
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-exec > >(tee "$OUT/run-summarize-s8-${1:-ours}.log") 2>&1
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib WARPFOLD_MODELS_DIR=/tmp/wf-models WARPFOLD_LOG=warn
-[ -x /tmp/warpfold ] || bash /tmp/st/run-on-gpu-machine.sh /tmp/st/warpfold.xz --version | tail -1
-W=/tmp/warpfold
-Q=/tmp/st/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
-S=/tmp/st/SmolLM2-135M-Instruct.Q4_1.gguf
+. "$(dirname "$0")/env.sh"
+log_to run-summarize-s8-${1:-ours}.log
+need_warpfold $ST | tail -1
 sha256sum $Q $S
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-PY=/opt/torch/.venv/bin/python
-[ -x $PY ] || PY=python3
-mkdir -p /tmp/pylib && $PY -m pip install --no-deps --no-index --target /tmp/pylib /tmp/st/gguf-*.whl -q 2>&1 | tail -2
-export PYTHONPATH=/tmp/pylib
-$PY -c "import transformers, torch, gguf; print('transformers', transformers.__version__, 'torch', torch.__version__, 'gguf', gguf.__version__)"
+gguf_peer
 sample() { nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader,nounits -lms 100 > "$OUT/$1.smi" & echo $!; }
 summ() { # label decoder folder extra...
   local label=$1 dec=$2 dir=$3; shift 3
@@ -47,12 +37,9 @@ peer() { # label extra...
 case "${1:-ours}" in
   ours)
     echo "=== 1. the quality documents"
-    summ q-qwen $Q /tmp/st/kd --chunk-tokens 1280
-    summ q-smol $S /tmp/st/kd --chunk-tokens 1280
+    summ_quality
     echo "=== 2. 48 reports, warpfold"
-    summ b-qwen $Q /tmp/st/kb
-    summ b-qwen-8gib $Q /tmp/st/kb --vram-budget 8GiB
-    summ b-smol $S /tmp/st/kb ;;
+    summ_reports ;;
   peer)
     echo "=== 2. 48 reports, transformers"
     peer b-peer
@@ -60,8 +47,7 @@ case "${1:-ours}" in
   variants)
     # Prompt wordings under trial on the build machine (WFX, a temporary switch of this build's
     # crates/summarize; unset, the defaults run): the quality documents and the 48 reports.
-    summ q-qwen $Q /tmp/st/kd --chunk-tokens 1280
-    summ q-smol $S /tmp/st/kd --chunk-tokens 1280
+    summ_quality
     for v in a b c d e; do WFX=$v summ q-qwen-wfx-$v $Q /tmp/st/kd --chunk-tokens 1280; done
     for v in a c; do WFX=$v summ b-qwen-wfx-$v $Q /tmp/st/kb; done ;;
 esac

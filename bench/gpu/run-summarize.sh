@@ -9,15 +9,12 @@
 #      document at a time, same process; and a larger run (the samples copied $COPIES times) where
 #      batching has more to fill.
 # Results in $OUT: summarize-gpu-*.json (the bench reports), run-summarize.log. Under 10 minutes.
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-exec > >(tee "$OUT/run-summarize.log") 2>&1
-export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib
+. "$(dirname "$0")/env.sh"
+log_to run-summarize.log
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-bash .gpu/run-on-gpu-machine.sh .gpu/warpfold.xz --version
-W=/tmp/warpfold
-export WARPFOLD_MODELS_DIR=$PWD/models WARPFOLD_LOG=warn
+unpack_warpfold
+# The pinned GGUF is carried in the checkout's models/, not in /tmp/wf-models.
+export WARPFOLD_MODELS_DIR=$PWD/models
 # DECODER: a chat model folder to use instead of the pinned GGUF (which, at 98 MB, cannot be carried
 # next to the binary): DECODER=random generates SmolLM2-135M's architecture with random bf16
 # weights here, with the GGUF's own tokenizer and chat template (scripts/gpu/pack-small.sh).

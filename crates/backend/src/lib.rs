@@ -147,6 +147,12 @@ pub trait Backend: Send {
     }
 }
 
+/// [`Backend::embed`] for a pipelined backend: its [`Backend::start`], then its [`Backend::finish`].
+pub fn embed_started<B: Backend + ?Sized>(backend: &mut B, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
+    let started = backend.start(bin)?;
+    backend.finish(started)
+}
+
 /// A bin a backend has started (see [`Backend::start`]).
 pub enum Started {
     /// Already run: its results.

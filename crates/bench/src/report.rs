@@ -5,6 +5,22 @@ use std::path::Path;
 
 use serde::Serialize;
 
+/// Where and when a benchmark ran and the command that ran it: the head of every report (its
+/// fields sit at the top level of the report's JSON).
+#[derive(Serialize, Debug, Clone)]
+pub struct RunHeader {
+    pub date: String,
+    pub machine: String,
+    pub command: String,
+}
+
+impl RunHeader {
+    /// This run: today, this machine, this process's command line.
+    pub fn now() -> RunHeader {
+        RunHeader { date: today(), machine: machine(), command: std::env::args().collect::<Vec<_>>().join(" ") }
+    }
+}
+
 /// Percent `part` of `whole` (0 when `whole` is 0).
 pub fn pct(part: u64, whole: u64) -> f64 {
     100.0 * part as f64 / whole.max(1) as f64

@@ -187,8 +187,7 @@ impl Backend for BertBackend {
     }
 
     fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
-        let started = self.start(bin)?;
-        self.finish(started)
+        warpfold_backend::embed_started(self, bin)
     }
 
     fn pipelined(&self) -> bool {
@@ -320,8 +319,7 @@ impl Backend for DecoderBackend {
     }
 
     fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
-        let started = self.start(bin)?;
-        self.finish(started)
+        warpfold_backend::embed_started(self, bin)
     }
 
     fn pipelined(&self) -> bool {

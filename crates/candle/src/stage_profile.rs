@@ -1,7 +1,10 @@
 //! Where a bin's time goes, stage by stage (`WARPFOLD_PROFILE=1`, for finding what to speed up):
 //! the device is synchronized before and after every stage, so stages do not overlap and the run
-//! is slower than without it; each bin prints one line per stage to stderr. Used by the encoder
-//! ([`crate::bert`]), the decoder's scoring and prefill ([`crate::llama`]) and generation.
+//! is slower than without it. Each bin's stages are reported as `info` events of the target
+//! `warpfold::profile`, inside the engine's span of that bin (device, tokens, sequences, and the
+//! documents it follows from), so a subscriber shows which bin and which document they belong to;
+//! the CLI turns that target on when `WARPFOLD_PROFILE=1`. Used by the encoder ([`crate::bert`]),
+//! the decoder's scoring and prefill ([`crate::llama`]) and generation.
 
 use std::cell::RefCell;
 use std::sync::OnceLock;
@@ -16,6 +19,9 @@ type Stages = (Option<Device>, Vec<(&'static str, Duration, u32)>);
 thread_local! {
     static TIMES: RefCell<Stages> = const { RefCell::new((None, Vec::new())) };
 }
+
+/// The tracing target of the profile's events.
+pub const TARGET: &str = "warpfold::profile";
 
 pub fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
@@ -85,11 +91,12 @@ pub fn add(into: &mut Times, more: Times) {
 /// stage's total, its share, and its time per step.
 pub fn print(what: &str, steps: usize, times: &Times) {
     let total: f64 = times.iter().map(|s| s.1.as_secs_f64()).sum();
-    eprintln!("profile: {what}: {steps} steps, {:.1} ms in timed stages, {:.3} ms a step", total * 1e3, total * 1e3 / steps.max(1) as f64);
+    tracing::info!(target: TARGET, "{what}: {steps} steps, {:.1} ms in timed stages, {:.3} ms a step", total * 1e3, total * 1e3 / steps.max(1) as f64);
     for (name, took, calls) in times {
         let ms = took.as_secs_f64() * 1e3;
-        eprintln!(
-            "profile:   {name:<24} {ms:>9.1} ms {:>5.1}% {:>8.3} ms a step ({calls} calls)",
+        tracing::info!(
+            target: TARGET,
+            "  {name:<24} {ms:>9.1} ms {:>5.1}% {:>8.3} ms a step ({calls} calls)",
             100.0 * took.as_secs_f64() / total.max(1e-12),
             ms / steps.max(1) as f64
         );
@@ -104,15 +111,17 @@ pub fn report(bin: &Bin, device: &Device) {
     let _ = device.synchronize();
     let stages = TIMES.with(|t| std::mem::take(&mut t.borrow_mut().1));
     let total: f64 = stages.iter().map(|s| s.1.as_secs_f64()).sum();
-    eprintln!(
-        "profile: bin of {} tokens ({} sequences), {:.1} ms in timed stages",
+    tracing::info!(
+        target: TARGET,
+        "bin of {} tokens ({} sequences), {:.1} ms in timed stages",
         bin.computed_tokens(),
         bin.num_sequences(),
         total * 1e3
     );
     for (name, took, calls) in stages {
-        eprintln!(
-            "profile:   {name:<24} {:>9.1} ms {:>5.1}% ({calls} calls)",
+        tracing::info!(
+            target: TARGET,
+            "  {name:<24} {:>9.1} ms {:>5.1}% ({calls} calls)",
             took.as_secs_f64() * 1e3,
             100.0 * took.as_secs_f64() / total.max(1e-12)
         );

@@ -181,7 +181,15 @@ pub fn run_index(global: &GlobalOptions, args: &IndexArgs) -> Result<ExitCode> {
         let report = match args.shard {
             Some(shard) => warpfold_index::shard::index_shard(&args.paths, shard, &args.db, embedder, &dir.name, &options, progress)
                 .map(|(report, selection)| (report, Some(selection))),
-            None => warpfold_index::index_paths(&args.paths, &args.db, embedder, &dir.name, &options, progress).map(|r| (r, None)),
+            None => warpfold_index::index_collected(
+                warpfold_index::collect_files(&args.paths)?,
+                &args.db,
+                embedder,
+                &dir.name,
+                &options,
+                progress,
+            )
+            .map(|r| (r, None)),
         };
         drop(stop);
         report

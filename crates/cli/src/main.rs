@@ -8,10 +8,6 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-mod bench;
-mod bench_devices;
-mod bench_index;
-mod corpus;
 mod embed;
 mod index;
 mod score;
@@ -68,7 +64,7 @@ pub struct GlobalOptions {
     pub vram_budget: Option<u64>,
 }
 
-fn parse_size(text: &str) -> Result<u64, String> {
+fn parse_size(text: &str) -> Result<u64, warpfold_engine::probe::SizeError> {
     warpfold_engine::probe::parse_size(text)
 }
 
@@ -98,13 +94,13 @@ pub enum Command {
     /// Embed JSON lines {"text": "..."} from stdin; writes one {"embedding": [...]} line per input, in order.
     Embed(embed::EmbedArgs),
     /// Packed against padded (and optionally sentence-transformers) on the seeded benchmark corpora.
-    Bench(bench::BenchArgs),
+    Bench(warpfold_bench::embed::BenchArgs),
     /// Indexing throughput on generated PDFs and search latency on a large index.
-    BenchIndex(bench_index::BenchIndexArgs),
+    BenchIndex(warpfold_bench::index::BenchIndexArgs),
     /// Score texts with a decoder: mean next-token log-likelihood per text, packed.
     Score(score::ScoreArgs),
     /// Print a benchmark corpus as token ids, one JSON line per document ({"ids": [...]}).
-    Corpus(corpus::CorpusArgs),
+    Corpus(warpfold_bench::ids::CorpusArgs),
     /// Serve embeddings (OpenAI-compatible), search, status and metrics over HTTP on loopback.
     Serve(serve::ServeArgs),
     /// Index files and folders (PDF, text, Markdown) into a local searchable database.
@@ -158,18 +154,20 @@ fn main() -> ExitCode {
         // Nothing else runs in a worker: no logging setup, no model.
         return ExitCode::from(warpfold_index::extract::worker_main(path) as u8);
     }
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("WARPFOLD_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    // `WARPFOLD_LOG` (EnvFilter syntax) or warnings; `WARPFOLD_PROFILE=1` adds the stage profile's
+    // events, each shown inside its bin's span.
+    let mut filter =
+        tracing_subscriber::EnvFilter::try_from_env("WARPFOLD_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    if warpfold_candle::stage_profile::enabled() {
+        filter = filter.add_directive(format!("{}=info", warpfold_candle::stage_profile::TARGET).parse().expect("a valid directive"));
+    }
+    tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).init();
     let result = match &cli.command {
         Command::Embed(args) => embed::run(&cli.global, args),
-        Command::Bench(args) => bench::run(&cli.global, args),
-        Command::BenchIndex(args) => bench_index::run(&cli.global, args),
+        Command::Bench(args) => setup::harness(&cli.global).and_then(|h| warpfold_bench::embed::run(&h, args)),
+        Command::BenchIndex(args) => setup::harness(&cli.global).and_then(|h| warpfold_bench::index::run(&h, args)),
         Command::Score(args) => score::run(&cli.global, args),
-        Command::Corpus(args) => corpus::run(&cli.global, args),
+        Command::Corpus(args) => setup::harness(&cli.global).and_then(|h| warpfold_bench::ids::run(&h, args)),
         Command::Serve(args) => serve::run(&cli.global, args),
         Command::Index(args) => index::run_index(&cli.global, args),
         Command::Search(args) => index::run_search(&cli.global, args),

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use candle_core::Device;
 use warpfold_bench::faults::FailDevice;
-use warpfold_candle::BertBackend;
 use warpfold_engine::embed::Embedder;
 use warpfold_engine::{Batching, Engine, SchedulerConfig, Window};
 use warpfold_runtime::models::{self, Manifest, ModelDir};
@@ -44,6 +43,16 @@ pub fn engine_options(global: &GlobalOptions) -> Result<EngineOptions> {
     })
 }
 
+/// What the benchmark commands take from the global options.
+pub fn harness(global: &GlobalOptions) -> Result<warpfold_bench::harness::Harness> {
+    Ok(warpfold_bench::harness::Harness {
+        engine: engine_options(global)?,
+        padded_batch_size: global.batch_size.max(1),
+        models_root: models_dir(global),
+        model: global.model.clone(),
+    })
+}
+
 /// The model folder to use: `--model`, or the default embedding model, fetched if missing.
 pub fn embedding_model_dir(global: &GlobalOptions) -> Result<ModelDir> {
     let root = models_dir(global);
@@ -56,11 +65,6 @@ pub fn scheduler_config(global: &GlobalOptions) -> SchedulerConfig {
     let mut config = engine_options(global).map(|o| o.scheduler_config()).unwrap_or_default();
     config.bin_tokens = global.bin_tokens();
     config
-}
-
-pub fn load_backend(global: &GlobalOptions, dir: &ModelDir) -> Result<BertBackend> {
-    let device = backend_device(global)?;
-    Ok(warpfold_runtime::load_encoder(dir, &device)?)
 }
 
 /// Loads the model and starts the engine with the global options.
@@ -76,21 +80,14 @@ pub fn embedder_for(global: &GlobalOptions, dir: &ModelDir) -> Result<Arc<Embedd
 /// The engine with everything the runtime found (devices, probes, memory), probes printed.
 pub fn start_embedder(global: &GlobalOptions, dir: &ModelDir) -> Result<StartedEmbedder> {
     let started = warpfold_runtime::start_embedder(&engine_options(global)?, dir)?;
-    print_devices(global, &started.devices);
+    print_devices(&started.devices);
     Ok(started)
-}
-
-/// The embedding model in `dir` on `on` (one device or several), its capacity per device found.
-pub fn embedding_engine(global: &GlobalOptions, dir: &ModelDir, on: &[Device], config: SchedulerConfig) -> Result<Engine> {
-    let started = warpfold_runtime::start_embedding_engine(&engine_options(global)?, dir, on, config)?;
-    print_devices(global, &started.devices);
-    Ok(started.engine)
 }
 
 /// The decoder in `dir` on `on` (one device or several), its capacity per device found.
 pub fn decoder_engine(global: &GlobalOptions, dir: &std::path::Path, on: &[Device], config: SchedulerConfig) -> Result<Engine> {
     let started = warpfold_runtime::start_decoder_engine(&engine_options(global)?, dir, on, config)?;
-    print_devices(global, &started.devices);
+    print_devices(&started.devices);
     Ok(started.engine)
 }
 
@@ -104,37 +101,10 @@ pub fn backend_device(global: &GlobalOptions) -> Result<Device> {
     Ok(global.device.first()?)
 }
 
-/// The knee's timings as the probe line shows them: " (throughput knee of 58976: 1.0M tok/s, …)".
-fn knee_note(rates: &[(u32, f64)]) -> String {
-    if rates.is_empty() {
-        return String::new();
-    }
-    let each: Vec<String> = rates.iter().map(|(tokens, rate)| format!("{tokens}: {:.0} tok/s", rate)).collect();
-    format!(" (the throughput knee of {})", each.join(", "))
-}
-
 /// What the VRAM probe found on each device, and the capacities of several devices.
-fn print_devices(global: &GlobalOptions, devices: &[DeviceStart]) {
-    for device in devices {
-        let Some(p) = &device.probe else { continue };
-        eprintln!(
-            "warpfold: VRAM probe on {}: {:.1} GiB usable{}, estimate {} tokens ({} B/token), largest bin that ran {} tokens, memory allows {} tokens, capacity {} tokens{} ({} forwards, {:.1} s)",
-            device.name,
-            p.free_bytes as f64 / (1u64 << 30) as f64,
-            global.vram_budget.map(|b| format!(" under a {:.1} GiB budget", b as f64 / (1u64 << 30) as f64)).unwrap_or_default(),
-            p.estimated_tokens,
-            p.bytes_per_token,
-            p.largest_ok_tokens,
-            p.memory_capacity_tokens,
-            p.capacity_tokens,
-            knee_note(&p.rates),
-            p.trials,
-            p.seconds
-        );
-    }
-    if devices.len() > 1 {
-        let caps: Vec<String> = devices.iter().map(|d| format!("{} {} tokens", d.name, d.bin_tokens)).collect();
-        eprintln!("warpfold: {} devices, bin capacities: {}", devices.len(), caps.join(", "));
+fn print_devices(devices: &[DeviceStart]) {
+    for line in warpfold_runtime::describe_devices(devices) {
+        eprintln!("warpfold: {line}");
     }
 }
 

@@ -3,16 +3,24 @@
 //!
 //! - [`packer`]: First-Fit-Decreasing with alignment, O(n log n).
 //! - [`tape`]: lays a planned bin out as one flat tape with cu_seqlens and restarting positions.
-//! - [`scheduler`]: the two-lane submission queue, the dispatcher thread and the backend thread.
+//! - [`scheduler`]: the [`Engine`]: why it is shaped as it is, its start-up and submission.
+//! - [`config`], [`error`]: its settings (batching, window, lanes) and what a sequence gets instead
+//!   of a vector.
+//! - [`queue`]: the two-lane submission queue, tickets and cancellation.
+//! - [`dispatcher`]: the thread that packs what is queued into bins, one ahead of the devices.
 //! - [`multi`]: one dispatcher over several devices: cost-balanced queues, stealing, failover.
 //! - [`stats`]: the counters bins leave behind, and snapshots of them.
 //! - [`probe`]: the VRAM probe's search for a bin's capacity and its throughput knee.
 //! - [`tokenize`], [`embed`]: texts to ids and to embeddings, a bad text costing only itself.
 
+pub mod config;
+pub mod dispatcher;
 pub mod embed;
+pub mod error;
 pub mod multi;
 pub mod packer;
 pub mod probe;
+pub mod queue;
 pub mod scheduler;
 pub mod stats;
 pub mod tape;

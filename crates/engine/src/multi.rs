@@ -28,7 +28,8 @@ use std::time::Instant;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use warpfold_backend::{Backend, BackendError, Bin, Layout, Started};
 
-use crate::scheduler::{EngineError, Lane, Work};
+use crate::dispatcher::Work;
+use crate::scheduler::{EngineError, Lane};
 use crate::stats::EngineStats;
 use crate::tape::{select_slots, split_bin};
 
@@ -86,7 +87,7 @@ impl Job {
         let replies = slots.iter().map(|&i| self.work.replies[i].clone()).collect();
         Job {
             cost: cost.cost(&bin),
-            work: Work { bin, replies, lane: self.work.lane },
+            work: Work { bin, replies, lane: self.work.lane, span: self.work.span.clone() },
             failed_on: self.failed_on,
             error: self.error.clone(),
         }
@@ -166,9 +167,11 @@ impl Devices {
     /// Moves `backend` onto a worker thread of its own for device `d`.
     pub(crate) fn spawn_worker<B: Backend + 'static>(self: &Arc<Self>, d: usize, backend: B) -> JoinHandle<()> {
         let devices = self.clone();
+        // Reports to the tracing subscriber of the thread that started the engine.
+        let dispatch = tracing::dispatcher::get_default(Clone::clone);
         std::thread::Builder::new()
             .name(format!("warpfold-device-{d}"))
-            .spawn(move || devices.run_worker(d, backend))
+            .spawn(move || tracing::dispatcher::with_default(&dispatch, || devices.run_worker(d, backend)))
             .expect("spawning a device thread")
     }
 
@@ -454,16 +457,19 @@ impl Devices {
             let started = next.map(|job| {
                 guard.jobs.push(job);
                 let t0 = Instant::now();
-                let bin = &guard.jobs.last().expect("pushed above").work.bin;
-                (call_start(&mut backend, bin), t0)
+                let work = &guard.jobs.last().expect("pushed above").work;
+                work.span.record("device", d);
+                (work.span.in_scope(|| call_start(&mut backend, &work.bin)), t0)
             });
             match in_flight.take() {
                 Some((result, t0)) => {
                     let job = guard.jobs.remove(0);
                     let bin = &job.work.bin;
-                    // Out of memory when started: split and retry, as the serial path does.
-                    let result = result.and_then(|s| call_finish(&mut backend, bin, s));
-                    let results = answers_or_split(&mut backend, bin, result, &|half| self.on_oom(d, half));
+                    let results = job.work.span.in_scope(|| {
+                        // Out of memory when started: split and retry, as the serial path does.
+                        let result = result.and_then(|s| call_finish(&mut backend, bin, s));
+                        answers_or_split(&mut backend, bin, result, &|half| self.on_oom(d, half))
+                    });
                     let now = Instant::now();
                     let busy = now.duration_since(t0.max(last_finish));
                     last_finish = now;
@@ -487,7 +493,9 @@ impl Devices {
         while let Some(job) = self.next_job(d) {
             guard.jobs.push(job);
             let started = Instant::now();
-            let results = execute(&mut backend, &guard.jobs[0].work.bin, &|half| self.on_oom(d, half));
+            let work = &guard.jobs[0].work;
+            work.span.record("device", d);
+            let results = work.span.in_scope(|| execute(&mut backend, &work.bin, &|half| self.on_oom(d, half)));
             let job = guard.jobs.pop().expect("held above");
             self.finish(d, job, results, started.elapsed());
         }
@@ -866,7 +874,7 @@ mod tests {
         let (tx, _) = crossbeam_channel::unbounded();
         let seqs: Vec<Vec<u32>> = lengths.iter().map(|&n| vec![7; n]).collect();
         let tagged = seqs.iter().enumerate().map(|(i, ids)| TokenSequence { tag: SequenceTag { request, index: i as u32 }, ids });
-        Work { bin: packed_bin(tagged, 16, 4096, 0), replies: vec![tx; lengths.len()], lane: Lane::Bulk }
+        Work { bin: packed_bin(tagged, 16, 4096, 0), replies: vec![tx; lengths.len()], lane: Lane::Bulk, span: tracing::Span::none() }
     }
 
     fn queued(devices: &Devices) -> Vec<Vec<usize>> {

@@ -94,7 +94,10 @@ pub struct ProbeReport {
     /// Every forward of the memory search: (tokens, ran).
     pub trials: Vec<(u32, bool)>,
     /// The knee's timings: (tokens, tokens per second of the faster of two forwards), largest first.
+    /// Empty when there was no choice to make (the floor at or above memory's capacity).
     pub rates: Vec<(u32, f64)>,
+    /// Every forward the probe ran, memory search and knee together.
+    pub forwards: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -168,9 +171,9 @@ pub fn probe(device: &mut impl ProbeDevice, config: &ProbeConfig) -> Result<Prob
         }
     }
     let memory_capacity = align_down((f64::from(lo) * (1.0 - config.safety_margin)) as u64, align).max(align);
-    let (capacity, rates) = match config.knee_tolerance {
+    let knee = match config.knee_tolerance {
         Some(tolerance) => throughput_knee(device, memory_capacity, config.knee_floor, align, tolerance)?,
-        None => (memory_capacity, Vec::new()),
+        None => Knee { tokens: memory_capacity, rates: Vec::new(), forwards: 0 },
     };
     Ok(ProbeReport {
         free_bytes: free,
@@ -179,9 +182,10 @@ pub fn probe(device: &mut impl ProbeDevice, config: &ProbeConfig) -> Result<Prob
         estimated_tokens: estimated,
         largest_ok_tokens: lo,
         memory_capacity_tokens: memory_capacity,
-        capacity_tokens: capacity,
+        capacity_tokens: knee.tokens,
+        forwards: trials.len() + knee.forwards,
         trials,
-        rates,
+        rates: knee.rates,
     })
 }
 
@@ -191,14 +195,9 @@ const KNEE_SIZES: usize = 6;
 /// Times bins from `largest` down by halves (not below `floor`, which is timed itself when the
 /// halves pass it) and returns the smallest whose throughput is within `tolerance` of the best,
 /// with every size's rate. A size that runs out of memory now (fragmentation) is left out; if
-/// none ran, the largest stands.
-fn throughput_knee(
-    device: &mut impl ProbeDevice,
-    largest: u32,
-    floor: u32,
-    align: u32,
-    tolerance: f64,
-) -> Result<(u32, Vec<(u32, f64)>), ProbeError> {
+/// none ran, the largest stands. With a single candidate (the floor at or above `largest`) nothing
+/// is timed: there is no choice to make.
+fn throughput_knee(device: &mut impl ProbeDevice, largest: u32, floor: u32, align: u32, tolerance: f64) -> Result<Knee, ProbeError> {
     let floor = floor.div_ceil(align).saturating_mul(align).clamp(align, largest);
     let mut sizes = vec![largest];
     while sizes.len() < KNEE_SIZES {
@@ -211,10 +210,15 @@ fn throughput_knee(
         }
         sizes.push(half);
     }
+    if sizes.len() < 2 {
+        return Ok(Knee { tokens: largest, rates: Vec::new(), forwards: 0 });
+    }
     let mut rates = Vec::with_capacity(sizes.len());
+    let mut forwards = 0;
     for tokens in sizes {
         let mut fastest: Option<Duration> = None;
         for _ in 0..2 {
+            forwards += 1;
             match device.try_tokens(tokens) {
                 Ok(took) => fastest = Some(fastest.map_or(took, |f| f.min(took))),
                 Err(Trial::OutOfMemory) => break,
@@ -226,16 +230,33 @@ fn throughput_knee(
         }
     }
     let best = rates.iter().map(|&(_, rate)| rate).fold(0.0, f64::max);
-    let knee = rates.iter().filter(|&&(_, rate)| rate >= best * (1.0 - tolerance)).map(|&(tokens, _)| tokens).min().unwrap_or(largest);
-    Ok((knee, rates))
+    let tokens = rates.iter().filter(|&&(_, rate)| rate >= best * (1.0 - tolerance)).map(|&(tokens, _)| tokens).min().unwrap_or(largest);
+    Ok(Knee { tokens, rates, forwards })
+}
+
+/// What the knee search found: the bin size kept, the timings behind it and the forwards it ran.
+struct Knee {
+    tokens: u32,
+    rates: Vec<(u32, f64)>,
+    forwards: usize,
+}
+
+/// Why a text is not a size.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    #[error("{0:?} is not a size (try 8GiB or 512MiB)")]
+    NotASize(String),
+    #[error("unknown size unit {unit:?} in {text:?} (use B, KiB, MiB, GiB, TiB)")]
+    UnknownUnit { unit: String, text: String },
 }
 
 /// Parses sizes like `8GiB`, `512MiB`, `8G`, `1.5GB`, `1000000` (bytes).
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, SizeError> {
     let t = text.trim();
     let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
-    let value: f64 = number.trim().parse().map_err(|_| format!("{text:?} is not a size (try 8GiB or 512MiB)"))?;
+    let not_a_size = || SizeError::NotASize(text.to_string());
+    let value: f64 = number.trim().parse().map_err(|_| not_a_size())?;
     let scale = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1.0,
         "k" | "kib" => 1024.0,
@@ -246,10 +267,10 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "gb" => 1e9,
         "t" | "tib" => 1024f64.powi(4),
         "tb" => 1e12,
-        other => return Err(format!("unknown size unit {other:?} in {text:?} (use B, KiB, MiB, GiB, TiB)")),
+        other => return Err(SizeError::UnknownUnit { unit: other.to_string(), text: text.to_string() }),
     };
     if value < 0.0 || !value.is_finite() {
-        return Err(format!("{text:?} is not a size"));
+        return Err(not_a_size());
     }
     Ok((value * scale) as u64)
 }
@@ -352,20 +373,24 @@ mod tests {
         let knee = |speed: fn(u32) -> f64, floor: u32| {
             let mut dev = Fake { speed, ..fake(80 << 30, 70_000) };
             let cfg = ProbeConfig { knee_floor: floor, max_tokens: 65_536, ..ProbeConfig::default() };
-            probe(&mut dev, &cfg).unwrap()
+            let report = probe(&mut dev, &cfg).unwrap();
+            assert_eq!(report.forwards, dev.calls as usize, "the report counts every forward it ran");
+            report
         };
         // A decoder that levels off: 58,976 (the margin below 65,536), 29,488, then 14,744 is slower.
         let r = knee(levelling, 0);
         assert_eq!(r.memory_capacity_tokens, 58_976);
         assert_eq!(r.rates.iter().map(|&(t, _)| t).collect::<Vec<_>>(), [58_976, 29_488, 14_736, 7_360, 3_680, 1_840]);
         assert_eq!(r.capacity_tokens, 29_488, "{r:?}");
+        assert_eq!(r.forwards, r.trials.len() + 2 * KNEE_SIZES);
         // Its longest sequence (32,768 tokens) must fit: the floor is timed and the knee stays at it.
         let r = knee(levelling, 32_768);
         assert_eq!(r.rates.iter().map(|&(t, _)| t).collect::<Vec<_>>(), [58_976, 32_768]);
         assert_eq!(r.capacity_tokens, 32_768);
-        // A floor above what memory allows leaves the largest bin, timed alone.
+        // A floor above what memory allows leaves the largest bin, and with no choice to make
+        // nothing is timed.
         let r = knee(levelling, 100_000);
-        assert_eq!((r.capacity_tokens, r.rates.len()), (58_976, 1));
+        assert_eq!((r.capacity_tokens, r.rates.len(), r.forwards), (58_976, 0, r.trials.len()));
         // An encoder that keeps gaining: the largest bin.
         let r = knee(rising, 512);
         assert_eq!(r.capacity_tokens, r.memory_capacity_tokens);
@@ -384,7 +409,8 @@ mod tests {
         assert_eq!(parse_size("512 MiB"), Ok(512 << 20));
         assert_eq!(parse_size("1.5GB"), Ok(1_500_000_000));
         assert_eq!(parse_size("4096"), Ok(4096));
-        assert!(parse_size("8 potatoes").is_err());
-        assert!(parse_size("lots").is_err());
+        assert_eq!(parse_size("8 potatoes"), Err(SizeError::UnknownUnit { unit: "potatoes".into(), text: "8 potatoes".into() }));
+        assert_eq!(parse_size("lots"), Err(SizeError::NotASize("lots".into())));
+        assert_eq!(parse_size("-1GiB"), Err(SizeError::NotASize("-1GiB".into())));
     }
 }

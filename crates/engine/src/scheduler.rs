@@ -25,231 +25,19 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
-use warpfold_backend::{Backend, BackendError, BackendInfo, Bin, SequenceTag};
+use warpfold_backend::{Backend, BackendInfo, SequenceTag};
 
-use crate::multi::{CostModel, Devices};
-use crate::packer::{aligned_len, pack};
+pub use crate::config::{Batching, Lane, SchedulerConfig, Window};
+use crate::dispatcher::Dispatcher;
+pub use crate::error::EngineError;
+use crate::multi::Devices;
+use crate::packer::aligned_len;
+pub use crate::queue::{Cancel, Ticket};
+use crate::queue::{Pending, Queue, QueueState};
 use crate::stats::{BinRecord, DeviceCounters, EngineStats, StatsSnapshot};
-use crate::tape::{packed_bin, padded_bin, TokenSequence};
-
-/// How sequences are grouped into bins.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Batching {
-    /// First-Fit-Decreasing into bins of `bin_tokens`, each slot aligned.
-    Packed,
-    /// The baseline: `batch_size` sequences in arrival order, padded to the longest.
-    Padded { batch_size: usize },
-}
-
-/// Which lane a request goes through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lane {
-    /// Latency first: packed ahead of every bulk bin not yet handed to the backend.
-    Interactive,
-    /// Throughput first: waits to share bins.
-    Bulk,
-}
-
-/// When bulk work is packed into bins.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Window {
-    /// Full bins while the devices are busy: bulk work is packed once a bin's worth is queued, or
-    /// as soon as a device would otherwise idle (then whatever is queued). A device never waits
-    /// while work is queued, and bins fill whenever the device, not the producer, is the bottleneck.
-    Adaptive,
-    /// The source project's trigger: `min_sequences` pending or the oldest waited `max_wait`,
-    /// whatever the devices are doing (kept for comparison: it ships small bins to a busy device).
-    Fixed,
-}
-
-/// The scheduler's settings.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct SchedulerConfig {
-    pub batching: Batching,
-    /// Token capacity of one packed bin.
-    pub bin_tokens: u32,
-    /// Alignment quantum for slot lengths; 1 turns alignment off.
-    pub align: u32,
-    /// When bulk work is packed (interactive work is packed at once, always).
-    pub window: Window,
-    /// [`Window::Fixed`]: pack as soon as this many sequences are pending...
-    pub min_sequences: usize,
-    /// ...or once the oldest pending one has waited this long. With [`Window::Adaptive`], how long
-    /// the last, partly filled bin of a round may be re-opened for new arrivals.
-    pub max_wait: Duration,
-    /// How a bin's cost is predicted when several devices share the work.
-    pub cost: CostModel,
-}
-
-impl Default for SchedulerConfig {
-    fn default() -> Self {
-        Self {
-            batching: Batching::Packed,
-            // On a CPU the bin size only bounds memory (no probe is needed); 4096 tokens keeps every
-            // matmul large enough to run at full speed.
-            bin_tokens: 4096,
-            // Tensor cores work on 16-wide tiles.
-            align: 16,
-            window: Window::Adaptive,
-            // The source project's trigger (Window::Fixed): 16 sequences or 5 ms.
-            min_sequences: 16,
-            max_wait: Duration::from_millis(5),
-            cost: CostModel::default(),
-        }
-    }
-}
-
-/// Why a sequence got no embedding.
-#[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize)]
-pub enum EngineError {
-    #[error("the sequence is empty")]
-    EmptySequence,
-    #[error("the sequence has {tokens} tokens ({aligned} after alignment), more than a bin holds ({capacity}); chunk it")]
-    SequenceTooLong { tokens: usize, aligned: usize, capacity: usize },
-    #[error(transparent)]
-    Backend(#[from] BackendError),
-    #[error("the engine has shut down")]
-    ShutDown,
-    #[error("the request was cancelled before this sequence ran")]
-    Cancelled,
-}
-
-/// How often the adaptive window re-checks the devices when no wake-up came.
-const ADAPTIVE_RECHECK: Duration = Duration::from_millis(2);
-
-pub(crate) type Reply = Sender<(u32, Result<Vec<f32>, EngineError>)>;
-
-struct Pending {
-    tag: SequenceTag,
-    ids: Vec<u32>,
-    reply: Reply,
-    arrived: Instant,
-    /// Set when its request is cancelled: the dispatcher leaves it out of the bin it was planned into.
-    cancelled: Arc<AtomicBool>,
-}
-
-#[derive(Default)]
-struct QueueState {
-    interactive: VecDeque<Pending>,
-    bulk: VecDeque<Pending>,
-    /// When the oldest item now pending arrived.
-    oldest: Option<Instant>,
-    closed: bool,
-}
-
-struct Queue {
-    state: Mutex<QueueState>,
-    arrived: Condvar,
-}
-
-/// Answers for one submitted request, in submission order once collected. Dropping it before
-/// every answer was collected cancels what has not started ([`Cancel`]).
-pub struct Ticket {
-    len: usize,
-    results: Receiver<(u32, Result<Vec<f32>, EngineError>)>,
-    cancel: Cancel,
-    /// Signalled by [`Cancel::cancel`], so a waiter returns without waiting for the dispatcher.
-    woken: Receiver<()>,
-    /// Every answer was collected: nothing is left to cancel when the ticket goes.
-    answered: bool,
-}
-
-impl Ticket {
-    /// Blocks until every sequence of the request is answered, or the request is cancelled (then
-    /// the sequences not answered yet get [`EngineError::Cancelled`]).
-    pub fn wait(mut self) -> Vec<Result<Vec<f32>, EngineError>> {
-        let mut out: Vec<Option<Result<Vec<f32>, EngineError>>> = vec![None; self.len];
-        let mut missing = self.len;
-        while missing > 0 {
-            // None: cancelled, or every sender is gone (shut down, or cancelled sequences dropped).
-            let answer = crossbeam_channel::select! {
-                recv(self.results) -> answer => answer.ok(),
-                recv(self.woken) -> _ => None,
-            };
-            let Some((i, r)) = answer else { break };
-            out[i as usize] = Some(r);
-            missing -= 1;
-        }
-        // Answers that arrived with the cancellation are still real answers.
-        for (i, r) in self.results.try_iter() {
-            if out[i as usize].is_none() {
-                out[i as usize] = Some(r);
-                missing -= 1;
-            }
-        }
-        self.answered = missing == 0;
-        let unanswered = if self.cancel.is_cancelled() { EngineError::Cancelled } else { EngineError::ShutDown };
-        out.into_iter().map(|r| r.unwrap_or_else(|| Err(unanswered.clone()))).collect()
-    }
-
-    /// Every answer is in (or the request was cancelled): [`wait`](Self::wait) returns at once.
-    pub fn is_answered(&self) -> bool {
-        self.results.len() >= self.len || self.cancel.is_cancelled()
-    }
-
-    /// A handle that cancels this request from anywhere (another thread, a guard).
-    pub fn canceller(&self) -> Cancel {
-        self.cancel.clone()
-    }
-
-    /// Cancels this request's sequences that have not started (see [`Cancel::cancel`]).
-    pub fn cancel(&self) {
-        self.cancel.cancel();
-    }
-}
-
-impl Drop for Ticket {
-    fn drop(&mut self) {
-        if !self.answered {
-            self.cancel.cancel();
-        }
-    }
-}
-
-/// Cancels one request: cheap to clone, safe to call from any thread and more than once.
-#[derive(Clone)]
-pub struct Cancel {
-    request: u64,
-    flag: Arc<AtomicBool>,
-    queue: Arc<Queue>,
-    stats: Arc<EngineStats>,
-    wake: Sender<()>,
-}
-
-impl Cancel {
-    /// Takes the request's sequences out of the queue, marks those already planned into a bin so
-    /// the dispatcher leaves them out, and wakes its waiter. Sequences in a bin already handed to a
-    /// device still run (their answers go nowhere). Counted in `cancelled_sequences`.
-    pub fn cancel(&self) {
-        if self.flag.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let removed = {
-            let mut state = self.queue.state.lock();
-            let before = state.interactive.len() + state.bulk.len();
-            state.interactive.retain(|p| p.tag.request != self.request);
-            state.bulk.retain(|p| p.tag.request != self.request);
-            let after = state.interactive.len() + state.bulk.len();
-            if after == 0 {
-                state.oldest = None;
-            }
-            before - after
-        };
-        self.stats.cancelled_sequences.fetch_add(removed as u64, Ordering::Relaxed);
-        self.stats.waiting_sequences.fetch_sub(removed as u64, Ordering::Relaxed);
-        let _ = self.wake.send(());
-    }
-
-    pub fn is_cancelled(&self) -> bool {
-        self.flag.load(Ordering::Acquire)
-    }
-}
 
 /// A running scheduler: the queue, the dispatcher thread and one backend thread per device.
 pub struct Engine {
@@ -296,6 +84,8 @@ impl Engine {
         }
         let workers = devices.into_iter().enumerate().map(|(d, (backend, _))| set.spawn_worker(d, backend)).collect();
         let dispatcher = {
+            // The engine's threads report to the tracing subscriber of the thread that started it.
+            let dispatch = tracing::dispatcher::get_default(Clone::clone);
             let queue = queue.clone();
             let stats = stats.clone();
             let config = config.clone();
@@ -303,7 +93,9 @@ impl Engine {
             std::thread::Builder::new()
                 .name("warpfold-dispatch".into())
                 .spawn(move || {
-                    Dispatcher { queue, config, pad, stats, devices: set, urgent: VecDeque::new(), ready: VecDeque::new() }.run()
+                    let dispatcher =
+                        Dispatcher { queue, config, pad, stats, devices: set, urgent: VecDeque::new(), ready: VecDeque::new() };
+                    tracing::dispatcher::with_default(&dispatch, || dispatcher.run())
                 })
                 .expect("spawning the dispatcher thread")
         };
@@ -348,6 +140,7 @@ impl Engine {
         let mut accepted = Vec::with_capacity(len);
         let arrived = Instant::now();
         let cancelled = Arc::new(AtomicBool::new(false));
+        let span = tracing::Span::current();
         for (index, ids) in sequences.into_iter().enumerate() {
             let index = index as u32;
             if ids.is_empty() {
@@ -363,6 +156,7 @@ impl Engine {
                     reply: reply.clone(),
                     arrived,
                     cancelled: cancelled.clone(),
+                    span: span.clone(),
                 });
             }
         }
@@ -417,235 +211,15 @@ impl Drop for Engine {
     }
 }
 
-/// A bin and where its answers go.
-pub(crate) struct Work {
-    pub(crate) bin: Bin,
-    pub(crate) replies: Vec<Reply>,
-    /// The lane its sequences came through (a bin never mixes lanes).
-    pub(crate) lane: Lane,
-}
-
-/// Sequences planned into one bin, not yet laid out.
-struct PlannedBin {
-    items: Vec<Pending>,
-    tokens: u32,
-}
-
-struct Dispatcher {
-    queue: Arc<Queue>,
-    config: SchedulerConfig,
-    stats: Arc<EngineStats>,
-    pad: u32,
-    devices: Arc<Devices>,
-    /// Interactive bins planned but not yet handed over: they go before any bulk bin.
-    urgent: VecDeque<PlannedBin>,
-    /// Bulk bins planned but not yet handed over, fullest first.
-    ready: VecDeque<PlannedBin>,
-}
-
-enum Take {
-    Interactive(Vec<Pending>),
-    Bulk(Vec<Pending>),
-    Urgent,
-    Ready,
-    Exit,
-}
-
-impl Dispatcher {
-    /// The configured bin capacity, or less once the device has run out of memory.
-    fn capacity(&self) -> u32 {
-        self.devices.pack_capacity().unwrap_or(self.config.bin_tokens).min(self.config.bin_tokens)
-    }
-
-    fn run(mut self) {
-        loop {
-            // One bin ahead per device: build the next only when a device has room for it, so
-            // bins (and interactive requests) are formed as late as possible.
-            self.devices.wait_for_room();
-            let (next, lane) = match self.take() {
-                Take::Exit => return self.devices.close(),
-                Take::Interactive(items) => {
-                    let planned = self.plan(items);
-                    self.urgent.extend(planned);
-                    (self.urgent.pop_front(), Lane::Interactive)
-                }
-                Take::Urgent => (self.urgent.pop_front(), Lane::Interactive),
-                Take::Bulk(items) => {
-                    let mut planned = self.plan(items);
-                    self.hold_back_partial_tail(&mut planned);
-                    self.ready.extend(planned);
-                    (self.ready.pop_front(), Lane::Bulk)
-                }
-                Take::Ready => (self.ready.pop_front(), Lane::Bulk),
-            };
-            let Some(next) = next.and_then(|planned| self.without_cancelled(planned)) else { continue };
-            let work = self.lay_out(next, lane);
-            // Built while the devices run earlier bins.
-            self.stats.bins_built.fetch_add(1, Ordering::Relaxed);
-            self.devices.assign(work);
-        }
-    }
-
-    /// Waits for a reason to pack, then takes the work to pack.
-    fn take(&mut self) -> Take {
-        let mut state = self.queue.state.lock();
-        loop {
-            if !state.interactive.is_empty() {
-                let items: Vec<Pending> = state.interactive.drain(..).collect();
-                if state.bulk.is_empty() {
-                    state.oldest = None;
-                }
-                return Take::Interactive(items);
-            }
-            if !self.urgent.is_empty() {
-                return Take::Urgent;
-            }
-            if !self.ready.is_empty() {
-                // Re-open the last, partly filled bin when new bulk work can share it, unless its
-                // oldest sequence has already waited `max_wait`: under steady load it could
-                // otherwise be re-planned into the tail again and again.
-                let tail_has_room = self.ready.len() == 1
-                    && self.ready[0].tokens < self.capacity()
-                    && matches!(self.config.batching, Batching::Packed)
-                    && self.ready[0].items.iter().map(|p| p.arrived).min().is_some_and(|t| t.elapsed() < self.config.max_wait);
-                if tail_has_room && !state.bulk.is_empty() {
-                    let tail = self.ready.pop_front().expect("checked non-empty");
-                    let mut items = tail.items;
-                    items.extend(state.bulk.drain(..));
-                    state.oldest = None;
-                    return Take::Bulk(items);
-                }
-                return Take::Ready;
-            }
-            let pending = state.bulk.len();
-            let waited = state.oldest.map(|t| t.elapsed()).unwrap_or_default();
-            let ship = pending > 0
-                && (state.closed
-                    || match (self.config.window, self.config.batching) {
-                        (_, Batching::Padded { batch_size }) => pending >= batch_size.max(1) || waited >= self.config.max_wait,
-                        (Window::Fixed, Batching::Packed) => pending >= self.config.min_sequences.max(1) || waited >= self.config.max_wait,
-                        (Window::Adaptive, Batching::Packed) => self.bin_worth_queued(&state.bulk) || self.devices.starving(),
-                    });
-            if ship {
-                state.oldest = None;
-                return Take::Bulk(state.bulk.drain(..).collect());
-            }
-            if state.closed && pending == 0 {
-                return Take::Exit;
-            }
-            match (pending > 0, self.config.window) {
-                // Waiting for a full bin or an idle device; a device going idle wakes this (the
-                // short timeout only covers a wake-up that raced the check above).
-                (true, Window::Adaptive) if matches!(self.config.batching, Batching::Packed) => {
-                    self.queue.arrived.wait_for(&mut state, ADAPTIVE_RECHECK);
-                }
-                (true, _) => {
-                    let left = self.config.max_wait.saturating_sub(waited);
-                    self.queue.arrived.wait_for(&mut state, left);
-                }
-                (false, _) => self.queue.arrived.wait(&mut state),
-            }
-        }
-    }
-
-    /// With the adaptive window, the last bin of a round that is not full goes back to the front
-    /// of the queue (its sequences keep their place) while the devices are busy: more work may
-    /// fill it before a device needs it. With one bin planned, it goes anyway.
-    fn hold_back_partial_tail(&self, planned: &mut Vec<PlannedBin>) {
-        if self.config.window != Window::Adaptive || !matches!(self.config.batching, Batching::Packed) || planned.len() < 2 {
-            return;
-        }
-        let partial = planned.last().is_some_and(|b| b.tokens < self.capacity());
-        if !partial || self.devices.starving() {
-            return;
-        }
-        let tail = planned.pop().expect("checked non-empty");
-        let mut state = self.queue.state.lock();
-        if state.closed {
-            drop(state);
-            planned.push(tail);
-            return;
-        }
-        for item in tail.items.into_iter().rev() {
-            state.bulk.push_front(item);
-        }
-        let oldest = state.bulk.iter().map(|p| p.arrived).min();
-        state.oldest = oldest;
-    }
-
-    /// Is a full bin's worth of bulk work queued (aligned lengths against the capacity)?
-    fn bin_worth_queued(&self, bulk: &VecDeque<Pending>) -> bool {
-        let capacity = self.capacity() as u64;
-        let mut tokens = 0u64;
-        bulk.iter().any(|p| {
-            tokens += aligned_len(p.ids.len() as u32, self.config.align) as u64;
-            tokens >= capacity
-        })
-    }
-
-    /// Groups items into bins: FFD for packed, arrival-order batches for padded.
-    fn plan(&self, items: Vec<Pending>) -> Vec<PlannedBin> {
-        match self.config.batching {
-            Batching::Padded { batch_size } => {
-                let mut out = Vec::new();
-                let mut items = items.into_iter().peekable();
-                while items.peek().is_some() {
-                    let batch: Vec<Pending> = items.by_ref().take(batch_size.max(1)).collect();
-                    let longest = batch.iter().map(|p| p.ids.len()).max().unwrap_or(0);
-                    out.push(PlannedBin { tokens: (longest * batch.len()) as u32, items: batch });
-                }
-                out
-            }
-            Batching::Packed => {
-                let align = self.config.align;
-                let lengths: Vec<u32> = items.iter().map(|p| aligned_len(p.ids.len() as u32, align)).collect();
-                // After an out-of-memory error, pack against the learnt capacity; a sequence longer
-                // than it still gets a bin of its own (and its own error if it cannot run alone).
-                let longest = lengths.iter().copied().max().unwrap_or(0);
-                let plan =
-                    pack(&lengths, self.capacity().max(longest)).expect("submit() rejects sequences longer than a bin. This is a bug.");
-                let mut slots: Vec<Option<Pending>> = items.into_iter().map(Some).collect();
-                let mut out: Vec<PlannedBin> = plan
-                    .bins
-                    .iter()
-                    .map(|bin| PlannedBin {
-                        tokens: bin.iter().map(|&i| lengths[i as usize]).sum(),
-                        items: bin.iter().map(|&i| slots[i as usize].take().expect("placed once")).collect(),
-                    })
-                    .collect();
-                // Fullest first: the partly filled bins go last, where new arrivals can still join them.
-                out.sort_by_key(|b| std::cmp::Reverse(b.tokens));
-                out
-            }
-        }
-    }
-
-    /// Leaves out the sequences whose request was cancelled after they were planned; None when
-    /// nothing is left to run.
-    fn without_cancelled(&self, mut planned: PlannedBin) -> Option<PlannedBin> {
-        let before = planned.items.len();
-        planned.items.retain(|p| !p.cancelled.load(Ordering::Acquire));
-        let dropped = before - planned.items.len();
-        self.stats.cancelled_sequences.fetch_add(dropped as u64, Ordering::Relaxed);
-        self.stats.waiting_sequences.fetch_sub(dropped as u64, Ordering::Relaxed);
-        (!planned.items.is_empty()).then_some(planned)
-    }
-
-    fn lay_out(&self, planned: PlannedBin, lane: Lane) -> Work {
-        self.stats.waiting_sequences.fetch_sub(planned.items.len() as u64, Ordering::Relaxed);
-        let seqs = planned.items.iter().map(|p| TokenSequence { tag: p.tag, ids: &p.ids });
-        let bin = match self.config.batching {
-            Batching::Packed => packed_bin(seqs, self.config.align, self.config.bin_tokens, self.pad),
-            Batching::Padded { .. } => padded_bin(seqs, self.pad),
-        };
-        Work { bin, replies: planned.items.into_iter().map(|p| p.reply).collect(), lane }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use warpfold_backend::{validate_bin, Layout};
+    use std::time::Duration;
+
+    use crossbeam_channel::Receiver;
+    use warpfold_backend::{validate_bin, BackendError, Bin, Layout};
+
+    use crate::packer::aligned_len;
 
     /// Token id that makes the fake backend fail the whole bin it is in.
     const POISON: u32 = 666;
@@ -768,6 +342,118 @@ mod tests {
         // FFD over everything pending: bins are nearly full, so few more than the lower bound.
         let aligned: u64 = seqs.iter().map(|s| u64::from(aligned_len(s.len() as u32, 16))).sum();
         assert!(stats.bins <= aligned.div_ceil(1024) + 2, "{} bins for {aligned} aligned tokens", stats.bins);
+    }
+
+    /// What a tracing subscriber saw: each `bin` span (its fields, the `doc` of every span it
+    /// follows from) and, for each event, the bin span it was emitted in.
+    #[derive(Default)]
+    struct Traced {
+        docs: std::collections::HashMap<u64, u64>,
+        bins: Vec<(String, Vec<u64>)>,
+        live_bins: std::collections::HashMap<u64, usize>,
+        events_in_bins: Vec<Option<usize>>,
+    }
+
+    #[derive(Clone, Default)]
+    struct TraceLog(Arc<Mutex<Traced>>);
+
+    struct Fields<'a>(&'a mut String, Option<&'a mut u64>);
+
+    impl tracing::field::Visit for Fields<'_> {
+        fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
+            if let (Some(doc), "doc") = (self.1.as_deref_mut(), field.name()) {
+                *doc = value;
+            }
+            self.record_debug(field, &value);
+        }
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+            self.0.push_str(&format!("{}={value:?} ", field.name()));
+        }
+    }
+
+    impl<S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>> tracing_subscriber::Layer<S> for TraceLog {
+        fn on_new_span(&self, attrs: &tracing::span::Attributes<'_>, id: &tracing::span::Id, _: tracing_subscriber::layer::Context<'_, S>) {
+            let mut log = self.0.lock();
+            let (mut text, mut doc) = (String::new(), u64::MAX);
+            attrs.record(&mut Fields(&mut text, Some(&mut doc)));
+            match attrs.metadata().name() {
+                "document" => drop(log.docs.insert(id.into_u64(), doc)),
+                "bin" => {
+                    let index = log.bins.len();
+                    log.bins.push((text, Vec::new()));
+                    log.live_bins.insert(id.into_u64(), index);
+                }
+                _ => {}
+            }
+        }
+        fn on_record(&self, id: &tracing::span::Id, values: &tracing::span::Record<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+            let mut log = self.0.lock();
+            if let Some(&index) = log.live_bins.get(&id.into_u64()) {
+                values.record(&mut Fields(&mut log.bins[index].0, None));
+            }
+        }
+        fn on_follows_from(&self, span: &tracing::span::Id, follows: &tracing::span::Id, _: tracing_subscriber::layer::Context<'_, S>) {
+            let mut log = self.0.lock();
+            let doc = log.docs[&follows.into_u64()];
+            let index = log.live_bins[&span.into_u64()];
+            log.bins[index].1.push(doc);
+        }
+        fn on_event(&self, event: &tracing::Event<'_>, ctx: tracing_subscriber::layer::Context<'_, S>) {
+            let mut log = self.0.lock();
+            let bin = ctx.event_span(event).and_then(|span| log.live_bins.get(&span.id().into_u64()).copied());
+            log.events_in_bins.push(bin);
+        }
+        fn on_close(&self, id: tracing::span::Id, _: tracing_subscriber::layer::Context<'_, S>) {
+            self.0.lock().live_bins.remove(&id.into_u64());
+        }
+    }
+
+    /// The fake backend, saying from inside each forward that it ran.
+    struct TracingBackend(FakeBackend);
+
+    impl Backend for TracingBackend {
+        fn info(&self) -> BackendInfo {
+            self.0.info()
+        }
+        fn embed(&mut self, bin: &Bin) -> Result<Vec<Vec<f32>>, BackendError> {
+            tracing::info!(sequences = bin.num_sequences(), "forward");
+            self.0.embed(bin)
+        }
+    }
+
+    #[test]
+    fn each_bin_runs_in_a_span_of_its_own_on_the_device_thread_following_the_documents_it_holds() {
+        use tracing_subscriber::layer::SubscriberExt;
+        let log = TraceLog::default();
+        let subscriber = tracing_subscriber::registry().with(log.clone());
+        tracing::subscriber::with_default(subscriber, || {
+            let (permit, gate) = crossbeam_channel::unbounded();
+            let (backend, _) = fake(Some(gate));
+            let engine = Engine::start(TracingBackend(backend), SchedulerConfig { bin_tokens: 1024, ..Default::default() });
+            let docs: Vec<tracing::Span> = (0..4u64).map(|doc| tracing::info_span!("document", doc)).collect();
+            // Document 0's bin holds the device; documents 1 to 3 arrive meanwhile, more than a bin:
+            // FFD puts 1's two sequences and 2's in the next bin (400 + 304 + 304 tokens), 3's after.
+            let mut tickets = vec![docs[0].in_scope(|| engine.submit(Lane::Bulk, vec![vec![5; 40]]))];
+            until_built(&engine, 1);
+            tickets.push(docs[1].in_scope(|| engine.submit(Lane::Bulk, vec![vec![6; 400], vec![7; 300]])));
+            tickets.push(docs[2].in_scope(|| engine.submit(Lane::Bulk, vec![vec![8; 300]])));
+            tickets.push(docs[3].in_scope(|| engine.submit(Lane::Bulk, vec![vec![9; 100]])));
+            until_built(&engine, 2);
+            for _ in 0..3 {
+                permit.send(()).unwrap();
+            }
+            for t in tickets {
+                assert!(t.wait().iter().all(Result::is_ok));
+            }
+            engine.shutdown();
+        });
+        let log = log.0.lock();
+        let bins: Vec<(&str, Vec<u64>)> = log.bins.iter().map(|(fields, docs)| (fields.as_str(), docs.clone())).collect();
+        assert_eq!(bins.iter().map(|b| b.1.clone()).collect::<Vec<_>>(), [vec![0], vec![1, 2], vec![3]], "{bins:?}");
+        for ((fields, _), sequences) in bins.iter().zip([1, 3, 1]) {
+            assert!(fields.contains(&format!("sequences={sequences} ")) && fields.contains("device=0 "), "{fields}");
+        }
+        assert_eq!(log.events_in_bins, [Some(0), Some(1), Some(2)], "each forward ran inside its bin's span, on the device thread");
     }
 
     /// Runs like [`FakeBackend`] but reports out-of-memory for bins over `limit` computed tokens.

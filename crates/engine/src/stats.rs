@@ -97,6 +97,45 @@ impl EngineStats {
     }
 }
 
+/// A counter's growth from an earlier reading of it: what both snapshot types' `since` take,
+/// field by field.
+trait Counter {
+    fn since(&self, earlier: &Self) -> Self;
+}
+
+impl Counter for u64 {
+    fn since(&self, earlier: &u64) -> u64 {
+        self - earlier
+    }
+}
+
+impl Counter for f64 {
+    fn since(&self, earlier: &f64) -> f64 {
+        self - earlier
+    }
+}
+
+/// A clock a device may not keep: known only when both readings are.
+impl Counter for Option<f64> {
+    fn since(&self, earlier: &Option<f64>) -> Option<f64> {
+        self.zip(*earlier).map(|(now, then)| now - then)
+    }
+}
+
+/// Each device's counters, matched by position (one engine's devices never change order).
+impl Counter for Vec<DeviceSnapshot> {
+    fn since(&self, earlier: &Self) -> Self {
+        self.iter().zip(earlier).map(|(now, then)| now.since(then)).collect()
+    }
+}
+
+/// `$now` with each listed counter replaced by its growth since `$before`; every other field
+/// (state, not a count) is `$now`'s.
+macro_rules! counters_since {
+    ($now:expr, $before:expr, $($field:ident),+) => {
+        Self { $($field: Counter::since(&$now.$field, &$before.$field),)+ ..$now.clone() }
+    };
+}
 /// A plain copy of [`EngineStats`].
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct StatsSnapshot {
@@ -147,22 +186,23 @@ impl StatsSnapshot {
     /// The counters accumulated since `before` (both from the same engine); the state fields
     /// (capacity limit, devices' state) are `self`'s.
     pub fn since(&self, before: &StatsSnapshot) -> StatsSnapshot {
-        StatsSnapshot {
-            bins: self.bins - before.bins,
-            sequences: self.sequences - before.sequences,
-            real_tokens: self.real_tokens - before.real_tokens,
-            computed_tokens: self.computed_tokens - before.computed_tokens,
-            failed_bins: self.failed_bins - before.failed_bins,
-            backend_busy_seconds: self.backend_busy_seconds - before.backend_busy_seconds,
-            oom_splits: self.oom_splits - before.oom_splits,
-            cancelled_sequences: self.cancelled_sequences - before.cancelled_sequences,
-            starved_seconds: self.starved_seconds - before.starved_seconds,
-            padded_equivalent_tokens: self.padded_equivalent_tokens - before.padded_equivalent_tokens,
-            interactive_bins: self.interactive_bins - before.interactive_bins,
-            interactive_computed_tokens: self.interactive_computed_tokens - before.interactive_computed_tokens,
-            devices: self.devices.iter().zip(&before.devices).map(|(now, then)| now.since(then)).collect(),
-            capacity_limit: self.capacity_limit,
-        }
+        counters_since!(
+            self,
+            before,
+            bins,
+            sequences,
+            real_tokens,
+            computed_tokens,
+            failed_bins,
+            backend_busy_seconds,
+            oom_splits,
+            cancelled_sequences,
+            starved_seconds,
+            padded_equivalent_tokens,
+            interactive_bins,
+            interactive_computed_tokens,
+            devices
+        )
     }
 
     /// The devices' own clocks, summed over devices that keep one (CUDA): (seconds busy on bins,
@@ -288,19 +328,20 @@ impl DeviceCounters {
 impl DeviceSnapshot {
     /// Counters since `before` (for a benchmark that warms up first); the state fields are `self`'s.
     pub fn since(&self, before: &DeviceSnapshot) -> DeviceSnapshot {
-        DeviceSnapshot {
-            bins: self.bins - before.bins,
-            sequences: self.sequences - before.sequences,
-            real_tokens: self.real_tokens - before.real_tokens,
-            computed_tokens: self.computed_tokens - before.computed_tokens,
-            busy_seconds: self.busy_seconds - before.busy_seconds,
-            failures: self.failures - before.failures,
-            stolen: self.stolen - before.stolen,
-            oom_splits: self.oom_splits - before.oom_splits,
-            cost_done: self.cost_done - before.cost_done,
-            device_busy_seconds: self.device_busy_seconds.zip(before.device_busy_seconds).map(|(a, b)| a - b),
-            device_idle_seconds: self.device_idle_seconds.zip(before.device_idle_seconds).map(|(a, b)| a - b),
-            ..self.clone()
-        }
+        counters_since!(
+            self,
+            before,
+            bins,
+            sequences,
+            real_tokens,
+            computed_tokens,
+            busy_seconds,
+            failures,
+            stolen,
+            oom_splits,
+            cost_done,
+            device_busy_seconds,
+            device_idle_seconds
+        )
     }
 }

@@ -37,4 +37,4 @@ pub mod store;
 pub mod summaries;
 pub mod text;
 
-pub use pipeline::{index_paths, IndexOptions, IndexReport, Progress};
+pub use pipeline::{collect_files, index_collected, IndexOptions, IndexReport, Progress};

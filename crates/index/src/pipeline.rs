@@ -194,7 +194,7 @@ impl Progress {
     }
 }
 
-/// Where one file is on its way through [`index_paths`].
+/// Where one file is on its way through [`index_collected`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FileStage {
     /// A worker is reading, hashing and extracting it.
@@ -492,20 +492,8 @@ pub fn repair_missing_vectors(db: &Path, embedder: &Embedder, model: &str) -> Re
     Ok(CheckReport { chunks_without_vectors, texts_reembedded: vectors.len() as u64, failures })
 }
 
-/// Indexes `paths` into the database at `db` with `embedder` (whose model is `model`).
-pub fn index_paths(
-    paths: &[PathBuf],
-    db: &Path,
-    embedder: &Embedder,
-    model: &str,
-    options: &IndexOptions,
-    progress: &Progress,
-) -> Result<IndexReport, IndexError> {
-    let collected = collect_files(paths)?;
-    index_collected(collected, db, embedder, model, options, progress)
-}
-
-/// Indexes files already collected (by [`collect_files`] or [`files::collect_within`]); what the
+/// Indexes the files collected (by [`collect_files`] from paths, or [`files::collect_within`] from
+/// a watched root) into the database at `db` with `embedder` (whose model is `model`); what the
 /// collection refused is reported as failed or skipped, each with its reason.
 pub fn index_collected(
     collected: Collected,
@@ -545,7 +533,9 @@ pub fn index_collected(
     let worker_stores = (0..jobs).map(|_| Store::open_existing(db)).collect::<Result<Vec<_>, _>>()?;
     let submit_store = Store::open_existing(db)?;
     let (work_tx, work_rx) = bounded::<PathBuf>(jobs * 4);
-    let (ready_tx, ready_rx) = bounded::<DocumentRecord>(jobs * 2);
+    // Each document travels with its span (`document`, its path): extraction and chunking run in
+    // it, and the engine's bins that embed its chunks follow from it.
+    let (ready_tx, ready_rx) = bounded::<(DocumentRecord, tracing::Span)>(jobs * 2);
     // Documents between submission and commit: bounded by their tokens, not their number, so the
     // engine always holds several bins' worth (a fixed count of 64 small documents kept GPU bins
     // under a tenth full), and memory stays bounded however large each document is.
@@ -567,14 +557,15 @@ pub fn index_collected(
             scope.spawn(move || {
                 yield_to_the_device();
                 for path in work_rx {
-                    match prepare(&path, &store, embedder, options, progress, clock) {
+                    let span = tracing::info_span!(parent: None, "document", path = %path.display());
+                    match span.in_scope(|| prepare(&path, &store, embedder, options, progress, clock)) {
                         Outcome::Skipped => {
                             progress.stage(&path.display().to_string(), FileStage::Unchanged);
                             skipped.fetch_add(1, Ordering::Relaxed);
                             progress.files_done.fetch_add(1, Ordering::Relaxed);
                         }
                         Outcome::Ready(record) => {
-                            if ready_tx.send(record).is_err() {
+                            if ready_tx.send((record, span)).is_err() {
                                 break;
                             }
                         }
@@ -587,7 +578,7 @@ pub fn index_collected(
         // Submitter: queue each document's new chunk texts in the engine as soon as it is ready.
         let (tokens_ref, in_flight_ref, clock_ref) = (&tokens, &in_flight, &clock);
         scope.spawn(move || {
-            for record in ready_rx {
+            for (record, span) in ready_rx {
                 let submit_started = Instant::now();
                 let mut submitted = Vec::new();
                 let mut ids = Vec::new();
@@ -607,7 +598,7 @@ pub fn index_collected(
                 StageClock::add(&clock_ref.submit, submit_started);
                 in_flight_ref.acquire(doc_tokens);
                 progress.stage(&record.path, FileStage::Embedding { chunks: ids.len() as u64 });
-                let ticket = (!ids.is_empty()).then(|| embedder.engine.submit(Lane::Bulk, ids));
+                let ticket = (!ids.is_empty()).then(|| span.in_scope(|| embedder.engine.submit(Lane::Bulk, ids)));
                 if commit_tx.send(Prepared { record, submitted, ticket, tokens: doc_tokens }).is_err() {
                     break;
                 }

@@ -55,7 +55,7 @@ impl ProbeSummary {
             largest_ok_tokens: report.largest_ok_tokens,
             memory_capacity_tokens: report.memory_capacity_tokens,
             margin: ProbeConfig::default().safety_margin,
-            trials: report.trials.len() + 2 * report.rates.len(),
+            trials: report.forwards,
             rates: report.rates.clone(),
             seconds,
         }

@@ -110,7 +110,7 @@ impl EngineOptions {
             var(key).map(|t| t.trim().parse::<u32>().map_err(|e| setting(key, format!("{t:?}: {e}")))).transpose()
         };
         let vram_budget = var("WARPFOLD_VRAM_BUDGET")
-            .map(|t| warpfold_engine::probe::parse_size(&t).map_err(|e| setting("WARPFOLD_VRAM_BUDGET", e)))
+            .map(|t| warpfold_engine::probe::parse_size(&t).map_err(|e| setting("WARPFOLD_VRAM_BUDGET", e.to_string())))
             .transpose()?;
         Ok(EngineOptions {
             device,
@@ -143,6 +143,40 @@ pub struct DeviceStart {
     /// What the VRAM probe found (GPU, no fixed capacity).
     pub probe: Option<ProbeSummary>,
     pub memory_total_bytes: Option<u64>,
+}
+
+/// What the start-up found, for a terminal: each probed device's VRAM probe (memory, the search,
+/// the throughput knee's timings), then, on several devices, their bin capacities.
+pub fn describe_devices(devices: &[DeviceStart]) -> Vec<String> {
+    let gib = |bytes: u64| bytes as f64 / (1u64 << 30) as f64;
+    let mut lines = Vec::new();
+    for device in devices {
+        let Some(p) = &device.probe else { continue };
+        let timed = if p.rates.is_empty() {
+            String::new()
+        } else {
+            let each: Vec<String> = p.rates.iter().map(|(tokens, rate)| format!("{tokens} at {rate:.0} tok/s")).collect();
+            format!(" (timed: {})", each.join(", "))
+        };
+        lines.push(format!(
+            "VRAM probe on {}: {:.1} GiB usable{}, estimate {} tokens ({} B/token), largest bin that ran {} tokens, memory allows {} tokens, capacity {} tokens{timed} ({} forwards, {:.1} s)",
+            device.name,
+            gib(p.free_bytes),
+            p.budget_bytes.map(|b| format!(" under a {:.1} GiB budget", gib(b))).unwrap_or_default(),
+            p.estimated_tokens,
+            p.bytes_per_token,
+            p.largest_ok_tokens,
+            p.memory_capacity_tokens,
+            p.capacity_tokens,
+            p.trials,
+            p.seconds
+        ));
+    }
+    if devices.len() > 1 {
+        let caps: Vec<String> = devices.iter().map(|d| format!("{} {} tokens", d.name, d.bin_tokens)).collect();
+        lines.push(format!("{} devices, bin capacities: {}", devices.len(), caps.join(", ")));
+    }
+    lines
 }
 
 /// An engine and what it started on.

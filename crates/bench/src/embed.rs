@@ -10,16 +10,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
+use crate::corpus::{self, CorpusKind};
+use crate::report::{compare, pct, peak_rss_mib, reset_peak_rss, save_report, RunHeader};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
-use warpfold_bench::corpus::{self, CorpusKind};
-use warpfold_bench::report::{compare, machine, pct, peak_rss_mib, reset_peak_rss, save_report, today};
 use warpfold_engine::packer::{aligned_len, pack};
 use warpfold_engine::tokenize::TextEncoder;
 use warpfold_engine::{Batching, Engine, EngineError, Lane, SchedulerConfig, StatsSnapshot};
 
-use crate::{setup, GlobalOptions};
+use crate::harness::Harness;
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CorpusArg {
@@ -64,7 +64,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Run packed on the first device of --device alone, then on all of them, on the same ids in
-    /// the same process (e.g. --device cuda:0,cuda:1): the scaling over devices. See bench_devices.rs.
+    /// the same process (e.g. --device cuda:0,cuda:1): the scaling over devices (crates/bench/src/devices.rs).
     #[arg(long)]
     pub devices_compare: bool,
     /// With --devices-compare: run this decoder folder instead of the embedding model (the corpus's
@@ -120,9 +120,8 @@ struct PackerReport {
 
 #[derive(Serialize, Debug)]
 struct Report {
-    date: String,
-    machine: String,
-    command: String,
+    #[serde(flatten)]
+    run: RunHeader,
     model: String,
     /// How the model's bins run (attention kernel; on the CPU, the fused layers' matmul).
     kernels: String,
@@ -133,15 +132,17 @@ struct Report {
     packer: PackerReport,
 }
 
-pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<ExitCode> {
+pub fn run(harness: &Harness, args: &BenchArgs) -> Result<ExitCode> {
     if args.devices_compare {
-        return crate::bench_devices::run(global, args);
+        return crate::devices::run(harness, args);
     }
-    let dir = setup::embedding_model_dir(global)?;
-    let probe = setup::load_backend(global, &dir)?;
-    let info = warpfold_backend::Backend::info(&probe);
-    let kernels = probe.kernels();
-    drop(probe);
+    let dir = harness.model_dir()?;
+    let backend = harness.load_encoder(&dir)?;
+    let info = warpfold_backend::Backend::info(&backend);
+    let kernels = backend.kernels();
+    drop(backend);
+    // Every run of the bench packs bins of one size, fixed here once.
+    let harness = &harness.with_bin_tokens(bench_bin_tokens(harness, &dir)?);
     let encoder = TextEncoder::from_file(&dir.tokenizer, info.max_sequence_tokens)?;
     let kinds = match args.corpus {
         CorpusArg::Stress => vec![CorpusKind::Stress],
@@ -150,18 +151,16 @@ pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<ExitCode> {
     };
     let mut corpora = Vec::new();
     for kind in kinds {
-        corpora.push(run_corpus(global, args, &dir, &encoder, kind)?);
+        corpora.push(run_corpus(harness, args, &dir, &encoder, kind)?);
     }
-    let packer = packer_throughput(args.packer_sequences, global.bin_tokens(), global.align, args.seed);
+    let packer = packer_throughput(args.packer_sequences, harness.bin_tokens(), harness.engine.align, args.seed);
     let report = Report {
-        date: today(),
-        machine: machine(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
+        run: RunHeader::now(),
         model: info.model.clone(),
         kernels,
-        bin_tokens: global.bin_tokens(),
-        align: global.align,
-        padded_batch_size: global.batch_size,
+        bin_tokens: harness.bin_tokens(),
+        align: harness.engine.align,
+        padded_batch_size: harness.padded_batch_size,
         corpora,
         packer,
     };
@@ -172,6 +171,19 @@ pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<ExitCode> {
         print_table(&report);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The bin size for every run: `--bin-tokens` when given; on a GPU otherwise what the engine's
+/// start-up finds there (the VRAM probe's memory search and throughput knee, run once, as
+/// `warpfold embed` would); on the CPU its default.
+fn bench_bin_tokens(harness: &Harness, dir: &warpfold_runtime::models::ModelDir) -> Result<u32> {
+    if harness.engine.bin_tokens.is_some() || !harness.engine.device.is_cuda() {
+        return Ok(harness.bin_tokens());
+    }
+    let started = harness.start_embedder(dir)?;
+    let probed = started.devices.iter().map(|d| d.bin_tokens).min().context("the engine started on no device")?;
+    eprintln!("bench: bins of {probed} tokens, as the probe chose (--bin-tokens sets another size)");
+    Ok(probed)
 }
 
 /// Chunks every document to the model's limit (documents split over all cores, order kept) and
@@ -206,7 +218,7 @@ pub(crate) fn prepare(encoder: &TextEncoder, docs: &[String]) -> Result<(Vec<Str
 }
 
 fn run_corpus(
-    global: &GlobalOptions,
+    harness: &Harness,
     args: &BenchArgs,
     dir: &warpfold_runtime::models::ModelDir,
     encoder: &TextEncoder,
@@ -219,11 +231,12 @@ fn run_corpus(
     let real_tokens: usize = ids.iter().map(Vec::len).sum();
     eprintln!("bench {}: {} documents -> {} chunks, {} tokens", kind.name(), docs.len(), ids.len(), real_tokens);
 
-    let packed_cfg = SchedulerConfig { batching: Batching::Packed, ..setup::scheduler_config(global) };
+    let packed_cfg = SchedulerConfig { batching: Batching::Packed, ..harness.scheduler_config() };
     let padded_cfg =
-        SchedulerConfig { batching: Batching::Padded { batch_size: global.batch_size.max(1) }, ..setup::scheduler_config(global) };
-    let (mut packed, packed_vecs) = run_engine(global, dir, "warpfold packed", packed_cfg, &ids)?;
-    let (mut padded, padded_vecs) = run_engine(global, dir, &format!("warpfold padded (batch {})", global.batch_size), padded_cfg, &ids)?;
+        SchedulerConfig { batching: Batching::Padded { batch_size: harness.padded_batch_size.max(1) }, ..harness.scheduler_config() };
+    let (mut packed, packed_vecs) = run_engine(harness, dir, "warpfold packed", packed_cfg, &ids)?;
+    let (mut padded, padded_vecs) =
+        run_engine(harness, dir, &format!("warpfold padded (batch {})", harness.padded_batch_size), padded_cfg, &ids)?;
     let (d, c) = compare(&packed_vecs, &padded_vecs);
     padded.max_abs_diff_vs_packed = Some(d);
     padded.min_cosine_vs_packed = Some(c);
@@ -233,11 +246,11 @@ fn run_corpus(
     let mut packed_end_to_end_over_peer = None;
     let mut round_ratios = Vec::new();
     if args.peer {
-        let device = if global.device.is_cuda() { "cuda" } else { "cpu" };
+        let device = if harness.engine.device.is_cuda() { "cuda" } else { "cpu" };
         // Taking turns: round r runs warpfold end to end, then the peer at each batch size.
         let (mut ends, mut peers): (Vec<SystemRun>, Vec<Vec<SystemRun>>) = (Vec::new(), vec![Vec::new(); args.peer_batch.len()]);
         for _ in 0..args.rounds {
-            let e2e = run_end_to_end(global, dir, encoder, &texts, &packed_vecs)?;
+            let e2e = run_end_to_end(harness, dir, encoder, &texts, &packed_vecs)?;
             let mut best = 0f64;
             for (runs, &batch) in peers.iter_mut().zip(&args.peer_batch) {
                 let p = run_peer(args, device, batch, dir, &texts, &packed_vecs, real_tokens)?;
@@ -280,15 +293,13 @@ fn median_run(mut runs: Vec<SystemRun>) -> SystemRun {
 }
 
 fn run_engine(
-    global: &GlobalOptions,
+    harness: &Harness,
     dir: &warpfold_runtime::models::ModelDir,
     name: &str,
     config: SchedulerConfig,
     ids: &[Vec<u32>],
 ) -> Result<(SystemRun, Vec<Vec<f32>>)> {
-    // The bin capacity bench was asked for (no probe): the same for packed and padded.
-    let fixed = GlobalOptions { bin_tokens: Some(global.bin_tokens()), ..global.clone() };
-    let engine = setup::embedding_engine(&fixed, dir, &setup::devices(global)?, config)?;
+    let engine = harness.embedding_engine(dir, &harness.devices()?, config)?;
     let (results, seconds, s, peak) = timed_run(engine, ids)?;
     let vecs = results.into_iter().collect::<Result<Vec<_>, _>>()?;
     let pad = s.computed_tokens - s.real_tokens;
@@ -300,16 +311,15 @@ fn run_engine(
 /// `encode` tokenizes too): tokenization of each slice of texts, on all cores, overlaps the
 /// device's work on the slices before it.
 fn run_end_to_end(
-    global: &GlobalOptions,
+    harness: &Harness,
     dir: &warpfold_runtime::models::ModelDir,
     encoder: &TextEncoder,
     texts: &[String],
     packed_vecs: &[Vec<f32>],
 ) -> Result<SystemRun> {
     const SLICE: usize = 512;
-    let fixed = GlobalOptions { bin_tokens: Some(global.bin_tokens()), ..global.clone() };
-    let config = SchedulerConfig { batching: Batching::Packed, ..setup::scheduler_config(global) };
-    let engine = setup::embedding_engine(&fixed, dir, &setup::devices(global)?, config)?;
+    let config = SchedulerConfig { batching: Batching::Packed, ..harness.scheduler_config() };
+    let engine = harness.embedding_engine(dir, &harness.devices()?, config)?;
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     // Warm-up, as for the other runs.
     let warm = encoder.encode_batch(&refs[..refs.len().min(16)]).into_iter().collect::<Result<Vec<_>, _>>()?;
@@ -489,7 +499,7 @@ fn packer_throughput(n: usize, capacity: u32, align: u32, seed: u64) -> PackerRe
 
 fn print_table(report: &Report) {
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "warpfold bench, {} on {}", report.date, report.machine);
+    let _ = writeln!(out, "warpfold bench, {} on {}", report.run.date, report.run.machine);
     let _ = writeln!(out, "model {}, bins of {} tokens, align {}", report.model, report.bin_tokens, report.align);
     let _ = writeln!(out, "kernels: {}", report.kernels);
     for c in &report.corpora {

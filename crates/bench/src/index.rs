@@ -17,10 +17,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+use crate::corpus::{words, Rng};
 use anyhow::{Context, Result};
 use clap::Args;
 use serde::Serialize;
-use warpfold_bench::corpus::{words, Rng};
 use warpfold_engine::Lane;
 use warpfold_index::chunk::{text_hash, DocumentChunk};
 use warpfold_index::extract::{extract_file, Isolation};
@@ -29,8 +29,8 @@ use warpfold_index::pipeline::{IndexOptions, IndexReport, Progress};
 use warpfold_index::search::Searcher;
 use warpfold_index::store::{DocumentRecord, Store};
 
-use crate::{setup, GlobalOptions};
-use warpfold_bench::report::{machine, save_report, today};
+use crate::harness::Harness;
+use crate::report::{save_report, RunHeader};
 
 #[derive(Args, Debug)]
 pub struct BenchIndexArgs {
@@ -89,9 +89,8 @@ struct SearchReport {
 
 #[derive(Serialize, Debug)]
 struct Report {
-    date: String,
-    machine: String,
-    command: String,
+    #[serde(flatten)]
+    run: RunHeader,
     model: String,
     indexing: Option<IndexingReport>,
     search: Option<SearchReport>,
@@ -167,7 +166,7 @@ fn generate_pdfs(dir: &Path, n: usize, seed: u64) -> Result<(usize, u64)> {
     Ok((pages_total, bytes))
 }
 
-fn bench_indexing(global: &GlobalOptions, args: &BenchIndexArgs, work: &Path) -> Result<IndexingReport> {
+fn bench_indexing(harness: &Harness, args: &BenchIndexArgs, work: &Path) -> Result<IndexingReport> {
     let docs = work.join("pdfs");
     let (pages, bytes) = generate_pdfs(&docs, args.pdfs, args.seed)?;
     let exe = std::env::current_exe()?;
@@ -186,14 +185,18 @@ fn bench_indexing(global: &GlobalOptions, args: &BenchIndexArgs, work: &Path) ->
     });
     let extraction_only_seconds = started.elapsed().as_secs_f64();
 
-    let dir = setup::embedding_model_dir(global)?;
-    let embedder = setup::embedder_for(global, &dir)?;
+    let dir = harness.model_dir()?;
+    let embedder = harness.embedder(&dir)?;
     let db = work.join("bench-index.db");
     let _ = std::fs::remove_file(&db);
     eprintln!("bench-index: indexing {} PDFs ({pages} pages, {:.1} MB)...", args.pdfs, bytes as f64 / 1e6);
-    let run = warpfold_index::index_paths(std::slice::from_ref(&docs), &db, &embedder, &dir.name, &options, &Progress::default())?;
+    let index = || -> Result<IndexReport> {
+        let files = warpfold_index::collect_files(std::slice::from_ref(&docs))?;
+        Ok(warpfold_index::index_collected(files, &db, &embedder, &dir.name, &options, &Progress::default())?)
+    };
+    let run = index()?;
     let started = Instant::now();
-    let rerun = warpfold_index::index_paths(std::slice::from_ref(&docs), &db, &embedder, &dir.name, &options, &Progress::default())?;
+    let rerun = index()?;
     let unchanged_rerun_seconds = started.elapsed().as_secs_f64();
     anyhow::ensure!(rerun.documents_skipped == args.pdfs as u64, "the re-run should skip every file: {rerun:?}");
     Ok(IndexingReport {
@@ -207,9 +210,9 @@ fn bench_indexing(global: &GlobalOptions, args: &BenchIndexArgs, work: &Path) ->
     })
 }
 
-fn bench_search(global: &GlobalOptions, args: &BenchIndexArgs, work: &Path) -> Result<SearchReport> {
-    let dir = setup::embedding_model_dir(global)?;
-    let embedder = setup::embedder_for(global, &dir)?;
+fn bench_search(harness: &Harness, args: &BenchIndexArgs, work: &Path) -> Result<SearchReport> {
+    let dir = harness.model_dir()?;
+    let embedder = harness.embedder(&dir)?;
     let dim = embedder.engine.info().output_dim;
     let db = work.join("bench-search.db");
     let _ = std::fs::remove_file(&db);
@@ -304,7 +307,7 @@ fn bench_search(global: &GlobalOptions, args: &BenchIndexArgs, work: &Path) -> R
     })
 }
 
-pub fn run(global: &GlobalOptions, args: &BenchIndexArgs) -> Result<ExitCode> {
+pub fn run(harness: &Harness, args: &BenchIndexArgs) -> Result<ExitCode> {
     let temp;
     let work = match &args.work_dir {
         Some(dir) => {
@@ -316,22 +319,15 @@ pub fn run(global: &GlobalOptions, args: &BenchIndexArgs) -> Result<ExitCode> {
             temp.path().to_path_buf()
         }
     };
-    let indexing = if args.pdfs > 0 { Some(bench_indexing(global, args, &work)?) } else { None };
-    let search = if args.search_chunks > 0 { Some(bench_search(global, args, &work)?) } else { None };
-    let report = Report {
-        date: today(),
-        machine: machine(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
-        model: setup::embedding_model_dir(global)?.name,
-        indexing,
-        search,
-    };
+    let indexing = if args.pdfs > 0 { Some(bench_indexing(harness, args, &work)?) } else { None };
+    let search = if args.search_chunks > 0 { Some(bench_search(harness, args, &work)?) } else { None };
+    let report = Report { run: RunHeader::now(), model: harness.model_dir()?.name, indexing, search };
     let json = save_report(&report, args.out.as_deref())?;
     if args.json {
         println!("{json}");
         return Ok(ExitCode::SUCCESS);
     }
-    println!("warpfold bench-index  {}  {}", report.date, report.machine);
+    println!("warpfold bench-index  {}  {}", report.run.date, report.run.machine);
     if let Some(i) = &report.indexing {
         let r = &i.run;
         println!(

@@ -13,17 +13,17 @@
 
 use std::process::ExitCode;
 
+use crate::corpus::{self, CorpusKind};
 use anyhow::{ensure, Result};
 use candle_core::Device;
 use serde::Serialize;
-use warpfold_bench::corpus::{self, CorpusKind};
 use warpfold_engine::tokenize::TextEncoder;
 use warpfold_engine::{Batching, DeviceSnapshot, Engine, EngineError, SchedulerConfig};
 
-use warpfold_bench::report::{compare, machine, pct, save_report, today};
+use crate::report::{compare, pct, save_report, RunHeader};
 
-use crate::bench::{prepare, timed_run, Answers, BenchArgs, CorpusArg};
-use crate::{setup, GlobalOptions};
+use crate::embed::{prepare, timed_run, Answers, BenchArgs, CorpusArg};
+use crate::harness::Harness;
 
 #[derive(Serialize, Debug)]
 struct DevicesRun {
@@ -72,24 +72,23 @@ struct CorpusScaling {
 
 #[derive(Serialize, Debug)]
 struct Report {
+    #[serde(flatten)]
+    run: RunHeader,
     model: String,
     devices: usize,
     fail_device: Option<String>,
-    date: String,
-    machine: String,
-    command: String,
     corpora: Vec<CorpusScaling>,
 }
 
-pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<ExitCode> {
-    let on = setup::devices(global)?;
+pub fn run(harness: &Harness, args: &BenchArgs) -> Result<ExitCode> {
+    let on = harness.devices()?;
     ensure!(on.len() >= 2, "--devices-compare needs several devices, e.g. --device cuda:0,cuda:1 or --device cuda:all");
-    let dir = setup::embedding_model_dir(global)?;
-    let config = SchedulerConfig { batching: Batching::Packed, ..setup::scheduler_config(global) };
+    let dir = harness.model_dir()?;
+    let config = SchedulerConfig { batching: Batching::Packed, ..harness.scheduler_config() };
     let start = |on: &[Device]| -> Result<Engine> {
         match &args.decoder {
-            Some(decoder) => setup::decoder_engine(global, decoder, on, config.clone()),
-            None => setup::embedding_engine(global, &dir, on, config.clone()),
+            Some(decoder) => harness.decoder_engine(decoder, on, config.clone()),
+            None => harness.embedding_engine(&dir, on, config.clone()),
         }
     };
     let kinds = match args.corpus {
@@ -154,15 +153,8 @@ pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<ExitCode> {
             check,
         });
     }
-    let report = Report {
-        model,
-        devices: on.len(),
-        fail_device: std::env::var("WARPFOLD_FAIL_DEVICE").ok(),
-        date: today(),
-        machine: machine(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
-        corpora,
-    };
+    let report =
+        Report { model, devices: on.len(), fail_device: std::env::var("WARPFOLD_FAIL_DEVICE").ok(), run: RunHeader::now(), corpora };
     let json = save_report(&report, args.out.as_deref())?;
     if args.json {
         println!("{json}");

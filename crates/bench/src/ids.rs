@@ -8,13 +8,13 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use crate::corpus::{generate, CorpusKind};
 use anyhow::Result;
 use clap::Args;
-use warpfold_bench::corpus::{generate, CorpusKind};
 use warpfold_engine::tokenize::TextEncoder;
 
-use crate::bench::CorpusArg;
-use crate::{setup, GlobalOptions};
+use crate::embed::CorpusArg;
+use crate::harness::Harness;
 
 #[derive(Args, Debug)]
 pub struct CorpusArgs {
@@ -29,8 +29,8 @@ pub struct CorpusArgs {
     pub long_document_tokens: usize,
 }
 
-pub fn run(global: &GlobalOptions, args: &CorpusArgs) -> Result<ExitCode> {
-    let dir = setup::embedding_model_dir(global)?;
+pub fn run(harness: &Harness, args: &CorpusArgs) -> Result<ExitCode> {
+    let dir = harness.model_dir()?;
     let encoder = TextEncoder::from_file(&dir.tokenizer, usize::MAX)?;
     let kinds = match args.kind {
         CorpusArg::Stress => vec![CorpusKind::Stress],
