@@ -413,7 +413,7 @@ impl CacheReads {
 #[cfg(test)]
 mod model_tests {
     use super::*;
-    use crate::test_support::{bin_of, max_abs_diff, random_model, variants, Rng as TestRng};
+    use crate::test_support::{bin_of, decode_teacher_forced, max_abs_diff, random_model, variants, Rng as TestRng};
 
     /// Every step's logits, computed from caches, equal the logits of one full forward over the
     /// whole sequence at that row: the cache holds the right keys at the right positions, and each
@@ -447,29 +447,23 @@ mod model_tests {
             }
             // Decode the rest of each sequence, teacher-forced, all three in one batch while they
             // last; a finished one gives its blocks back at once, and they are taken again.
-            let mut step = 0;
             let mut spares = Vec::new();
-            loop {
-                let live: Vec<usize> = (0..3).filter(|&i| prompt_lens[i] + step < full[i].len()).collect();
-                for i in (0..3).filter(|&i| prompt_lens[i] + step == full[i].len()) {
-                    pool.release(std::mem::take(&mut caches[i]));
+            let step = decode_teacher_forced(
+                &model,
+                &mut pool,
+                &full,
+                &prompt_lens,
+                &mut caches,
+                |pool, cache| {
+                    pool.release(cache);
                     spares.push(pool.allocate(1).unwrap());
-                }
-                if live.is_empty() {
-                    break;
-                }
-                let tokens: Vec<u32> = live.iter().map(|&i| full[i][prompt_lens[i] + step]).collect();
-                let mut batch: Vec<SeqCache> = live.iter().map(|&i| std::mem::take(&mut caches[i])).collect();
-                let out = model.decode_step(&mut pool, &tokens, &mut batch).unwrap().to_vec2::<f32>().unwrap();
-                for ((&i, c), row) in live.iter().zip(batch).zip(out) {
-                    let pos = prompt_lens[i] + step;
-                    assert_eq!(c.len(), pos + 1);
-                    let d = max_abs_diff(&row, &reference[i][pos]);
+                },
+                |i, pos, logits, cache| {
+                    assert_eq!(cache.len(), pos + 1);
+                    let d = max_abs_diff(&logits, &reference[i][pos]);
                     assert!(d <= 1e-4, "{name}: sequence {i}, position {pos}: logits differ by {d}");
-                    caches[i] = c;
-                }
-                step += 1;
-            }
+                },
+            );
             assert!(step >= 32);
             // Every block comes back.
             pool.release(other);

@@ -466,7 +466,7 @@ fn gpu_paged_attention_reads_scattered_blocks_like_a_plain_f32_attention() {
 #[test]
 #[ignore = "needs a CUDA GPU with FlashAttention-2: see bench/gpu/run-gpu-tests.sh"]
 fn gpu_paged_decode_matches_a_full_forward_and_the_gathered_path() {
-    use crate::generate::{prompt_bin, KvPool, SeqCache};
+    use crate::generate::{prompt_bin, KvPool};
     use candle_core::Module;
     let cuda = cuda();
     for hd in [64usize, 128] {
@@ -504,21 +504,15 @@ fn gpu_paged_decode_matches_a_full_forward_and_the_gathered_path() {
             let prompts: Vec<&[u32]> = full.iter().zip(prompt_lens).map(|(s, p)| &s[..p]).collect();
             let (first, mut caches) = model.prefill(&mut pool, &prompt_bin(&prompts), &[2, 2, 2]).unwrap();
             let mut got: Vec<Vec<Vec<f32>>> = first.to_vec2::<f32>().unwrap().into_iter().map(|r| vec![r]).collect();
-            let mut step = 0;
-            loop {
-                let live: Vec<usize> = (0..3).filter(|&i| prompt_lens[i] + step < full[i].len()).collect();
-                if live.is_empty() {
-                    break;
-                }
-                let tokens: Vec<u32> = live.iter().map(|&i| full[i][prompt_lens[i] + step]).collect();
-                let mut batch: Vec<SeqCache> = live.iter().map(|&i| std::mem::take(&mut caches[i])).collect();
-                let out = model.decode_step(&mut pool, &tokens, &mut batch).unwrap().to_vec2::<f32>().unwrap();
-                for ((&i, c), row) in live.iter().zip(batch).zip(out) {
-                    got[i].push(row);
-                    caches[i] = c;
-                }
-                step += 1;
-            }
+            crate::test_support::decode_teacher_forced(
+                &model,
+                &mut pool,
+                &full,
+                &prompt_lens,
+                &mut caches,
+                |_, _| {},
+                |i, _, logits, _| got[i].push(logits),
+            );
             pool.release(other);
             let mut worst = 0f32;
             for i in 0..3 {

@@ -8,6 +8,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use warpfold_backend::{Bin, Layout, SequenceTag};
 
+use crate::generate::{KvPool, SeqCache};
 use crate::llama::{Config, Family, LlamaModel};
 
 /// Lays sequences out as the engine does: slots rounded up to `align`, pad id 0 at position 0.
@@ -119,4 +120,39 @@ pub fn variants() -> Vec<(&'static str, Config)> {
             ),
         ),
     ]
+}
+
+/// Decodes the rest of each sequence of `full` after its prompt (its first `prompt_lens[i]` tokens,
+/// already prefilled into `caches`), teacher-forced: each step feeds every live sequence its next
+/// true token, all in one batch, and hands `row` the sequence, the position of the token fed, the
+/// step's logits for it and its cache after the step. A sequence that has fed its last token
+/// leaves the batch, and its cache goes to `finished` (with the pool) at the next step. Returns the
+/// number of steps.
+pub fn decode_teacher_forced(
+    model: &LlamaModel,
+    pool: &mut KvPool,
+    full: &[Vec<u32>],
+    prompt_lens: &[usize],
+    caches: &mut [SeqCache],
+    mut finished: impl FnMut(&mut KvPool, SeqCache),
+    mut row: impl FnMut(usize, usize, Vec<f32>, &SeqCache),
+) -> usize {
+    let mut step = 0;
+    loop {
+        for i in (0..full.len()).filter(|&i| prompt_lens[i] + step == full[i].len()) {
+            finished(pool, std::mem::take(&mut caches[i]));
+        }
+        let live: Vec<usize> = (0..full.len()).filter(|&i| prompt_lens[i] + step < full[i].len()).collect();
+        if live.is_empty() {
+            return step;
+        }
+        let tokens: Vec<u32> = live.iter().map(|&i| full[i][prompt_lens[i] + step]).collect();
+        let mut batch: Vec<SeqCache> = live.iter().map(|&i| std::mem::take(&mut caches[i])).collect();
+        let out = model.decode_step(pool, &tokens, &mut batch).unwrap().to_vec2::<f32>().unwrap();
+        for ((&i, cache), logits) in live.iter().zip(batch).zip(out) {
+            row(i, prompt_lens[i] + step, logits, &cache);
+            caches[i] = cache;
+        }
+        step += 1;
+    }
 }

@@ -1,4 +1,5 @@
-//! The submission queue, the dispatcher thread and the backend threads.
+//! The [`Engine`]: a submission queue ([`crate::queue`]), a dispatcher thread
+//! ([`crate::dispatcher`]) and a backend thread per device ([`crate::multi`]), started together.
 //!
 //! Why this shape: the backend (a model on a CPU or a GPU) must never wait for the host. Callers push
 //! token sequences into a queue with two lanes; a dispatcher thread waits until enough work is pending
@@ -20,6 +21,11 @@
 //! queue are taken out at once and those already planned into a bin are left out when that bin is
 //! laid out, so nobody's abandoned work holds a lane; only bins already handed to a device (at most
 //! one running and one waiting per device) still run. Its waiter returns at once.
+//!
+//! Every bin runs inside a tracing span of its own (`bin`: tokens, sequences, lane, device), made
+//! when the bin is laid out and entered on the device's thread, which follows from the spans its
+//! sequences were submitted in (the indexing pipeline submits each document's chunks inside that
+//! document's span). The engine's threads report to the subscriber of the thread that started it.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
