@@ -161,3 +161,33 @@ print(json.dumps({"check": sys.argv[1].split("/")[-1], "documents": len(d), "max
                   "warpfold_tokens_per_second": rate(wf), "careful_transformers_tokens_per_second": rate(hf), "ratio": rate(wf) / rate(hf)}))
 PY
 }
+
+# Sessions 12 and 13: the stream carries MiniLM and the CUDA test binary (put where
+# run-gpu-tests.sh looks for it) besides the binary. `put` appends a part; every other stage needs
+# the stream complete, and prints the card.
+minilm_tests_stream() { # session stage
+  open_minilm_tests() { unpack_minilm $ST/minilm-f16.tar.xz; mkdir -p .gpu && cp $ST/candle-tests.xz .gpu/ 2>/dev/null; }
+  stream_stage "$1" "$2" open_minilm_tests
+  [ -x $W ] || { echo "no $W: the stream is not complete"; exit 1; }
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+}
+# /tmp/KIND.jsonl: the corpus KIND's 256 documents as MiniLM's tokenizer ids.
+corpus_ids() { [ -f /tmp/$1.jsonl ] || $W --model /tmp/wf-models/all-MiniLM-L6-v2 corpus --kind $1 --documents 256 > /tmp/$1.jsonl; }
+# The Qwen2.5-7B configuration with random bf16 weights (made here once, the same file for warpfold and
+# transformers) in $M7.
+M7=/tmp/models/qwen2.5-7b
+random_7b() { [ -f $M7/config.json ] || $PY bench/gpu/make_random_decoder.py qwen2.5-7b $M7; }
+# The 7B ($M7) scoring the stress corpus with the bin the VRAM probe chooses: the probe's line and the
+# run's report.
+probe_7b_stress() {
+  $W --device cuda score --decoder $M7 --json < /tmp/stress.jsonl > "$OUT/wf-7b-stress-probed.jsonl" 2> "$OUT/wf-7b-stress-probed.err"
+  grep -E "VRAM probe" "$OUT/wf-7b-stress-probed.err"; tail -1 "$OUT/wf-7b-stress-probed.err"
+}
+# The 7B's stage profile (WARPFOLD_PROFILE=1) over the first N stress documents in bins of 16,384 tokens,
+# in $OUT/profile-7b.err; its last lines shown (builds before session 13 print "profile:" lines, later
+# ones tracing events of the target warpfold::profile).
+profile_7b() { # n
+  head -$1 /tmp/stress.jsonl > /tmp/stress-head.jsonl
+  WARPFOLD_PROFILE=1 $W --device cuda --bin-tokens 16384 score --decoder $M7 --json < /tmp/stress-head.jsonl > /dev/null 2> "$OUT/profile-7b.err"
+  grep -E "^profile|warpfold::profile" "$OUT/profile-7b.err" | tail -16
+}

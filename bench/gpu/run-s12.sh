@@ -15,34 +15,21 @@
 #   HF_MODELS="smollm2-135m qwen2.5-7b" bash bench/gpu/run-gpu-tests.sh
 . "$(dirname "$0")/env.sh"
 stage=${1:-put}
-# What this session's stream carries besides the binary: MiniLM, and the CUDA test binary where
-# run-gpu-tests.sh looks for it.
-opened() {
-  unpack_minilm $ST/minilm-f16.tar.xz
-  mkdir -p .gpu && cp $ST/candle-tests.xz .gpu/ 2>/dev/null
-}
-stream_stage s12 "$stage" opened
-[ -x $W ] || { echo "no $W: the stream is not complete"; exit 1; }
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-M=/tmp/models/qwen2.5-7b
-corpus() { # kind -> /tmp/KIND.jsonl, 256 documents, MiniLM's tokenizer ids
-  [ -f /tmp/$1.jsonl ] || $W --model /tmp/wf-models/all-MiniLM-L6-v2 corpus --kind $1 --documents 256 > /tmp/$1.jsonl
-}
+minilm_tests_stream s12 "$stage"
+M=$M7
+corpus() { corpus_ids "$@"; }
 case $stage in
   seven)
-    [ -f $M/config.json ] || $PY bench/gpu/make_random_decoder.py qwen2.5-7b $M
+    random_7b
     for c in ${CORPORA:-stress production}; do
       corpus $c
       score_7b_careful $M $c
     done
     [ -n "${CORPORA:-}" ] && exit 0  # CORPORA=stress: the scores only (a rerun after a cold first call)
     echo "--- the probe chooses the bin (throughput knee), stress"
-    $W --device cuda score --decoder $M --json < /tmp/stress.jsonl > "$OUT/wf-7b-stress-probed.jsonl" 2> "$OUT/wf-7b-stress-probed.err"
-    grep -E "VRAM probe" "$OUT/wf-7b-stress-probed.err"; tail -1 "$OUT/wf-7b-stress-probed.err"
+    probe_7b_stress
     echo "--- stage profile, 64 stress documents, bins of 16,384"
-    head -64 /tmp/stress.jsonl > /tmp/stress64.jsonl
-    WARPFOLD_PROFILE=1 $W --device cuda --bin-tokens 16384 score --decoder $M --json < /tmp/stress64.jsonl > /dev/null 2> "$OUT/profile-7b.err"
-    grep "^profile" "$OUT/profile-7b.err" | tail -16 ;;
+    profile_7b 64 ;;
   minilm)
     check_minilm
     $W --device cuda --bin-tokens 16384 bench --documents 2048 --peer --peer-python "$PY" --peer-batch 32,256 --out "$OUT/gpu-minilm-s12.json"
