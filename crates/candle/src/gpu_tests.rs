@@ -270,17 +270,23 @@ fn gpu_decoder_logits_match_transformers_on_the_same_weights() {
 fn gpu_fused_kernels_match_candles_own_ops() {
     let cuda = cuda();
     let mut rng = Rng(17);
-    // SwiGLU over a fused gate-up output, rows x (2 x inter), in bf16 and f32.
-    let (rows, inter) = (37, 1000);
-    let gu = rng.tensor(&[rows, 2 * inter], 4.0, 0.0);
-    for dtype in [DType::BF16, DType::F32] {
-        let host = gu.to_dtype(dtype).unwrap().to_dtype(DType::F32).unwrap();
-        let want = crate::fused::silu_mul(&host, inter).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-        let got = crate::fused::silu_mul(&gu.to_dtype(dtype).unwrap().to_device(&cuda).unwrap(), inter).unwrap();
-        let got = got.to_dtype(DType::F32).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-        let e = rel_l2(&got, &want);
-        eprintln!("silu_mul {dtype:?}: relative L2 error {e:.2e}");
-        assert!(e <= if dtype == DType::F32 { 1e-5 } else { 5e-3 }, "{dtype:?}: {e}");
+    // SwiGLU over a fused gate-up output, rows x (2 x inter), in bf16 and f32: in 16-byte packs
+    // (1000 columns), element by element (13 columns), and element by element because the input
+    // starts one element past an aligned address (a view at offset 1).
+    for (rows, inter, offset) in [(37usize, 1000usize, 0usize), (5, 13, 0), (9, 1000, 1)] {
+        let flat = rng.tensor(&[offset + rows * 2 * inter], 4.0, 0.0);
+        let gu = flat.narrow(0, offset, rows * 2 * inter).unwrap().reshape((rows, 2 * inter)).unwrap();
+        for dtype in [DType::BF16, DType::F32] {
+            let host = gu.to_dtype(dtype).unwrap().to_dtype(DType::F32).unwrap();
+            let want = crate::fused::silu_mul(&host, inter).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let on = flat.to_dtype(dtype).unwrap().to_device(&cuda).unwrap();
+            let on = on.narrow(0, offset, rows * 2 * inter).unwrap().reshape((rows, 2 * inter)).unwrap();
+            let got = crate::fused::silu_mul(&on, inter).unwrap();
+            let got = got.to_dtype(DType::F32).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let e = rel_l2(&got, &want);
+            eprintln!("silu_mul {dtype:?} {rows}x{inter} at offset {offset}: relative L2 error {e:.2e}");
+            assert!(e <= if dtype == DType::F32 { 1e-5 } else { 5e-3 }, "{dtype:?} {inter} {offset}: {e}");
+        }
     }
     // log p(target) over a Qwen-sized vocabulary and a tiny one.
     for vocab in [152_064usize, 97] {
@@ -302,7 +308,9 @@ fn gpu_fused_kernels_match_candles_own_ops() {
     // encoder's use).
     use crate::fused::{split_qkv, Rotary};
     use crate::llama::RopeLayout;
-    for (heads, kv, hd) in [(6usize, 2usize, 64usize), (4, 4, 128)] {
+    // Head sizes 64 and 128 take 16-byte packs (except the interleaved layout); 12 (half a head is 6,
+    // not a whole pack) takes the per-pair path.
+    for (heads, kv, hd) in [(6usize, 2usize, 64usize), (4, 4, 128), (3, 1, 12)] {
         let rows = 45;
         let width = (heads + 2 * kv) * hd;
         let qkv = rng.tensor(&[rows, width], 3.0, 0.0);
@@ -344,7 +352,8 @@ fn gpu_fused_kernels_match_candles_own_ops() {
             }
         }
     }
-    // The residual add fused into the RMS norm, at the 7B's width and an odd one.
+    // The residual add fused into the RMS norm, at the 7B's width (16-byte packs) and an odd one (per
+    // element).
     for width in [3584usize, 77] {
         let rows = 19;
         let (x, y) = (rng.tensor(&[rows, width], 2.0, 0.0), rng.tensor(&[rows, width], 2.0, 0.5));

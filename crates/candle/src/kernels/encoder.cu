@@ -39,8 +39,7 @@ template <typename T>
 __device__ void bias_act(const T* __restrict__ y, const T* __restrict__ bias, T* __restrict__ out, uint64_t rows, uint64_t width,
                          uint32_t act) {
   const uint64_t n = rows * width;
-  const uint64_t stride = (uint64_t)blockDim.x * gridDim.x;
-  for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+  grid_stride(n, [&](uint64_t i) {
     const float x = to_float(y[i]) + to_float(bias[i % width]);
     float r;
     if (act == 0) {
@@ -51,7 +50,7 @@ __device__ void bias_act(const T* __restrict__ y, const T* __restrict__ bias, T*
       r = fmaxf(x, 0.0f);
     }
     out[i] = from_float<T>(r);
-  }
+  });
 }
 
 // One L2-normalised f32 vector per sequence: the mean (or, with lens of 1, the first row) of rows

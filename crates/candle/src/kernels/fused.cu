@@ -8,18 +8,37 @@
 
 // SwiGLU on the fused gate-up projection: `gate_up` is (rows, 2 * inter), gate in the first half of
 // each row and up in the second; out (rows, inter) = silu(gate) * up, computed in f32, rounded once.
+// In packs of 16 bytes with 32-bit indices where the layout allows (see Pack), else per element.
 template <typename T>
 __device__ void silu_mul(const T* __restrict__ gate_up, T* __restrict__ out, uint64_t rows, uint64_t inter) {
+  constexpr int V = Pack<T>::N;
+  if (inter % V == 0 && aligned16(gate_up) && aligned16(out) && rows * (inter / V) < (1ull << 31)) {
+    const uint32_t per_row = inter / V;
+    const uint32_t n = rows * per_row;
+    grid_stride(n, [&](uint32_t i) {
+      const uint32_t r = i / per_row;
+      const uint64_t c = (uint64_t)(i - r * per_row) * V;
+      const T* row = gate_up + (uint64_t)r * 2 * inter;
+      const Pack<T> g = load_pack(row + c), u = load_pack(row + inter + c);
+      Pack<T> o;
+#pragma unroll
+      for (int e = 0; e < V; e++) {
+        const float x = g.get(e);
+        o.set(e, x / (1.0f + __expf(-x)) * u.get(e));
+      }
+      store_pack(out + (uint64_t)r * inter + c, o);
+    });
+    return;
+  }
   const uint64_t n = rows * inter;
-  const uint64_t stride = (uint64_t)blockDim.x * gridDim.x;
-  for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+  grid_stride(n, [&](uint64_t i) {
     const uint64_t r = i / inter;
     const uint64_t j = i - r * inter;
     const T* row = gate_up + r * 2 * inter;
     const float g = to_float(row[j]);
     const float u = to_float(row[inter + j]);
     out[i] = from_float<T>(g / (1.0f + __expf(-g)) * u);
-  }
+  });
 }
 
 extern "C" __global__ void silu_mul_bf16(const __nv_bfloat16* gate_up, __nv_bfloat16* out, uint64_t rows, uint64_t inter) {
@@ -103,14 +122,13 @@ template <typename T>
 __device__ void scatter_rows(const uint32_t* __restrict__ rows, const T* __restrict__ src, T* __restrict__ dst, uint64_t n,
                              uint64_t width, uint64_t dst_rows) {
   const uint64_t total = n * width;
-  const uint64_t stride = (uint64_t)blockDim.x * gridDim.x;
-  for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+  grid_stride(total, [&](uint64_t i) {
     const uint64_t r = i / width;
     const uint64_t row = rows[r];
     if (row < dst_rows) {
       dst[row * width + (i - r * width)] = src[i];
     }
-  }
+  });
 }
 
 extern "C" __global__ void scatter_rows_u16(const uint32_t* rows, const uint16_t* src, uint16_t* dst, uint64_t n, uint64_t width,
@@ -129,8 +147,9 @@ extern "C" __global__ void scatter_rows_u32(const uint32_t* rows, const uint32_t
 // (rows, heads, hd), k and v (rows, kv_heads, hd) are written contiguous, which is what the varlen
 // attention reads. Candle needs a bias pass (a broadcast kernel), a copy each for q and k (its rope
 // wants contiguous input), two rope passes and a copy of v for the same. `interleaved`: dimension 2i
-// pairs with 2i+1 (llama.cpp's GGUFs), else i with i + hd/2 (Hugging Face). One thread per pair of
-// elements, in f32, rounded once.
+// pairs with 2i+1 (llama.cpp's GGUFs), else i with i + hd/2 (Hugging Face). In f32, rounded once.
+// Without interleaving and with whole packs in half a head, one thread turns a pack of pairs (two
+// 16-byte loads of the head, one each of bias, cos and sin); otherwise one thread per pair.
 template <typename T>
 __device__ void split_qkv(const T* __restrict__ qkv, const T* __restrict__ bias, const T* __restrict__ cos, const T* __restrict__ sin,
                           T* __restrict__ q, T* __restrict__ k, T* __restrict__ v, uint64_t rows, uint64_t heads, uint64_t kv_heads,
@@ -138,9 +157,57 @@ __device__ void split_qkv(const T* __restrict__ qkv, const T* __restrict__ bias,
   const uint64_t half = hd / 2;
   const uint64_t all_heads = heads + 2 * kv_heads;
   const uint64_t pairs_per_row = all_heads * half;
+  constexpr int V = Pack<T>::N;
+  if (!interleaved && half % V == 0 && rows * (pairs_per_row / V) < (1ull << 31) && aligned16(qkv) && aligned16(bias) &&
+      aligned16(cos) && aligned16(sin) && aligned16(q) && aligned16(k) && aligned16(v)) {
+    const uint32_t per_head = half / V;
+    const uint32_t per_row = all_heads * per_head;
+    const uint32_t n = rows * per_row;
+    grid_stride(n, [&](uint32_t i) {
+      const uint32_t r = i / per_row;
+      const uint32_t p = i - r * per_row;
+      const uint32_t head = p / per_head;
+      const uint64_t a = (uint64_t)(p - head * per_head) * V;  // the pack's first pair: a..a+V with a+half..
+      const uint64_t col = (uint64_t)head * hd;
+      const T* src = qkv + (uint64_t)r * all_heads * hd + col;
+      const Pack<T> x1 = load_pack(src + a), x2 = load_pack(src + a + half);
+      float lo[V], hi[V];
+#pragma unroll
+      for (int e = 0; e < V; e++) lo[e] = x1.get(e), hi[e] = x2.get(e);
+      if (bias != nullptr) {
+        const Pack<T> b1 = load_pack(bias + col + a), b2 = load_pack(bias + col + a + half);
+#pragma unroll
+        for (int e = 0; e < V; e++) lo[e] += b1.get(e), hi[e] += b2.get(e);
+      }
+      T* dst;
+      bool turn = cos != nullptr;
+      if (head < heads) {
+        dst = q + ((uint64_t)r * heads + head) * hd;
+      } else if (head < heads + kv_heads) {
+        dst = k + ((uint64_t)r * kv_heads + (head - heads)) * hd;
+      } else {
+        dst = v + ((uint64_t)r * kv_heads + (head - heads - kv_heads)) * hd;
+        turn = false;
+      }
+      if (turn) {
+        const Pack<T> c = load_pack(cos + (uint64_t)r * half + a), s = load_pack(sin + (uint64_t)r * half + a);
+#pragma unroll
+        for (int e = 0; e < V; e++) {
+          const float y1 = lo[e] * c.get(e) - hi[e] * s.get(e);
+          hi[e] = hi[e] * c.get(e) + lo[e] * s.get(e);
+          lo[e] = y1;
+        }
+      }
+      Pack<T> o1, o2;
+#pragma unroll
+      for (int e = 0; e < V; e++) o1.set(e, lo[e]), o2.set(e, hi[e]);
+      store_pack(dst + a, o1);
+      store_pack(dst + a + half, o2);
+    });
+    return;
+  }
   const uint64_t n = rows * pairs_per_row;
-  const uint64_t stride = (uint64_t)blockDim.x * gridDim.x;
-  for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+  grid_stride(n, [&](uint64_t i) {
     const uint64_t r = i / pairs_per_row;
     const uint64_t p = i - r * pairs_per_row;
     const uint64_t head = p / half;
@@ -175,7 +242,7 @@ __device__ void split_qkv(const T* __restrict__ qkv, const T* __restrict__ bias,
     }
     dst[a] = from_float<T>(x1);
     dst[b] = from_float<T>(x2);
-  }
+  });
 }
 
 #define SPLIT_QKV(NAME, T)                                                                                                         \
@@ -199,7 +266,34 @@ __device__ void residual_rms_norm(const T* __restrict__ x, const T* __restrict__
   const T* xr = x + row * width;
   const T* yr = y + row * width;
   T* sr = sum + row * width;
+  T* o = out + row * width;
   float sq = 0.0f;
+  constexpr int V = Pack<T>::N;
+  if (width % V == 0 && aligned16(x) && aligned16(y) && aligned16(weight) && aligned16(sum) && aligned16(out)) {
+    // Whole rows are whole packs, so every row starts aligned too. Each lane reads back only the
+    // packs it wrote itself.
+    const uint64_t packs = width / V;
+    for (uint64_t c = lane; c < packs; c += 32) {
+      const Pack<T> a = load_pack(xr + c * V), b = load_pack(yr + c * V);
+      Pack<T> s;
+#pragma unroll
+      for (int e = 0; e < V; e++) {
+        s.set(e, a.get(e) + b.get(e));
+        const float v = s.get(e);
+        sq += v * v;
+      }
+      store_pack(sr + c * V, s);
+    }
+    const float inv = rsqrtf(warp_sum(sq) / (float)width + eps);
+    for (uint64_t c = lane; c < packs; c += 32) {
+      const Pack<T> s = load_pack(sr + c * V), w = load_pack(weight + c * V);
+      Pack<T> r;
+#pragma unroll
+      for (int e = 0; e < V; e++) r.set(e, s.get(e) * inv * w.get(e));
+      store_pack(o + c * V, r);
+    }
+    return;
+  }
   for (uint64_t j = lane; j < width; j += 32) {
     const T s = from_float<T>(to_float(xr[j]) + to_float(yr[j]));
     sr[j] = s;
@@ -207,7 +301,6 @@ __device__ void residual_rms_norm(const T* __restrict__ x, const T* __restrict__
     sq += v * v;
   }
   const float inv = rsqrtf(warp_sum(sq) / (float)width + eps);
-  T* o = out + row * width;
   // Each lane reads back only what it wrote itself.
   for (uint64_t j = lane; j < width; j += 32) o[j] = from_float<T>(to_float(sr[j]) * inv * to_float(weight[j]));
 }
