@@ -18,6 +18,42 @@ __device__ void bias_residual_layer_norm(const T* __restrict__ y, const T* __res
   if (row >= rows) return;
   const T* yr = y + row * width;
   const T* rr = residual + row * width;
+  T* o = out + row * width;
+  constexpr int V = Pack<T>::N;
+  if (width % V == 0 && aligned16(y) && aligned16(bias) && aligned16(residual) && aligned16(gamma) && aligned16(beta) &&
+      aligned16(out)) {
+    // In 16-byte packs (see Pack): the same three passes, each lane over its own packs.
+    const uint64_t packs = width / V;
+    auto summed = [&](uint64_t c, float* v) {
+      const Pack<T> a = load_pack(yr + c * V), b = load_pack(bias + c * V), r = load_pack(rr + c * V);
+#pragma unroll
+      for (int e = 0; e < V; e++) v[e] = a.get(e) + b.get(e) + r.get(e);
+    };
+    float v[V];
+    float sum = 0.0f;
+    for (uint64_t c = lane; c < packs; c += 32) {
+      summed(c, v);
+#pragma unroll
+      for (int e = 0; e < V; e++) sum += v[e];
+    }
+    const float mean = warp_sum(sum) / (float)width;
+    float sq = 0.0f;
+    for (uint64_t c = lane; c < packs; c += 32) {
+      summed(c, v);
+#pragma unroll
+      for (int e = 0; e < V; e++) sq += (v[e] - mean) * (v[e] - mean);
+    }
+    const float inv = rsqrtf(warp_sum(sq) / (float)width + eps);
+    for (uint64_t c = lane; c < packs; c += 32) {
+      summed(c, v);
+      const Pack<T> g = load_pack(gamma + c * V), b = load_pack(beta + c * V);
+      Pack<T> r;
+#pragma unroll
+      for (int e = 0; e < V; e++) r.set(e, (v[e] - mean) * inv * g.get(e) + b.get(e));
+      store_pack(o + c * V, r);
+    }
+    return;
+  }
   float sum = 0.0f;
   for (uint64_t j = lane; j < width; j += 32) sum += to_float(yr[j]) + to_float(bias[j]) + to_float(rr[j]);
   const float mean = warp_sum(sum) / (float)width;
@@ -27,30 +63,38 @@ __device__ void bias_residual_layer_norm(const T* __restrict__ y, const T* __res
     sq += d * d;
   }
   const float inv = rsqrtf(warp_sum(sq) / (float)width + eps);
-  T* o = out + row * width;
   for (uint64_t j = lane; j < width; j += 32) {
     const float v = to_float(yr[j]) + to_float(bias[j]) + to_float(rr[j]);
     o[j] = from_float<T>((v - mean) * inv * to_float(gamma[j]) + to_float(beta[j]));
   }
 }
 
-// out = act(y + bias) over (rows, width): act 0 = GELU (erf), 1 = GELU (tanh), 2 = ReLU.
+// The activation: 0 = GELU (erf), 1 = GELU (tanh), 2 = ReLU.
+__device__ __forceinline__ float activate(float x, uint32_t act) {
+  if (act == 0) return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+  if (act == 1) return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+  return fmaxf(x, 0.0f);
+}
+
+// out = act(y + bias) over (rows, width), in 16-byte packs with 32-bit indices where the layout
+// allows (see Pack), else per element.
 template <typename T>
 __device__ void bias_act(const T* __restrict__ y, const T* __restrict__ bias, T* __restrict__ out, uint64_t rows, uint64_t width,
                          uint32_t act) {
-  const uint64_t n = rows * width;
-  grid_stride(n, [&](uint64_t i) {
-    const float x = to_float(y[i]) + to_float(bias[i % width]);
-    float r;
-    if (act == 0) {
-      r = 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    } else if (act == 1) {
-      r = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-    } else {
-      r = fmaxf(x, 0.0f);
-    }
-    out[i] = from_float<T>(r);
-  });
+  constexpr int V = Pack<T>::N;
+  if (width % V == 0 && aligned16(y) && aligned16(bias) && aligned16(out) && rows * (width / V) < (1ull << 31)) {
+    const uint32_t per_row = width / V;
+    grid_stride((uint32_t)(rows * per_row), [&](uint32_t i) {
+      const uint64_t c = (uint64_t)(i % per_row) * V;
+      const Pack<T> a = load_pack(y + (uint64_t)i * V), b = load_pack(bias + c);
+      Pack<T> r;
+#pragma unroll
+      for (int e = 0; e < V; e++) r.set(e, activate(a.get(e) + b.get(e), act));
+      store_pack(out + (uint64_t)i * V, r);
+    });
+    return;
+  }
+  grid_stride(rows * width, [&](uint64_t i) { out[i] = from_float<T>(activate(to_float(y[i]) + to_float(bias[i % width]), act)); });
 }
 
 // One L2-normalised f32 vector per sequence: the mean (or, with lens of 1, the first row) of rows
