@@ -5,9 +5,10 @@ use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
 use warpfold_backend::{Backend, SequenceTag};
-use warpfold_bench::corpus::{words, Rng};
+use warpfold_bench::corpus::{self, words, CorpusKind, Rng};
 use warpfold_engine::embed::Embedder;
 use warpfold_engine::tape::{packed_bin, padded_bin, TokenSequence};
+use warpfold_engine::tokenize::TextEncoder;
 use warpfold_engine::{Batching, Engine, Lane, SchedulerConfig};
 use warpfold_runtime::models::ModelDir;
 
@@ -169,4 +170,67 @@ fn a_bge_style_checkpoint_loads_and_packs_exactly() {
     assert_eq!(backend.info().output_dim, 64);
     check_packed_equals_alone(&model, &varied_texts());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The library alone, and the encoder as warpfold builds it (BERT's ASCII path here, the library
+/// for the rest), on the default model's tokenizer and its limit of 256 tokens.
+fn both_tokenizers() -> (TextEncoder, TextEncoder) {
+    let dir = minilm_dir();
+    let ours = TextEncoder::from_file(&dir.tokenizer, 256).unwrap();
+    assert!(ours.has_fast_path(), "all-MiniLM-L6-v2's tokenizer is BERT's: the ASCII path must be on");
+    (ours, TextEncoder::from_file(&dir.tokenizer, 256).unwrap().library_only())
+}
+
+fn assert_same_ids(ours: &TextEncoder, library: &TextEncoder, texts: &[String]) {
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let (fast, slow) = (ours.encode_batch(&refs), library.encode_batch(&refs));
+    for ((text, f), s) in texts.iter().zip(fast).zip(slow) {
+        assert_eq!(f, s, "ids differ for {text:?}");
+    }
+}
+
+#[test]
+fn the_ascii_wordpiece_gives_the_library_ids_on_both_benchmark_corpora() {
+    let (ours, library) = both_tokenizers();
+    for kind in [CorpusKind::Stress, CorpusKind::Production] {
+        let texts: Vec<String> = corpus::generate(kind, 48, 11)
+            .iter()
+            .flat_map(|doc| library.chunk(doc).unwrap().into_iter().map(move |c| doc[c.start..c.end].to_string()))
+            .collect();
+        assert!(texts.len() > 100, "{} chunks", texts.len());
+        assert_same_ids(&ours, &library, &texts);
+    }
+}
+
+#[test]
+fn the_ascii_wordpiece_gives_the_library_ids_on_every_kind_of_character() {
+    // Each fragment is something the fast path treats in its own way: words in and out of the
+    // vocabulary, a word past WordPiece's 100 characters, punctuation, control characters (dropped,
+    // joining their neighbours; \x0b and \x0c are controls, not spaces), ASCII and Unicode spaces,
+    // accents composed and combining, CJK, ligatures, emoji, the replacement character, special
+    // tokens' strings in any case, the continuing-subword prefix itself.
+    #[rustfmt::skip]
+    let fragments = [
+        "the", "Tokenization", "UNAFFABLE", "qzxqvj", "x", "42", "3.14", "e-mail", "don't", "##ing", "#", "...", "(a)", "[", "]",
+        "\u{1}", "\u{b}", "\u{c}", "\u{7f}", "\0", "a\u{1}b", " ", "  ", "\t", "\n", "\r\n", "\u{a0}", "\u{2003}", "\u{3000}",
+        "café", "CAFE\u{301}", "naïve", "Ärger", "中文字", "ﬁnd", "😀", "\u{fffd}", "\u{200b}", "’s", "—", "[SEP]", "[cls]",
+        "x[MASK]y", "[UNK]", "<s>", "ß", "İstanbul", "ǅ",
+    ];
+    let long = "a".repeat(101);
+    let mut rng = Rng::new(17);
+    let mut texts: Vec<String> = fragments.iter().map(|f| format!("{f} word{f}word")).collect();
+    texts.push(format!("before {long} after {}", "b".repeat(100)));
+    for _ in 0..3000 {
+        let n = rng.range(1, 24);
+        let text: String = (0..n)
+            .map(|_| match rng.range(0, 3) {
+                0 => fragments[rng.range(0, fragments.len() - 1)],
+                1 => " ",
+                _ => ["word", "Packing", "gpu", "zebra", "ANTI", "disestablishment"][rng.range(0, 5)],
+            })
+            .collect();
+        texts.push(text);
+    }
+    let (ours, library) = both_tokenizers();
+    assert_same_ids(&ours, &library, &texts);
 }

@@ -99,6 +99,10 @@ struct CorpusReport {
     chunks: usize,
     real_tokens: usize,
     tokenize_seconds: f64,
+    /// The chunks' texts to ids on all cores, tokens/s: the encoder as warpfold builds it (BERT's
+    /// ASCII path where it applies), and the tokenizers library doing all of it.
+    tokenizer_tokens_per_second: f64,
+    library_tokenizer_tokens_per_second: f64,
     runs: Vec<SystemRun>,
     packed_over_padded: f64,
     /// Median end-to-end run over the peer's median run at its fastest batch size.
@@ -144,6 +148,7 @@ pub fn run(harness: &Harness, args: &BenchArgs) -> Result<ExitCode> {
     // Every run of the bench packs bins of one size, fixed here once.
     let harness = &harness.with_bin_tokens(bench_bin_tokens(harness, &dir)?);
     let encoder = TextEncoder::from_file(&dir.tokenizer, info.max_sequence_tokens)?;
+    let library = TextEncoder::from_file(&dir.tokenizer, info.max_sequence_tokens)?.library_only();
     let kinds = match args.corpus {
         CorpusArg::Stress => vec![CorpusKind::Stress],
         CorpusArg::Production => vec![CorpusKind::Production],
@@ -151,7 +156,7 @@ pub fn run(harness: &Harness, args: &BenchArgs) -> Result<ExitCode> {
     };
     let mut corpora = Vec::new();
     for kind in kinds {
-        corpora.push(run_corpus(harness, args, &dir, &encoder, kind)?);
+        corpora.push(run_corpus(harness, args, &dir, (&encoder, &library), kind)?);
     }
     let packer = packer_throughput(args.packer_sequences, harness.bin_tokens(), harness.engine.align, args.seed);
     let report = Report {
@@ -221,7 +226,7 @@ fn run_corpus(
     harness: &Harness,
     args: &BenchArgs,
     dir: &warpfold_runtime::models::ModelDir,
-    encoder: &TextEncoder,
+    (encoder, library): (&TextEncoder, &TextEncoder),
     kind: CorpusKind,
 ) -> Result<CorpusReport> {
     let docs = corpus::generate(kind, args.documents, args.seed);
@@ -230,6 +235,11 @@ fn run_corpus(
     let tokenize_seconds = t0.elapsed().as_secs_f64();
     let real_tokens: usize = ids.iter().map(Vec::len).sum();
     eprintln!("bench {}: {} documents -> {} chunks, {} tokens", kind.name(), docs.len(), ids.len(), real_tokens);
+    let tokenizer_tokens_per_second = tokenizer_rate(encoder, &texts, &ids)?;
+    let library_tokenizer_tokens_per_second = tokenizer_rate(library, &texts, &ids)?;
+    eprintln!(
+        "  tokenizer, all cores: {tokenizer_tokens_per_second:.0} tokens/s (the tokenizers library alone: {library_tokenizer_tokens_per_second:.0})"
+    );
 
     let packed_cfg = SchedulerConfig { batching: Batching::Packed, ..harness.scheduler_config() };
     let padded_cfg =
@@ -274,11 +284,30 @@ fn run_corpus(
         chunks: ids.len(),
         real_tokens,
         tokenize_seconds,
+        tokenizer_tokens_per_second,
+        library_tokenizer_tokens_per_second,
         runs,
         packed_over_padded,
         packed_end_to_end_over_peer,
         round_ratios,
     })
+}
+
+/// Tokens/s of `encoder` turning `texts` into ids on all cores (the fastest of three runs), checked
+/// to give `ids`.
+fn tokenizer_rate(encoder: &TextEncoder, texts: &[String], ids: &[Vec<u32>]) -> Result<f64> {
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let tokens: usize = ids.iter().map(Vec::len).sum();
+    let mut best = f64::MAX;
+    for _ in 0..3 {
+        let t0 = Instant::now();
+        let got = encoder.encode_batch(&refs);
+        best = best.min(t0.elapsed().as_secs_f64());
+        if got.into_iter().zip(ids).any(|(g, want)| g.as_ref() != Ok(want)) {
+            bail!("the tokenizer gave other ids than the chunks' on a second pass");
+        }
+    }
+    Ok(tokens as f64 / best)
 }
 
 /// The run of median speed (the lower middle one of an even count), named with the count.
@@ -507,6 +536,11 @@ fn print_table(report: &Report) {
             out,
             "\n{} corpus: {} documents, {} chunks, {} real tokens (tokenized in {:.2} s)",
             c.corpus, c.documents, c.chunks, c.real_tokens, c.tokenize_seconds
+        );
+        let _ = writeln!(
+            out,
+            "tokenizer on all cores: {:.0} tokens/s (the tokenizers library alone: {:.0})",
+            c.tokenizer_tokens_per_second, c.library_tokenizer_tokens_per_second
         );
         let w = c.runs.iter().map(|r| r.system.len()).max().unwrap_or(6);
         let _ = writeln!(

@@ -11,7 +11,8 @@
 //! - [`multi`]: one dispatcher over several devices: cost-balanced queues, stealing, failover.
 //! - [`stats`]: the counters bins leave behind, and snapshots of them.
 //! - [`probe`]: the VRAM probe's search for a bin's capacity and its throughput knee.
-//! - [`tokenize`], [`embed`]: texts to ids and to embeddings, a bad text costing only itself.
+//! - [`tokenize`], [`embed`]: texts to ids and to embeddings, a bad text costing only itself;
+//!   [`wordpiece`]: BERT's tokenization of ASCII text without the library's per-character bookkeeping.
 
 pub mod config;
 pub mod dispatcher;
@@ -25,6 +26,7 @@ pub mod scheduler;
 pub mod stats;
 pub mod tape;
 pub mod tokenize;
+pub mod wordpiece;
 
 pub use multi::CostModel;
 pub use scheduler::{Batching, Engine, EngineError, Lane, SchedulerConfig, Window};

@@ -3,10 +3,18 @@
 //! Why not the tokenizer.json as shipped: model repositories often enable truncation and fixed padding
 //! in it (all-MiniLM-L6-v2's cuts at 128 and pads to 128). warpfold turns both off: padding is the
 //! packer's business, and a text that is too long gets an error naming its length, never a quiet cut.
+//!
+//! Ids for embedding come from [`WordPieceAscii`] where the tokenizer is BERT's (the library's ids,
+//! without its per-character bookkeeping: see [`crate::wordpiece`]), from the library otherwise;
+//! `WARPFOLD_TOKENIZER=library` uses the library for everything. Chunking needs each token's offsets
+//! and always uses the library.
 
 use std::path::Path;
 
+use rayon::prelude::*;
 use tokenizers::{PostProcessor, Tokenizer};
+
+use crate::wordpiece::WordPieceAscii;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize)]
 pub enum TextError {
@@ -29,6 +37,7 @@ pub struct TextChunk {
 
 pub struct TextEncoder {
     tokenizer: Tokenizer,
+    fast: Option<WordPieceAscii>,
     max_tokens: usize,
 }
 
@@ -37,7 +46,20 @@ impl TextEncoder {
         let mut tokenizer = Tokenizer::from_file(path).map_err(|e| TextError::Tokenizer(format!("{}: {e}", path.display())))?;
         tokenizer.with_padding(None);
         tokenizer.with_truncation(None).map_err(|e| TextError::Tokenizer(e.to_string()))?;
-        Ok(Self { tokenizer, max_tokens })
+        let library_only = std::env::var("WARPFOLD_TOKENIZER").is_ok_and(|v| v == "library");
+        let fast = if library_only { None } else { WordPieceAscii::from_tokenizer(&tokenizer) };
+        Ok(Self { tokenizer, fast, max_tokens })
+    }
+
+    /// The same tokenizer with the library doing all of the work (for comparing the two).
+    pub fn library_only(mut self) -> Self {
+        self.fast = None;
+        self
+    }
+
+    /// Whether ids come from [`WordPieceAscii`] where it can make them.
+    pub fn has_fast_path(&self) -> bool {
+        self.fast.is_some()
     }
 
     /// The longest sequence (special tokens included) this encoder lets through.
@@ -52,14 +74,18 @@ impl TextEncoder {
 
     /// Ids with the model's special tokens, or why not.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, TextError> {
-        self.check(text, self.tokenizer.encode_fast(text, true))
+        let ids = match &self.fast {
+            Some(fast) => fast.encode(text, &self.tokenizer),
+            None => self.tokenizer.encode_fast(text, true).map(|e| e.get_ids().to_vec()),
+        };
+        self.check(text, ids)
     }
 
-    fn check(&self, text: &str, enc: tokenizers::Result<tokenizers::Encoding>) -> Result<Vec<u32>, TextError> {
+    fn check(&self, text: &str, ids: tokenizers::Result<Vec<u32>>) -> Result<Vec<u32>, TextError> {
         if text.trim().is_empty() {
             return Err(TextError::Empty);
         }
-        let ids = enc.map_err(|e| TextError::Tokenizer(e.to_string()))?.get_ids().to_vec();
+        let ids = ids.map_err(|e| TextError::Tokenizer(e.to_string()))?;
         if ids.len() > self.max_tokens {
             return Err(TextError::TooLong { tokens: ids.len(), max: self.max_tokens });
         }
@@ -68,12 +94,15 @@ impl TextEncoder {
 
     /// Encodes many texts on all cores; one result per text, in order.
     pub fn encode_batch(&self, texts: &[&str]) -> Vec<Result<Vec<u32>, TextError>> {
+        if self.fast.is_some() {
+            return texts.par_iter().map(|t| self.encode(t)).collect();
+        }
         let encodings = match self.tokenizer.encode_batch_fast(texts.to_vec(), true) {
             Ok(encodings) => encodings,
             // One bad text fails the whole batch call: fall back to one at a time so the rest survive.
             Err(_) => return texts.iter().map(|t| self.encode(t)).collect(),
         };
-        texts.iter().zip(encodings).map(|(t, e)| self.check(t, Ok(e))).collect()
+        texts.iter().zip(encodings).map(|(t, e)| self.check(t, Ok(e.get_ids().to_vec()))).collect()
     }
 
     /// Cuts `text` into spans that each encode to at most `max_tokens` (special tokens included),
