@@ -111,6 +111,19 @@ fn over_long_text_is_an_error_naming_its_length_and_others_still_embed() {
     assert_eq!(results[3].as_ref().unwrap().len(), 384);
 }
 
+#[test]
+fn a_token_id_past_the_vocabulary_is_an_error_naming_it() {
+    // The device's gathers (index_select on CUDA) read the row an id names: an id
+    // past the table must be refused before any device work, not read outside it.
+    let (mut backend, _) = load(&minilm_dir());
+    let (good, bad) = ([101u32, 7592, 102], [101u32, 30_522, 102]);
+    let tag = |index| SequenceTag { request: 0, index };
+    let seqs = [TokenSequence { tag: tag(0), ids: &good }, TokenSequence { tag: tag(1), ids: &bad }];
+    let err = backend.embed(&packed_bin(seqs.iter().cloned(), 16, 1 << 10, 0)).unwrap_err().to_string();
+    assert!(err.contains("token id 30522") && err.contains("vocabulary of 30522"), "{err}");
+    assert_eq!(backend.embed(&packed_bin(seqs[..1].iter().cloned(), 16, 1 << 10, 0)).unwrap()[0].len(), 384);
+}
+
 /// Writes a small random BERT in the layout BGE/GTE checkpoints use: a `bert.` prefix on every
 /// weight, CLS pooling, a 512-position limit and no sentence-transformers max_seq_length.
 fn write_bge_style_model(dir: &Path) {

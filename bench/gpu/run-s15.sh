@@ -20,7 +20,7 @@ minilm_tests_stream s15 "$stage"
 nproc; lscpu | grep -m1 "Model name"
 case $stage in
   profile)
-    for bin in probe 16384; do
+    for bin in ${BINS:-58976 16384}; do
       args=() && [ $bin = probe ] || args=(--bin-tokens $bin)
       t0=$(date +%s%N)
       WARPFOLD_PROFILE=1 $W --device cuda "${args[@]}" bench --corpus stress --documents 512 --packer-sequences 1000 \
@@ -28,19 +28,23 @@ case $stage in
       echo "--- bins: $bin ($(( ($(date +%s%N) - t0) / 1000000 )) ms for the whole bench)"
       $PY - "$OUT/profile-minilm-$bin.err" <<'PY'
 import collections, re, sys
+# Bins of at least 16,384 tokens (the packed run's) apart from smaller ones (the padded ablation's).
 ansi = re.compile(r"\x1b\[[0-9;]*m")
-stages, tokens, bins, total = collections.Counter(), 0, 0, 0.0
+groups = collections.defaultdict(lambda: [collections.Counter(), 0, 0, 0.0])
+g = None
 for line in open(sys.argv[1]):
     line = ansi.sub("", line)
     m = re.search(r"warpfold::profile: bin of (\d+) tokens \((\d+) sequences\), ([\d.]+) ms", line)
     if m:
-        bins += 1; tokens += int(m.group(1)); total += float(m.group(3)); continue
+        g = groups["bins >= 16384 tokens" if int(m.group(1)) >= 16384 else "smaller bins"]
+        g[1] += 1; g[2] += int(m.group(1)); g[3] += float(m.group(3)); continue
     m = re.search(r"warpfold::profile:\s+(.+?)\s+([\d.]+) ms\s+[\d.]+%", line)
-    if m:
-        stages[m.group(1).strip()] += float(m.group(2))
-print(f"{bins} bins, {tokens} tokens, {total:.1f} ms in timed stages = {tokens / max(total, 1e-9) * 1e3:,.0f} tokens/s of stage time")
-for name, ms in stages.most_common():
-    print(f"  {name:<32} {ms:9.1f} ms {100 * ms / total:5.1f}%")
+    if m and g is not None:
+        g[0][m.group(1).strip()] += float(m.group(2))
+for name, (stages, bins, tokens, total) in groups.items():
+    print(f"{name}: {bins} bins, {tokens} tokens, {total:.1f} ms in timed stages = {tokens / max(total, 1e-9) * 1e3:,.0f} tokens/s of stage time")
+    for stage, ms in stages.most_common():
+        print(f"  {stage:<32} {ms:9.1f} ms {100 * ms / total:5.1f}%")
 PY
       grep -E "bench|tokenizer|packed|VRAM" "$OUT/profile-minilm-$bin.err" | sed 's/\x1b\[[0-9;]*m//g' | head -8
     done ;;

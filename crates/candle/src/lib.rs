@@ -203,6 +203,14 @@ impl Backend for BertBackend {
                 self.model.config.max_position_embeddings
             )));
         }
+        // The device's gathers read the table row an id names: one past the table is an error here,
+        // not a read outside it there.
+        if let Some(&id) = bin.input_ids.iter().find(|&&id| id as usize >= self.model.config.vocab_size) {
+            return Err(BackendError::InvalidBin(format!(
+                "token id {id} is past the model's vocabulary of {}",
+                self.model.config.vocab_size
+            )));
+        }
         let fetch = self.model.embed(bin).and_then(|t| self.model.fetch_start(&t)).map_err(|e| backend_error(e, bin))?;
         Ok(Started::Pending(Box::new((fetch, bin.computed_tokens()))))
     }
