@@ -240,3 +240,23 @@ pub fn validate_bin(bin: &Bin) -> Result<(), BackendError> {
     }
     Ok(())
 }
+
+/// What a model's tables take, for a bin [`validate_bin`] passed: no sequence longer than its
+/// `max_positions`, no id past its `vocab` ([`check_vocabulary`]); the reason otherwise.
+pub fn check_tables(bin: &Bin, max_positions: usize, vocab: usize) -> Result<(), String> {
+    let longest = bin.seq_lens.iter().copied().max().unwrap_or(0) as usize;
+    if longest > max_positions {
+        return Err(format!("a sequence of {longest} tokens exceeds the model's {max_positions} positions"));
+    }
+    check_vocabulary(&bin.input_ids, vocab)
+}
+
+/// The first id past a vocabulary of `vocab`, as the reason to refuse it: a model's gathers read
+/// the table row an id names, so one past the table stops here, not as a read outside it on the
+/// device.
+pub fn check_vocabulary(ids: &[u32], vocab: usize) -> Result<(), String> {
+    match ids.iter().find(|&&id| id as usize >= vocab) {
+        Some(id) => Err(format!("token id {id} is outside the vocabulary of {vocab}")),
+        None => Ok(()),
+    }
+}

@@ -304,7 +304,7 @@ fn tokenizer_rate(encoder: &TextEncoder, texts: &[String], ids: &[Vec<u32>]) -> 
         let got = encoder.encode_batch(&refs);
         best = best.min(t0.elapsed().as_secs_f64());
         if got.into_iter().zip(ids).any(|(g, want)| g.as_ref() != Ok(want)) {
-            bail!("the tokenizer gave other ids than the chunks' on a second pass");
+            bail!("the tokenizer gave other ids than those the chunks were embedded with");
         }
     }
     Ok(tokens as f64 / best)

@@ -18,7 +18,7 @@
 //! varlen kernel (a CUDA build without the paged kernel).
 
 use candle_core::{DType, Device, Module, Result, Tensor};
-use warpfold_backend::{Bin, Layout, SequenceTag};
+use warpfold_backend::{check_vocabulary, Bin, Layout, SequenceTag};
 
 use crate::llama::{LlamaModel, Residual};
 use crate::stage_profile::{self, time as stage};
@@ -249,9 +249,7 @@ impl LlamaModel {
         if caches.len() != b {
             candle_core::bail!("decode_step: {b} tokens for {} caches", caches.len());
         }
-        if let Some(&id) = tokens.iter().find(|&&id| id as usize >= self.config.vocab_size) {
-            candle_core::bail!("token id {id} is outside the vocabulary of {}", self.config.vocab_size);
-        }
+        check_vocabulary(tokens, self.config.vocab_size).map_err(candle_core::Error::Msg)?;
         let max_pos = self.config.max_position_embeddings;
         if let Some(c) = caches.iter().find(|c| c.len >= max_pos) {
             candle_core::bail!("a sequence of {} tokens has reached the model's {max_pos} positions", c.len);

@@ -28,7 +28,7 @@ pub mod varlen;
 use std::path::Path;
 
 use candle_core::Device;
-use warpfold_backend::{validate_bin, Backend, BackendError, BackendInfo, Bin, Started};
+use warpfold_backend::{check_tables, validate_bin, Backend, BackendError, BackendInfo, Bin, Started};
 
 pub use warpfold_backend::model_dir::{ModelDir, Pooling};
 
@@ -196,21 +196,8 @@ impl Backend for BertBackend {
 
     fn start(&mut self, bin: &Bin) -> Result<Started, BackendError> {
         validate_bin(bin)?;
-        let longest = bin.seq_lens.iter().copied().max().unwrap_or(0) as usize;
-        if longest > self.model.config.max_position_embeddings {
-            return Err(BackendError::InvalidBin(format!(
-                "a sequence of {longest} tokens exceeds the model's {} positions",
-                self.model.config.max_position_embeddings
-            )));
-        }
-        // The device's gathers read the table row an id names: one past the table is an error here,
-        // not a read outside it there.
-        if let Some(&id) = bin.input_ids.iter().find(|&&id| id as usize >= self.model.config.vocab_size) {
-            return Err(BackendError::InvalidBin(format!(
-                "token id {id} is past the model's vocabulary of {}",
-                self.model.config.vocab_size
-            )));
-        }
+        let c = &self.model.config;
+        check_tables(bin, c.max_position_embeddings, c.vocab_size).map_err(BackendError::InvalidBin)?;
         let fetch = self.model.embed(bin).and_then(|t| self.model.fetch_start(&t)).map_err(|e| backend_error(e, bin))?;
         Ok(Started::Pending(Box::new((fetch, bin.computed_tokens()))))
     }

@@ -25,7 +25,7 @@ use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, Module, Result, Tensor, D};
 use candle_nn::{embedding, rms_norm, Embedding, Linear, RmsNorm, VarBuilder};
 use serde::Deserialize;
-use warpfold_backend::{validate_bin, Bin};
+use warpfold_backend::{check_tables, validate_bin, Bin};
 
 use crate::staging::Staging;
 use crate::varlen::{varlen_causal_attention, VarlenSlots, ATTN_QUERY_ROWS};
@@ -565,14 +565,7 @@ impl LlamaModel {
 
     fn check_bin(&self, bin: &Bin) -> Result<()> {
         validate_bin(bin).map_err(|e| candle_core::Error::Msg(e.to_string()))?;
-        let longest = bin.seq_lens.iter().copied().max().unwrap_or(0) as usize;
-        if longest > self.config.max_position_embeddings {
-            candle_core::bail!("a sequence of {longest} tokens exceeds the model's {} positions", self.config.max_position_embeddings);
-        }
-        if let Some(&id) = bin.input_ids.iter().find(|&&id| id as usize >= self.config.vocab_size) {
-            candle_core::bail!("token id {id} is outside the vocabulary of {}", self.config.vocab_size);
-        }
-        Ok(())
+        check_tables(bin, self.config.max_position_embeddings, self.config.vocab_size).map_err(candle_core::Error::Msg)
     }
 
     /// The forward over a bin whose ids, positions and slot boundaries are already on the device.
