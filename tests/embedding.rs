@@ -113,7 +113,7 @@ fn over_long_text_is_an_error_naming_its_length_and_others_still_embed() {
 
 #[test]
 fn a_token_id_past_the_vocabulary_is_an_error_naming_it() {
-    // The device's gathers (index_select on CUDA) read the row an id names: an id
+    // The device's gathers read the row an id names (one kernel for the embeddings on CUDA): an id
     // past the table must be refused before any device work, not read outside it.
     let (mut backend, _) = load(&minilm_dir());
     let (good, bad) = ([101u32, 7592, 102], [101u32, 30_522, 102]);

@@ -86,6 +86,8 @@ struct Embeddings {
     position: Embedding,
     token_type: Tensor,
     norm: LayerNorm,
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    eps: f64,
 }
 
 impl Embeddings {
@@ -96,11 +98,28 @@ impl Embeddings {
         // Every token is segment 0: keep row 0 of the token-type table, added by broadcast.
         let token_type = vb.pp("token_type_embeddings").get((cfg.type_vocab_size, h), "weight")?.i(0)?;
         let norm = layer_norm(h, LayerNormConfig { eps: cfg.layer_norm_eps, ..Default::default() }, vb.pp("LayerNorm"))?;
-        Ok(Self { word, position, token_type, norm })
+        Ok(Self { word, position, token_type, norm, eps: cfg.layer_norm_eps })
     }
 
-    /// (T,) ids and (T,) positions -> (T, H)
+    /// (T,) ids and (T,) positions -> (T, H); on CUDA one kernel
+    /// ([`crate::encoder_kernels::embed_layer_norm`]) for the gathers, adds and norm.
     fn forward(&self, ids: &Tensor, positions: &Tensor) -> Result<Tensor> {
+        #[cfg(feature = "cuda")]
+        if ids.device().is_cuda() && encoder_kernels_on() {
+            if let Some(bias) = self.norm.bias() {
+                let (word, position) = (self.word.embeddings(), self.position.embeddings());
+                return crate::encoder_kernels::embed_layer_norm(
+                    ids,
+                    positions,
+                    word,
+                    position,
+                    &self.token_type,
+                    self.norm.weight(),
+                    bias,
+                    self.eps,
+                );
+            }
+        }
         let x = self.word.forward(ids)?.add(&self.position.forward(positions)?)?;
         self.norm.forward(&x.broadcast_add(&self.token_type)?)
     }

@@ -4,7 +4,9 @@
 //! a bin's time spent outside the matmuls and attention, in candle's separate element-wise kernels
 //! (bias adds, q/k/v copies, residual adds, layer norms, GELU) and its mean pooling (a scatter-add
 //! that loops over every row of the bin in one thread per column). Here each of those groups is one
-//! kernel: the q/k/v split with its bias (`fused::split_qkv`, shared with the decoder), [`bias_residual_layer_norm`], [`bias_act`] and [`pool_normalize`].
+//! kernel: the embeddings' gathers, adds and layer norm ([`embed_layer_norm`]), the q/k/v split with
+//! its bias (`fused::split_qkv`, shared with the decoder), [`bias_residual_layer_norm`], [`bias_act`]
+//! and [`pool_normalize`].
 //! Only CUDA tensors are accepted; the model takes candle's ops elsewhere.
 
 use candle_core::cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -64,6 +66,77 @@ pub fn bias_residual_layer_norm(y: &Tensor, bias: &Tensor, residual: &Tensor, ga
         DType::BF16 => run!(half::bf16, "bias_residual_layer_norm_bf16"),
         DType::F32 => run!(f32, "bias_residual_layer_norm_f32"),
         d => candle_core::bail!("bias_residual_layer_norm: dtype {d:?} is not supported"),
+    };
+    Ok(wrap(out, (rows, width)))
+}
+
+/// BERT's embeddings: `layer_norm(word[ids[r]] + position[positions[r]] + token_type)` for each row
+/// r, with `ids` and `positions` (rows,) u32 on the device, `word` (vocab, width), `position`
+/// (max positions, width), `token_type`, `gamma`, `beta` (width,). The caller checks the ids and
+/// positions against the tables (a row past them comes out as zeros, nothing is read outside).
+#[allow(clippy::too_many_arguments)]
+pub fn embed_layer_norm(
+    ids: &Tensor,
+    positions: &Tensor,
+    word: &Tensor,
+    position: &Tensor,
+    token_type: &Tensor,
+    gamma: &Tensor,
+    beta: &Tensor,
+    eps: f64,
+) -> Result<Tensor> {
+    let rows = ids.dims1()?;
+    let (vocab, width) = word.dims2()?;
+    let (max_positions, position_width) = position.dims2()?;
+    if positions.dims1()? != rows
+        || ids.dtype() != DType::U32
+        || positions.dtype() != DType::U32
+        || position_width != width
+        || token_type.dims1()? != width
+        || gamma.dims1()? != width
+        || beta.dims1()? != width
+    {
+        candle_core::bail!("embed_layer_norm: {rows} u32 ids and positions over tables of width {width} with operands of other shapes");
+    }
+    same_dtype(word.dtype(), &[position, token_type, gamma, beta], "embed_layer_norm")?;
+    let (s_i, r_i) = cuda_view!(ids, "ids");
+    let (s_p, r_p) = cuda_view!(positions, "positions");
+    let (s_w, r_w) = cuda_view!(word, "word");
+    let (s_pe, r_pe) = cuda_view!(position, "position");
+    let (s_t, r_t) = cuda_view!(token_type, "token_type");
+    let (s_g, r_g) = cuda_view!(gamma, "gamma");
+    let (s_be, r_be) = cuda_view!(beta, "beta");
+    let dev: &CudaDevice = &cuda(&s_w).device;
+    let cfg = warp_per_row_grid(rows);
+    let (rows_arg, width_arg, vocab_arg, max_pos_arg, eps_arg) =
+        (rows as u64, width as u64, vocab as u32, max_positions as u32, eps as f32);
+    let i = cuda(&s_i).as_cuda_slice::<u32>()?.slice(r_i.0..r_i.1);
+    let p = cuda(&s_p).as_cuda_slice::<u32>()?.slice(r_p.0..r_p.1);
+    macro_rules! run {
+        ($t:ty, $name:literal) => {{
+            let w = cuda(&s_w).as_cuda_slice::<$t>()?.slice(r_w.0..r_w.1);
+            let pe = cuda(&s_pe).as_cuda_slice::<$t>()?.slice(r_pe.0..r_pe.1);
+            let t = cuda(&s_t).as_cuda_slice::<$t>()?.slice(r_t.0..r_t.1);
+            let g = cuda(&s_g).as_cuda_slice::<$t>()?.slice(r_g.0..r_g.1);
+            let be = cuda(&s_be).as_cuda_slice::<$t>()?.slice(r_be.0..r_be.1);
+            // SAFETY: every row of the output is written by its warp before anything reads it.
+            let out = unsafe { dev.alloc::<$t>((rows * width).max(1)) }?;
+            let func = dev.get_or_load_custom_func($name, MODULE, PTX)?;
+            let mut l = func.builder();
+            l.arg(&i).arg(&p).arg(&w).arg(&pe).arg(&t).arg(&g).arg(&be).arg(&out);
+            l.arg(&rows_arg).arg(&width_arg).arg(&vocab_arg).arg(&max_pos_arg).arg(&eps_arg);
+            // SAFETY: the arguments match embed_layer_norm_* in kernels/encoder.cu; `i` and `p` hold
+            // `rows` values, the tables vocab × width and max_positions × width, the vectors width,
+            // `out` rows × width (checked above); the kernel reads no row past its table.
+            unsafe { l.launch(cfg) }.map_err(err)?;
+            CudaStorage::wrap_cuda_slice(out, dev.clone())
+        }};
+    }
+    let out = match word.dtype() {
+        DType::F16 => run!(half::f16, "embed_layer_norm_f16"),
+        DType::BF16 => run!(half::bf16, "embed_layer_norm_bf16"),
+        DType::F32 => run!(f32, "embed_layer_norm_f32"),
+        d => candle_core::bail!("embed_layer_norm: dtype {d:?} is not supported"),
     };
     Ok(wrap(out, (rows, width)))
 }

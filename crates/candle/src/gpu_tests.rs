@@ -579,7 +579,7 @@ fn gpu_encoder_kernels_give_the_cpu_vectors() {
         eprintln!("encoder kernels, {pooling:?} pooling: lowest cosine to the f32 CPU vectors {worst:.6}");
         assert!(worst > 0.999, "{pooling:?}: cosine {worst}");
     }
-    // The element-wise kernels alone, in 16-byte packs (384 columns) and per element (77), against
+    // The element-wise kernels and the embeddings' kernel alone, in 16-byte packs (384 columns) and per element (77), against
     // candle's ops on the CPU in f32 from the same f16 inputs.
     use crate::bert::Activation;
     let mut rng = Rng(23);
@@ -596,6 +596,37 @@ fn gpu_encoder_kernels_give_the_cpu_vectors() {
         let e = rel_l2(&flat(&got), &flat(&want));
         eprintln!("bias_residual_layer_norm width {width}: relative L2 error {e:.2e}");
         assert!(e <= 5e-3, "layer norm, width {width}: {e}");
+        // The embeddings: two gathers, the token-type row and the norm in one kernel; the last id
+        // is one past the table and must come out as a row of zeros.
+        let (vocab, positions) = (50usize, 20usize);
+        let (word, position) = (rng.tensor(&[vocab, width], 1.0, 0.0), rng.tensor(&[positions, width], 0.5, 0.0));
+        let mut ids = rng.ids(rows, vocab);
+        let pos: Vec<u32> = (0..rows as u32).map(|r| r % positions as u32).collect();
+        ids[0] = vocab as u32 - 1;
+        let want = {
+            let ids_t = Tensor::new(&ids[..], &Device::Cpu).unwrap();
+            let pos_t = Tensor::new(&pos[..], &Device::Cpu).unwrap();
+            let sum = (host(&word).index_select(&ids_t, 0).unwrap() + host(&position).index_select(&pos_t, 0).unwrap()).unwrap();
+            candle_nn::ops::layer_norm(&sum.broadcast_add(&host(&bias)).unwrap(), &host(&gamma), &host(&beta), 1e-12).unwrap()
+        };
+        ids[rows - 1] = vocab as u32;
+        let on_u32 = |v: &[u32]| Tensor::new(v, &cuda).unwrap();
+        let got = crate::encoder_kernels::embed_layer_norm(
+            &on_u32(&ids),
+            &on_u32(&pos),
+            &on(&word),
+            &on(&position),
+            &on(&bias),
+            &on(&gamma),
+            &on(&beta),
+            1e-12,
+        )
+        .unwrap();
+        let (got, want) = (flat(&got), flat(&want));
+        let e = rel_l2(&got[..(rows - 1) * width], &want[..(rows - 1) * width]);
+        eprintln!("embed_layer_norm width {width}: relative L2 error {e:.2e}");
+        assert!(e <= 5e-3, "embeddings, width {width}: {e}");
+        assert!(got[(rows - 1) * width..].iter().all(|&v| v == 0.0), "an id past the table gives zeros");
         for (act, want) in [
             (Activation::GeluErf, biased.gelu_erf().unwrap()),
             (Activation::GeluTanh, biased.gelu().unwrap()),

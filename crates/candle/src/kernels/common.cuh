@@ -21,6 +21,14 @@ template <typename I, typename F> __device__ __forceinline__ void grid_stride(I 
   for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) f(i);
 }
 
+// The row this warp works on (the row kernels: one warp per row, blocks of whole warps) and its lane;
+// false past the last row.
+__device__ __forceinline__ bool warp_row(uint64_t rows, uint64_t* row, unsigned* lane) {
+  *row = (uint64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  *lane = threadIdx.x % 32;
+  return *row < rows;
+}
+
 // The sum of `v` over the 32 lanes of a warp, in every lane.
 __device__ __forceinline__ float warp_sum(float v) {
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);

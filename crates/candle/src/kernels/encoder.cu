@@ -7,66 +7,91 @@
 
 #include "common.cuh"
 
-// out = layer_norm(y + bias + residual) over rows of `width`, one warp per row (blocks of 8 warps):
-// the row's values stay in the warp's L1 between the mean, variance and write passes.
+// o = layer_norm(a + b + c) over one row of `width` by the 32 lanes of a warp: `a` and `c` are this
+// row's, `b` one vector for every row (a bias, the token-type row). In 16-byte packs where every
+// pointer allows (see Pack), else element by element; the row's values stay in the warp's L1 between
+// the mean, variance and write passes. Shared by the layers' norms and the embeddings' norm.
 template <typename T>
-__device__ void bias_residual_layer_norm(const T* __restrict__ y, const T* __restrict__ bias, const T* __restrict__ residual,
-                                         const T* __restrict__ gamma, const T* __restrict__ beta, T* __restrict__ out, uint64_t rows,
-                                         uint64_t width, float eps) {
-  const uint64_t row = (uint64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-  const unsigned lane = threadIdx.x % 32;
-  if (row >= rows) return;
-  const T* yr = y + row * width;
-  const T* rr = residual + row * width;
-  T* o = out + row * width;
+__device__ void sum3_layer_norm_row(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ c,
+                                    const T* __restrict__ gamma, const T* __restrict__ beta, T* __restrict__ o, uint64_t width,
+                                    float eps, unsigned lane) {
   constexpr int V = Pack<T>::N;
-  if (width % V == 0 && aligned16(y) && aligned16(bias) && aligned16(residual) && aligned16(gamma) && aligned16(beta) &&
-      aligned16(out)) {
-    // In 16-byte packs (see Pack): the same three passes, each lane over its own packs.
-    const uint64_t packs = width / V;
-    auto summed = [&](uint64_t c, float* v) {
-      const Pack<T> a = load_pack(yr + c * V), b = load_pack(bias + c * V), r = load_pack(rr + c * V);
+  if (width % V == 0 && aligned16(a) && aligned16(b) && aligned16(c) && aligned16(gamma) && aligned16(beta) && aligned16(o)) {
+    const uint32_t packs = width / V;
+    auto summed = [&](uint32_t p, float* v) {
+      const Pack<T> x = load_pack(a + p * V), y = load_pack(b + p * V), z = load_pack(c + p * V);
 #pragma unroll
-      for (int e = 0; e < V; e++) v[e] = a.get(e) + b.get(e) + r.get(e);
+      for (int e = 0; e < V; e++) v[e] = x.get(e) + y.get(e) + z.get(e);
     };
     float v[V];
     float sum = 0.0f;
-    for (uint64_t c = lane; c < packs; c += 32) {
-      summed(c, v);
+    for (uint32_t p = lane; p < packs; p += 32) {
+      summed(p, v);
 #pragma unroll
       for (int e = 0; e < V; e++) sum += v[e];
     }
     const float mean = warp_sum(sum) / (float)width;
     float sq = 0.0f;
-    for (uint64_t c = lane; c < packs; c += 32) {
-      summed(c, v);
+    for (uint32_t p = lane; p < packs; p += 32) {
+      summed(p, v);
 #pragma unroll
       for (int e = 0; e < V; e++) sq += (v[e] - mean) * (v[e] - mean);
     }
     const float inv = rsqrtf(warp_sum(sq) / (float)width + eps);
-    for (uint64_t c = lane; c < packs; c += 32) {
-      summed(c, v);
-      const Pack<T> g = load_pack(gamma + c * V), b = load_pack(beta + c * V);
+    for (uint32_t p = lane; p < packs; p += 32) {
+      summed(p, v);
+      const Pack<T> g = load_pack(gamma + p * V), be = load_pack(beta + p * V);
       Pack<T> r;
 #pragma unroll
-      for (int e = 0; e < V; e++) r.set(e, (v[e] - mean) * inv * g.get(e) + b.get(e));
-      store_pack(o + c * V, r);
+      for (int e = 0; e < V; e++) r.set(e, (v[e] - mean) * inv * g.get(e) + be.get(e));
+      store_pack(o + p * V, r);
     }
     return;
   }
   float sum = 0.0f;
-  for (uint64_t j = lane; j < width; j += 32) sum += to_float(yr[j]) + to_float(bias[j]) + to_float(rr[j]);
+  for (uint64_t j = lane; j < width; j += 32) sum += to_float(a[j]) + to_float(b[j]) + to_float(c[j]);
   const float mean = warp_sum(sum) / (float)width;
   float sq = 0.0f;
   for (uint64_t j = lane; j < width; j += 32) {
-    const float d = to_float(yr[j]) + to_float(bias[j]) + to_float(rr[j]) - mean;
+    const float d = to_float(a[j]) + to_float(b[j]) + to_float(c[j]) - mean;
     sq += d * d;
   }
   const float inv = rsqrtf(warp_sum(sq) / (float)width + eps);
   for (uint64_t j = lane; j < width; j += 32) {
-    const float v = to_float(yr[j]) + to_float(bias[j]) + to_float(rr[j]);
+    const float v = to_float(a[j]) + to_float(b[j]) + to_float(c[j]);
     o[j] = from_float<T>((v - mean) * inv * to_float(gamma[j]) + to_float(beta[j]));
   }
+}
+
+// out = layer_norm(y + bias + residual) over rows of `width`.
+template <typename T>
+__device__ void bias_residual_layer_norm(const T* __restrict__ y, const T* __restrict__ bias, const T* __restrict__ residual,
+                                         const T* __restrict__ gamma, const T* __restrict__ beta, T* __restrict__ out, uint64_t rows,
+                                         uint64_t width, float eps) {
+  uint64_t row;
+  unsigned lane;
+  if (!warp_row(rows, &row, &lane)) return;
+  sum3_layer_norm_row(y + row * width, bias, residual + row * width, gamma, beta, out + row * width, width, eps, lane);
+}
+
+// BERT's embeddings: out = layer_norm(word[ids[r]] + position[positions[r]] + token_type) for every
+// row r, where candle's ops take two gathers, two adds and a layer norm. An id or position past its
+// table (the host checks them first) gives a row of zeros, never a read outside the tables.
+template <typename T>
+__device__ void embed_layer_norm(const uint32_t* __restrict__ ids, const uint32_t* __restrict__ positions, const T* __restrict__ word,
+                                 const T* __restrict__ position, const T* __restrict__ token_type, const T* __restrict__ gamma,
+                                 const T* __restrict__ beta, T* __restrict__ out, uint64_t rows, uint64_t width, uint32_t vocab,
+                                 uint32_t max_positions, float eps) {
+  uint64_t row;
+  unsigned lane;
+  if (!warp_row(rows, &row, &lane)) return;
+  const uint32_t id = ids[row], pos = positions[row];
+  T* o = out + row * width;
+  if (id >= vocab || pos >= max_positions) {
+    for (uint64_t j = lane; j < width; j += 32) o[j] = from_float<T>(0.0f);
+    return;
+  }
+  sum3_layer_norm_row(word + (uint64_t)id * width, token_type, position + (uint64_t)pos * width, gamma, beta, o, width, eps, lane);
 }
 
 // The activation: 0 = GELU (erf), 1 = GELU (tanh), 2 = ReLU.
@@ -139,6 +164,12 @@ __device__ void pool_normalize(const T* __restrict__ x, const uint32_t* __restri
                                                                 const T* beta, T* out, uint64_t rows, uint64_t width,         \
                                                                 float eps) {                                                  \
     bias_residual_layer_norm(y, bias, residual, gamma, beta, out, rows, width, eps);                                          \
+  }                                                                                                                           \
+  extern "C" __global__ void embed_layer_norm_##SUFFIX(const uint32_t* ids, const uint32_t* positions, const T* word,          \
+                                                        const T* position, const T* token_type, const T* gamma, const T* beta, \
+                                                        T* out, uint64_t rows, uint64_t width, uint32_t vocab,                 \
+                                                        uint32_t max_positions, float eps) {                                   \
+    embed_layer_norm(ids, positions, word, position, token_type, gamma, beta, out, rows, width, vocab, max_positions, eps);   \
   }                                                                                                                           \
   extern "C" __global__ void bias_act_##SUFFIX(const T* y, const T* bias, T* out, uint64_t rows, uint64_t width, uint32_t act) { \
     bias_act(y, bias, out, rows, width, act);                                                                                 \

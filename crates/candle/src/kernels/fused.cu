@@ -260,9 +260,9 @@ SPLIT_QKV(split_qkv_f32, float)
 template <typename T>
 __device__ void residual_rms_norm(const T* __restrict__ x, const T* __restrict__ y, const T* __restrict__ weight, T* __restrict__ sum,
                                   T* __restrict__ out, uint64_t rows, uint64_t width, float eps) {
-  const uint64_t row = (uint64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-  const unsigned lane = threadIdx.x % 32;
-  if (row >= rows) return;
+  uint64_t row;
+  unsigned lane;
+  if (!warp_row(rows, &row, &lane)) return;
   const T* xr = x + row * width;
   const T* yr = y + row * width;
   T* sr = sum + row * width;
