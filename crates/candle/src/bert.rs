@@ -148,6 +148,39 @@ struct Layer {
     act: Activation,
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     eps: f64,
+    /// What the CUDA flash path adds instead of q/k/v's biases ([`InPlaceBiases`]).
+    #[cfg(feature = "flash-attn")]
+    in_place: InPlaceBiases,
+}
+
+/// The biases for attention that reads k and v in place from the q/k/v projection (the CUDA flash
+/// path), so that no pass copies them out of it:
+/// - k's bias is left out: it adds `q·b` to every score of a query, the same for each key, which
+///   the softmax over keys cancels;
+/// - v's bias moves into the output projection's: the weights of a query's softmax sum to 1, so the
+///   attention adds exactly `b` to each row of its output, and `(c + b)·Woᵀ + bo = c·Woᵀ + (Wo·b + bo)`;
+/// - q's bias alone is added, in one pass over q's third of the projection.
+///
+/// Both are the same function in exact arithmetic; in f16 they round differently, which the GPU
+/// tests bound against the f32 CPU layers and sentence-transformers' vectors.
+#[cfg(feature = "flash-attn")]
+struct InPlaceBiases {
+    q: Tensor,
+    attn_out: Tensor,
+}
+
+#[cfg(feature = "flash-attn")]
+impl InPlaceBiases {
+    fn new(qkv: &Linear, attn_out: &Linear, h: usize) -> Result<Self> {
+        let missing = || candle_core::Error::Msg("a BERT linear layer without a bias".into());
+        let qkv_bias = qkv.bias().ok_or_else(missing)?;
+        let out_bias = attn_out.bias().ok_or_else(missing)?;
+        let dtype = out_bias.dtype();
+        let v_bias = qkv_bias.narrow(0, 2 * h, h)?.to_dtype(DType::F32)?;
+        let moved = attn_out.weight().to_dtype(DType::F32)?.matmul(&v_bias.unsqueeze(1)?)?.squeeze(1)?;
+        let attn_out = (out_bias.to_dtype(DType::F32)? + moved)?.to_dtype(dtype)?;
+        Ok(Self { q: qkv_bias.narrow(0, 0, h)?.contiguous()?, attn_out })
+    }
 }
 
 impl Layer {
@@ -167,9 +200,12 @@ impl Layer {
             "relu" => Activation::Relu,
             _ => Activation::GeluTanh,
         };
+        let attn_out = linear(h, h, vb.pp("attention.output.dense"))?;
         Ok(Self {
+            #[cfg(feature = "flash-attn")]
+            in_place: InPlaceBiases::new(&qkv, &attn_out, h)?,
             qkv,
-            attn_out: linear(h, h, vb.pp("attention.output.dense"))?,
+            attn_out,
             attn_norm: layer_norm(h, ln, vb.pp("attention.output.LayerNorm"))?,
             intermediate: linear(h, cfg.intermediate_size, vb.pp("intermediate.dense"))?,
             output: linear(cfg.intermediate_size, h, vb.pp("output.dense"))?,
@@ -221,8 +257,9 @@ impl Layer {
     }
 
     /// The layer on CUDA with the fused kernels of [`crate::encoder_kernels`]: four matmuls without
-    /// bias, FlashAttention-2 (or the grouped attention), and one kernel for each bias + split,
-    /// bias + residual + layer norm, and bias + activation. (T, H) -> (T, H).
+    /// bias, FlashAttention-2 reading k and v in place with one pass for q's bias (or the grouped
+    /// attention), and one kernel for each bias + residual + layer norm and bias + activation.
+    /// (T, H) -> (T, H).
     #[cfg(feature = "cuda")]
     fn forward_cuda(&self, x: &Tensor, slots: &SlotGroups) -> Result<Tensor> {
         use crate::encoder_kernels as k;
@@ -233,23 +270,26 @@ impl Layer {
             Ok((n.weight(), n.bias().ok_or_else(|| candle_core::Error::Msg("a BERT layer norm without a bias".into()))?))
         }
         let qkv = stage("matmul qkv", || x.matmul(&self.qkv.weight().t()?))?;
-        let ctx = match &slots.flash {
+        let (ctx, attn_out_bias) = match &slots.flash {
             #[cfg(feature = "flash-attn")]
             Some(flash) => {
-                let dims = [self.heads, self.heads, self.head_dim];
-                let (q, kk, v) = stage("bias + q/k/v split", || crate::fused::split_qkv(&qkv, Some(bias(&self.qkv)?), None, dims))?;
-                self.flash_attention(&q, &kk, &v, flash)?
+                // k and v read in place (strided rows of the projection), q with its bias: see InPlaceBiases.
+                let (t, h) = qkv.dims2()?;
+                let q = stage("bias of q", || qkv.narrow(1, 0, h / 3)?.broadcast_add(&self.in_place.q))?;
+                let kv = qkv.reshape((t, 3, self.heads, self.head_dim))?;
+                let q = q.reshape((t, self.heads, self.head_dim))?;
+                (self.flash_attention(&q, &kv.i((.., 1))?, &kv.i((.., 2))?, flash)?, &self.in_place.attn_out)
             }
             #[cfg(not(feature = "flash-attn"))]
             Some(never) => match *never {},
             None => {
                 let qkv = stage("bias", || qkv.broadcast_add(bias(&self.qkv)?))?;
-                stage("attention (grouped)", || self.grouped_attention(&qkv, slots))?
+                (stage("attention (grouped)", || self.grouped_attention(&qkv, slots))?, bias(&self.attn_out)?)
             }
         };
         let y = stage("matmul attn_out", || ctx.matmul(&self.attn_out.weight().t()?))?;
         let (g, b) = norm(&self.attn_norm)?;
-        let x = stage("bias + residual + layer norm", || k::bias_residual_layer_norm(&y, bias(&self.attn_out)?, x, g, b, self.eps))?;
+        let x = stage("bias + residual + layer norm", || k::bias_residual_layer_norm(&y, attn_out_bias, x, g, b, self.eps))?;
         let y = stage("matmul ffn_in", || x.matmul(&self.intermediate.weight().t()?))?;
         let y = stage("bias + activation", || k::bias_act(&y, bias(&self.intermediate)?, self.act))?;
         let y = stage("matmul ffn_out", || y.matmul(&self.output.weight().t()?))?;

@@ -4,9 +4,9 @@
 //! a bin's time spent outside the matmuls and attention, in candle's separate element-wise kernels
 //! (bias adds, q/k/v copies, residual adds, layer norms, GELU) and its mean pooling (a scatter-add
 //! that loops over every row of the bin in one thread per column). Here each of those groups is one
-//! kernel: the embeddings' gathers, adds and layer norm ([`embed_layer_norm`]), the q/k/v split with
-//! its bias (`fused::split_qkv`, shared with the decoder), [`bias_residual_layer_norm`], [`bias_act`]
-//! and [`pool_normalize`].
+//! kernel: the embeddings' gathers, adds and layer norm ([`embed_layer_norm`]),
+//! [`bias_residual_layer_norm`], [`bias_act`] and [`pool_normalize`]; FlashAttention-2 reads k and v
+//! in place from the q/k/v projection (`bert::InPlaceBiases` says why their biases need no pass).
 //! Only CUDA tensors are accepted; the model takes candle's ops elsewhere.
 
 use candle_core::cuda::cudarc::driver::{LaunchConfig, PushKernelArg};

@@ -20,6 +20,7 @@
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
+use aho_corasick::AhoCorasick;
 use rustc_hash::FxHasher;
 use tokenizers::normalizers::NormalizerWrapper;
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
@@ -44,6 +45,10 @@ pub struct WordPieceAscii {
     suffix: Vec<u32>,
     /// Added tokens' strings, lowercased: a text holding one goes to the library whole.
     added: Vec<String>,
+    /// The same strings as one automaton that ignores ASCII case: an ASCII text is searched without
+    /// a lowercased copy (other texts are lowercased first, as Unicode case can map a non-ASCII
+    /// character onto an ASCII letter: the Kelvin sign onto `k`).
+    added_ascii: Option<AhoCorasick>,
 }
 
 impl WordPieceAscii {
@@ -71,9 +76,22 @@ impl WordPieceAscii {
         }
         let unk = *starts.get(model.unk_token.as_bytes())?;
         let (prefix, suffix) = special_ids_around(tokenizer)?;
-        let added =
+        let added: Vec<String> =
             tokenizer.get_added_tokens_decoder().into_values().map(|t| t.content.to_lowercase()).filter(|c| !c.is_empty()).collect();
-        Some(Self { starts, continues, unk, max_word_bytes: model.max_input_chars_per_word, lowercase, prefix, suffix, added })
+        // Without the automaton (it cannot fail for a handful of short strings, but if it did) every
+        // text takes the lowercased search: slower, the same answer.
+        let added_ascii = AhoCorasick::builder().ascii_case_insensitive(true).build(&added).ok();
+        Some(Self {
+            starts,
+            continues,
+            unk,
+            max_word_bytes: model.max_input_chars_per_word,
+            lowercase,
+            prefix,
+            suffix,
+            added,
+            added_ascii,
+        })
     }
 
     /// The ids of `text` with the special tokens, as `tokenizer.encode_fast(text, true)` gives them.
@@ -98,6 +116,9 @@ impl WordPieceAscii {
     fn holds_added_token(&self, text: &str) -> bool {
         if self.added.is_empty() {
             return false;
+        }
+        if let Some(automaton) = self.added_ascii.as_ref().filter(|_| text.is_ascii()) {
+            return automaton.is_match(text);
         }
         let lower = text.to_lowercase();
         self.added.iter().any(|a| lower.contains(a.as_str()))
