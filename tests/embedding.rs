@@ -221,13 +221,14 @@ fn the_ascii_wordpiece_gives_the_library_ids_on_every_kind_of_character() {
     // vocabulary, a word past WordPiece's 100 characters, punctuation, control characters (dropped,
     // joining their neighbours; \x0b and \x0c are controls, not spaces), ASCII and Unicode spaces,
     // accents composed and combining, CJK, ligatures, emoji, the replacement character, special
-    // tokens' strings in any case, the continuing-subword prefix itself.
+    // tokens' strings in any case (and with the Kelvin sign, which lowercases to `k`), the
+    // continuing-subword prefix itself.
     #[rustfmt::skip]
     let fragments = [
         "the", "Tokenization", "UNAFFABLE", "qzxqvj", "x", "42", "3.14", "e-mail", "don't", "##ing", "#", "...", "(a)", "[", "]",
         "\u{1}", "\u{b}", "\u{c}", "\u{7f}", "\0", "a\u{1}b", " ", "  ", "\t", "\n", "\r\n", "\u{a0}", "\u{2003}", "\u{3000}",
         "café", "CAFE\u{301}", "naïve", "Ärger", "中文字", "ﬁnd", "😀", "\u{fffd}", "\u{200b}", "’s", "—", "[SEP]", "[cls]",
-        "x[MASK]y", "[UNK]", "<s>", "ß", "İstanbul", "ǅ",
+        "x[MASK]y", "[UNK]", "<s>", "ß", "İstanbul", "ǅ", "[Sep]", "a[pAd]b", "[UN\u{212a}]",
     ];
     let long = "a".repeat(101);
     let mut rng = Rng::new(17);

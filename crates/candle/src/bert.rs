@@ -162,14 +162,15 @@ struct Layer {
 /// - q's bias alone is added, in one pass over q's third of the projection.
 ///
 /// Both are the same function in exact arithmetic; in f16 they round differently, which the GPU
-/// tests bound against the f32 CPU layers and sentence-transformers' vectors.
-#[cfg(feature = "flash-attn")]
+/// tests bound against the f32 CPU layers and sentence-transformers' vectors; the unit test
+/// `in_place_biases_give_the_same_attention_output` holds the algebra to the plain layer in f32.
+#[cfg_attr(not(feature = "flash-attn"), allow(dead_code))]
 struct InPlaceBiases {
     q: Tensor,
     attn_out: Tensor,
 }
 
-#[cfg(feature = "flash-attn")]
+#[cfg_attr(not(feature = "flash-attn"), allow(dead_code))]
 impl InPlaceBiases {
     fn new(qkv: &Linear, attn_out: &Linear, h: usize) -> Result<Self> {
         let missing = || candle_core::Error::Msg("a BERT linear layer without a bias".into());
@@ -716,6 +717,47 @@ pub(crate) mod tests {
         let mut bad = cfg;
         bad.model_type = Some("llama".into());
         assert!(bad.check().unwrap_err().contains("llama"));
+    }
+
+    #[test]
+    fn in_place_biases_give_the_same_attention_output() {
+        // The CUDA flash path's attention (k without its bias, v without its bias, the output
+        // projection with v's bias moved into its own) against the layer's plain attention, in f32
+        // on the CPU: one sequence of 7 tokens, 3 heads of 4, biases as large as the weights.
+        let cfg: Config = serde_json::from_value(serde_json::json!({
+            "vocab_size": 11, "hidden_size": 12, "num_hidden_layers": 1, "num_attention_heads": 3,
+            "intermediate_size": 24, "max_position_embeddings": 16
+        }))
+        .unwrap();
+        let mut weights = random_weights(&cfg);
+        for (name, t) in weights.iter_mut() {
+            if name.ends_with(".bias") {
+                *t = (t.clone() * 10.0).unwrap();
+            }
+        }
+        let layer = Layer::new(&cfg, VarBuilder::from_tensors(weights, DType::F32, &Device::Cpu).pp("encoder.layer.0")).unwrap();
+        let (t, h, heads) = (7, 12, 3);
+        let x = Tensor::randn(0f32, 1.0, (t, h), &Device::Cpu).unwrap();
+        // softmax(q kᵀ / √d) v per head: (T, H) each -> (T, H).
+        let attend = |q: &Tensor, k: &Tensor, v: &Tensor| -> Tensor {
+            let heads_of = |m: &Tensor| m.reshape((t, heads, h / heads)).unwrap().transpose(0, 1).unwrap().contiguous().unwrap();
+            let (q, k, v) = (heads_of(q), heads_of(k), heads_of(v));
+            let scores = (q.matmul(&k.t().unwrap()).unwrap() / ((h / heads) as f64).sqrt()).unwrap();
+            let p = candle_nn::ops::softmax_last_dim(&scores).unwrap();
+            p.matmul(&v).unwrap().transpose(0, 1).unwrap().reshape((t, h)).unwrap()
+        };
+        let out_proj =
+            |ctx: &Tensor, bias: &Tensor| ctx.matmul(&layer.attn_out.weight().t().unwrap()).unwrap().broadcast_add(bias).unwrap();
+        let qkv = layer.qkv.forward(&x).unwrap();
+        let part = |m: &Tensor, i: usize| m.narrow(1, i * h, h).unwrap();
+        let want = out_proj(&attend(&part(&qkv, 0), &part(&qkv, 1), &part(&qkv, 2)), layer.attn_out.bias().unwrap());
+        let in_place = InPlaceBiases::new(&layer.qkv, &layer.attn_out, h).unwrap();
+        let bare = x.matmul(&layer.qkv.weight().t().unwrap()).unwrap();
+        let q = part(&bare, 0).broadcast_add(&in_place.q).unwrap();
+        let got = out_proj(&attend(&q, &part(&bare, 1), &part(&bare, 2)), &in_place.attn_out);
+        let diff = (got - &want).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+        let scale = want.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+        assert!(diff <= 1e-5 * scale.max(1.0), "largest difference {diff} (outputs up to {scale})");
     }
 
     /// Random weights of a small BERT, every tensor the loader reads.

@@ -546,8 +546,9 @@ fn gpu_paged_decode_matches_a_full_forward_and_the_gathered_path() {
 #[ignore = "needs a CUDA GPU: run this test binary on the GPU machine with --ignored"]
 fn gpu_encoder_kernels_give_the_cpu_vectors() {
     // A 2-layer encoder of MiniLM's widths (384, 12 heads of 32: the FA-2 kernel the build has), random
-    // weights; f16 on the GPU through encoder_kernels.rs (bias + split, bias + residual + layer norm,
-    // bias + GELU, pooling) against the f32 CPU layers, mean and CLS pooling.
+    // weights; f16 on the GPU through encoder_kernels.rs (embeddings, bias + residual + layer norm,
+    // bias + GELU, pooling) and FA-2 reading k and v in place (k's bias dropped, v's moved into the
+    // output projection's: bert::InPlaceBiases) against the f32 CPU layers, mean and CLS pooling.
     use crate::bert::tests::{bin_of_lengths, random_weights};
     use crate::bert::{BertModel, Config};
     use crate::bert_cpu::Gemm;
@@ -577,7 +578,7 @@ fn gpu_encoder_kernels_give_the_cpu_vectors() {
             worst = worst.min(x.iter().zip(y).map(|(a, b)| a * b).sum::<f32>());
         }
         eprintln!("encoder kernels, {pooling:?} pooling: lowest cosine to the f32 CPU vectors {worst:.6}");
-        assert!(worst > 0.999, "{pooling:?}: cosine {worst}");
+        assert!(worst > 0.9999, "{pooling:?}: cosine {worst}");
     }
     // The element-wise kernels and the embeddings' kernel alone, in 16-byte packs (384 columns) and per element (77), against
     // candle's ops on the CPU in f32 from the same f16 inputs.

@@ -81,17 +81,7 @@ impl WordPieceAscii {
         // Without the automaton (it cannot fail for a handful of short strings, but if it did) every
         // text takes the lowercased search: slower, the same answer.
         let added_ascii = AhoCorasick::builder().ascii_case_insensitive(true).build(&added).ok();
-        Some(Self {
-            starts,
-            continues,
-            unk,
-            max_word_bytes: model.max_input_chars_per_word,
-            lowercase,
-            prefix,
-            suffix,
-            added,
-            added_ascii,
-        })
+        Some(Self { starts, continues, unk, max_word_bytes: model.max_input_chars_per_word, lowercase, prefix, suffix, added, added_ascii })
     }
 
     /// The ids of `text` with the special tokens, as `tokenizer.encode_fast(text, true)` gives them.
