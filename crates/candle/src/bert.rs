@@ -276,7 +276,7 @@ impl Layer {
             Some(flash) => {
                 // k and v read in place (strided rows of the projection), q with its bias: see InPlaceBiases.
                 let (t, h) = qkv.dims2()?;
-                let q = stage("bias of q", || qkv.narrow(1, 0, h / 3)?.broadcast_add(&self.in_place.q))?;
+                let q = stage("bias of q", || k::bias_columns(&qkv, h / 3, &self.in_place.q))?;
                 let kv = qkv.reshape((t, 3, self.heads, self.head_dim))?;
                 let q = q.reshape((t, self.heads, self.head_dim))?;
                 (self.flash_attention(&q, &kv.i((.., 1))?, &kv.i((.., 2))?, flash)?, &self.in_place.attn_out)

@@ -5,8 +5,9 @@
 //! (bias adds, q/k/v copies, residual adds, layer norms, GELU) and its mean pooling (a scatter-add
 //! that loops over every row of the bin in one thread per column). Here each of those groups is one
 //! kernel: the embeddings' gathers, adds and layer norm ([`embed_layer_norm`]),
-//! [`bias_residual_layer_norm`], [`bias_act`] and [`pool_normalize`]; FlashAttention-2 reads k and v
-//! in place from the q/k/v projection (`bert::InPlaceBiases` says why their biases need no pass).
+//! [`bias_residual_layer_norm`], [`bias_act`], q's bias ([`bias_columns`]) and [`pool_normalize`];
+//! FlashAttention-2 reads k and v in place from the q/k/v projection (`bert::InPlaceBiases` says why
+//! their biases need no pass).
 //! Only CUDA tensors are accepted; the model takes candle's ops elsewhere.
 
 use candle_core::cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -143,17 +144,31 @@ pub fn embed_layer_norm(
 
 /// `act(y + bias)` over `y` (rows, width).
 pub fn bias_act(y: &Tensor, bias: &Tensor, act: Activation) -> Result<Tensor> {
+    launch_bias_act(y, y.dims2()?.1, bias, act as u32)
+}
+
+/// `y[:, ..columns] + bias` as a contiguous (rows, columns) tensor, `y` (rows, width) contiguous:
+/// the first columns of a wider matrix (q out of the q/k/v projection) in one pass, no copy first.
+pub fn bias_columns(y: &Tensor, columns: usize, bias: &Tensor) -> Result<Tensor> {
+    launch_bias_act(y, columns, bias, NO_ACTIVATION)
+}
+
+/// encoder.cu's `activate` code for none (the [`Activation`] values are its others).
+const NO_ACTIVATION: u32 = 3;
+
+/// `act(y[:, ..columns] + bias)` into a new (rows, columns) tensor, `y` (rows, width) contiguous.
+fn launch_bias_act(y: &Tensor, columns: usize, bias: &Tensor, act: u32) -> Result<Tensor> {
     let (rows, width) = y.dims2()?;
-    if bias.dims1()? != width {
-        candle_core::bail!("bias_act: ({rows}, {width}) with a bias of {:?}", bias.dims());
+    if bias.dims1()? != columns || columns > width {
+        candle_core::bail!("bias_act: {columns} columns of ({rows}, {width}) with a bias of {:?}", bias.dims());
     }
     same_dtype(y.dtype(), &[bias], "bias_act")?;
     let (s_y, r_y) = cuda_view!(y, "y");
     let (s_b, r_b) = cuda_view!(bias, "bias");
     let dev: &CudaDevice = &cuda(&s_y).device;
-    let n = rows * width;
+    let n = rows * columns;
     let cfg = grid(n);
-    let (rows_arg, width_arg, act_arg) = (rows as u64, width as u64, act as u32);
+    let (rows_arg, columns_arg, stride_arg) = (rows as u64, columns as u64, width as u64);
     macro_rules! run {
         ($t:ty, $name:literal) => {{
             let y = cuda(&s_y).as_cuda_slice::<$t>()?.slice(r_y.0..r_y.1);
@@ -162,9 +177,10 @@ pub fn bias_act(y: &Tensor, bias: &Tensor, act: Activation) -> Result<Tensor> {
             let out = unsafe { dev.alloc::<$t>(n.max(1)) }?;
             let func = dev.get_or_load_custom_func($name, MODULE, PTX)?;
             let mut l = func.builder();
-            l.arg(&y).arg(&b).arg(&out).arg(&rows_arg).arg(&width_arg).arg(&act_arg);
-            // SAFETY: the arguments match bias_act_* in kernels/encoder.cu; `y` and `out` hold rows ×
-            // width values, `b` width (checked above).
+            l.arg(&y).arg(&b).arg(&out).arg(&rows_arg).arg(&columns_arg).arg(&stride_arg).arg(&act);
+            // SAFETY: the arguments match bias_act_* in kernels/encoder.cu; `y` holds rows × width
+            // values and the kernel reads the first `columns` of each row, `b` holds `columns`, `out`
+            // rows × columns (checked above).
             unsafe { l.launch(cfg) }.map_err(err)?;
             CudaStorage::wrap_cuda_slice(out, dev.clone())
         }};
@@ -175,7 +191,7 @@ pub fn bias_act(y: &Tensor, bias: &Tensor, act: Activation) -> Result<Tensor> {
         DType::F32 => run!(f32, "bias_act_f32"),
         d => candle_core::bail!("bias_act: dtype {d:?} is not supported"),
     };
-    Ok(wrap(out, (rows, width)))
+    Ok(wrap(out, (rows, columns)))
 }
 
 /// Widest row [`pool_normalize`] takes (4 columns a thread, 256 threads).

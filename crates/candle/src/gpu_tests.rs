@@ -628,6 +628,14 @@ fn gpu_encoder_kernels_give_the_cpu_vectors() {
         eprintln!("embed_layer_norm width {width}: relative L2 error {e:.2e}");
         assert!(e <= 5e-3, "embeddings, width {width}: {e}");
         assert!(got[(rows - 1) * width..].iter().all(|&v| v == 0.0), "an id past the table gives zeros");
+        // q's bias over the first third of a q/k/v projection's rows (rows 3 × width apart).
+        let wide = rng.tensor(&[rows, 3 * width], 2.0, 0.0);
+        let want = host(&wide).narrow(1, 0, width).unwrap().broadcast_add(&host(&bias)).unwrap();
+        let got = crate::encoder_kernels::bias_columns(&on(&wide), width, &on(&bias)).unwrap();
+        assert_eq!(got.dims(), &[rows, width]);
+        let e = rel_l2(&flat(&got), &flat(&want));
+        eprintln!("bias_columns width {width} of {}: relative L2 error {e:.2e}", 3 * width);
+        assert!(e <= 5e-3, "bias_columns, width {width}: {e}");
         for (act, want) in [
             (Activation::GeluErf, biased.gelu_erf().unwrap()),
             (Activation::GeluTanh, biased.gelu().unwrap()),

@@ -94,24 +94,26 @@ __device__ void embed_layer_norm(const uint32_t* __restrict__ ids, const uint32_
   sum3_layer_norm_row(word + (uint64_t)id * width, token_type, position + (uint64_t)pos * width, gamma, beta, o, width, eps, lane);
 }
 
-// The activation: 0 = GELU (erf), 1 = GELU (tanh), 2 = ReLU.
+// The activation: 0 = GELU (erf), 1 = GELU (tanh), 2 = ReLU, 3 = none.
 __device__ __forceinline__ float activate(float x, uint32_t act) {
   if (act == 0) return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
   if (act == 1) return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+  if (act == 3) return x;
   return fmaxf(x, 0.0f);
 }
 
-// out = act(y + bias) over (rows, width), in 16-byte packs with 32-bit indices where the layout
-// allows (see Pack), else per element.
+// out (rows, width, contiguous) = act(y + bias), where y's rows lie `y_stride` elements apart (the
+// first `width` columns of a wider matrix, or all of a contiguous one). In 16-byte packs with 32-bit
+// indices where the layout allows (see Pack), else per element.
 template <typename T>
 __device__ void bias_act(const T* __restrict__ y, const T* __restrict__ bias, T* __restrict__ out, uint64_t rows, uint64_t width,
-                         uint32_t act) {
+                         uint64_t y_stride, uint32_t act) {
   constexpr int V = Pack<T>::N;
-  if (width % V == 0 && aligned16(y) && aligned16(bias) && aligned16(out) && rows * (width / V) < (1ull << 31)) {
+  if (width % V == 0 && y_stride % V == 0 && aligned16(y) && aligned16(bias) && aligned16(out) && rows * (width / V) < (1ull << 31)) {
     const uint32_t per_row = width / V;
     grid_stride((uint32_t)(rows * per_row), [&](uint32_t i) {
-      const uint64_t c = (uint64_t)(i % per_row) * V;
-      const Pack<T> a = load_pack(y + (uint64_t)i * V), b = load_pack(bias + c);
+      const uint64_t row = i / per_row, c = (uint64_t)(i % per_row) * V;
+      const Pack<T> a = load_pack(y + row * y_stride + c), b = load_pack(bias + c);
       Pack<T> r;
 #pragma unroll
       for (int e = 0; e < V; e++) r.set(e, activate(a.get(e) + b.get(e), act));
@@ -119,7 +121,10 @@ __device__ void bias_act(const T* __restrict__ y, const T* __restrict__ bias, T*
     });
     return;
   }
-  grid_stride(rows * width, [&](uint64_t i) { out[i] = from_float<T>(activate(to_float(y[i]) + to_float(bias[i % width]), act)); });
+  grid_stride(rows * width, [&](uint64_t i) {
+    const uint64_t row = i / width, c = i % width;
+    out[i] = from_float<T>(activate(to_float(y[row * y_stride + c]) + to_float(bias[c]), act));
+  });
 }
 
 // One L2-normalised f32 vector per sequence: the mean (or, with lens of 1, the first row) of rows
@@ -171,8 +176,9 @@ __device__ void pool_normalize(const T* __restrict__ x, const uint32_t* __restri
                                                         uint32_t max_positions, float eps) {                                   \
     embed_layer_norm(ids, positions, word, position, token_type, gamma, beta, out, rows, width, vocab, max_positions, eps);   \
   }                                                                                                                           \
-  extern "C" __global__ void bias_act_##SUFFIX(const T* y, const T* bias, T* out, uint64_t rows, uint64_t width, uint32_t act) { \
-    bias_act(y, bias, out, rows, width, act);                                                                                 \
+  extern "C" __global__ void bias_act_##SUFFIX(const T* y, const T* bias, T* out, uint64_t rows, uint64_t width,             \
+                                                uint64_t y_stride, uint32_t act) {                                            \
+    bias_act(y, bias, out, rows, width, y_stride, act);                                                                       \
   }                                                                                                                           \
   extern "C" __global__ void pool_normalize_##SUFFIX(const T* x, const uint32_t* starts, const uint32_t* lens, float* out,    \
                                                       uint64_t width) {                                                       \
