@@ -153,6 +153,12 @@ struct Layer {
     in_place: InPlaceBiases,
 }
 
+/// A BERT linear layer's bias (every one has one; the fused CUDA kernels take it apart from the matmul).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+fn bias_of(l: &Linear) -> Result<&Tensor> {
+    l.bias().ok_or_else(|| candle_core::Error::Msg("a BERT linear layer without a bias".into()))
+}
+
 /// The biases for attention that reads k and v in place from the q/k/v projection (the CUDA flash
 /// path), so that no pass copies them out of it:
 /// - k's bias is left out: it adds `q·b` to every score of a query, the same for each key, which
@@ -173,9 +179,7 @@ struct InPlaceBiases {
 #[cfg_attr(not(feature = "flash-attn"), allow(dead_code))]
 impl InPlaceBiases {
     fn new(qkv: &Linear, attn_out: &Linear, h: usize) -> Result<Self> {
-        let missing = || candle_core::Error::Msg("a BERT linear layer without a bias".into());
-        let qkv_bias = qkv.bias().ok_or_else(missing)?;
-        let out_bias = attn_out.bias().ok_or_else(missing)?;
+        let (qkv_bias, out_bias) = (bias_of(qkv)?, bias_of(attn_out)?);
         let dtype = out_bias.dtype();
         let v_bias = qkv_bias.narrow(0, 2 * h, h)?.to_dtype(DType::F32)?;
         let moved = attn_out.weight().to_dtype(DType::F32)?.matmul(&v_bias.unsqueeze(1)?)?.squeeze(1)?;
@@ -264,9 +268,6 @@ impl Layer {
     #[cfg(feature = "cuda")]
     fn forward_cuda(&self, x: &Tensor, slots: &SlotGroups) -> Result<Tensor> {
         use crate::encoder_kernels as k;
-        fn bias(l: &Linear) -> Result<&Tensor> {
-            l.bias().ok_or_else(|| candle_core::Error::Msg("a BERT linear layer without a bias".into()))
-        }
         fn norm(n: &LayerNorm) -> Result<(&Tensor, &Tensor)> {
             Ok((n.weight(), n.bias().ok_or_else(|| candle_core::Error::Msg("a BERT layer norm without a bias".into()))?))
         }
@@ -275,8 +276,8 @@ impl Layer {
             #[cfg(feature = "flash-attn")]
             Some(flash) => {
                 // k and v read in place (strided rows of the projection), q with its bias: see InPlaceBiases.
-                let (t, h) = qkv.dims2()?;
-                let q = stage("bias of q", || k::bias_columns(&qkv, h / 3, &self.in_place.q))?;
+                let t = qkv.dim(0)?;
+                let q = stage("bias of q", || k::bias_columns(&qkv, self.heads * self.head_dim, &self.in_place.q))?;
                 let kv = qkv.reshape((t, 3, self.heads, self.head_dim))?;
                 let q = q.reshape((t, self.heads, self.head_dim))?;
                 (self.flash_attention(&q, &kv.i((.., 1))?, &kv.i((.., 2))?, flash)?, &self.in_place.attn_out)
@@ -284,18 +285,18 @@ impl Layer {
             #[cfg(not(feature = "flash-attn"))]
             Some(never) => match *never {},
             None => {
-                let qkv = stage("bias", || qkv.broadcast_add(bias(&self.qkv)?))?;
-                (stage("attention (grouped)", || self.grouped_attention(&qkv, slots))?, bias(&self.attn_out)?)
+                let qkv = stage("bias", || qkv.broadcast_add(bias_of(&self.qkv)?))?;
+                (stage("attention (grouped)", || self.grouped_attention(&qkv, slots))?, bias_of(&self.attn_out)?)
             }
         };
         let y = stage("matmul attn_out", || ctx.matmul(&self.attn_out.weight().t()?))?;
         let (g, b) = norm(&self.attn_norm)?;
         let x = stage("bias + residual + layer norm", || k::bias_residual_layer_norm(&y, attn_out_bias, x, g, b, self.eps))?;
         let y = stage("matmul ffn_in", || x.matmul(&self.intermediate.weight().t()?))?;
-        let y = stage("bias + activation", || k::bias_act(&y, bias(&self.intermediate)?, self.act))?;
+        let y = stage("bias + activation", || k::bias_act(&y, bias_of(&self.intermediate)?, self.act))?;
         let y = stage("matmul ffn_out", || y.matmul(&self.output.weight().t()?))?;
         let (g, b) = norm(&self.out_norm)?;
-        stage("bias + residual + layer norm", || k::bias_residual_layer_norm(&y, bias(&self.output)?, &x, g, b, self.eps))
+        stage("bias + residual + layer norm", || k::bias_residual_layer_norm(&y, bias_of(&self.output)?, &x, g, b, self.eps))
     }
 
     /// FlashAttention-2's varlen kernel over the whole tape at once (real tokens only, see
