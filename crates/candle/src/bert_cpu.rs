@@ -11,6 +11,9 @@
 //!    bias, residual and layer norm; feed-forward, bias and GELU; second projection, bias, residual
 //!    and layer norm; and the next layer's q/k/v projection.
 //!
+//! Attention runs through the tiled AVX2 + FMA kernel of [`crate::cpu_attention`] where the CPU has
+//! it and the head size is a multiple of 16, else as two matrix products and a softmax.
+//!
 //! The matmuls are Intel MKL's `sgemm` where it is installed on an Intel CPU ([`crate::mkl`]), else
 //! the `gemm` crate's kernels (AVX-512 where the CPU has it), both on strided views; the row kernels
 //! are [`crate::cpu_ops`]. The result equals the candle-op forward
@@ -22,6 +25,7 @@ use rayon::prelude::*;
 use warpfold_backend::Bin;
 
 use crate::bert::Activation;
+use crate::cpu_attention;
 use crate::cpu_ops::{self, Simd};
 use crate::mkl::Mkl;
 use crate::stage_profile::time as stage;
@@ -215,6 +219,28 @@ impl CpuLayer {
     }
 }
 
+/// How a head's attention is computed.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Attention {
+    /// [`cpu_attention::head`].
+    Tiled,
+    /// q·kᵀ and p·v through [`Gemm`], the softmax between them by [`cpu_ops::softmax`].
+    Products,
+}
+
+impl Attention {
+    /// The tiled kernel where it runs for `head_dim`, unless `WARPFOLD_CPU_ATTENTION=products` asks
+    /// for the products (for side-by-side measurements).
+    fn for_head(head_dim: usize) -> Self {
+        let products = std::env::var("WARPFOLD_CPU_ATTENTION").is_ok_and(|v| v == "products");
+        if !products && cpu_attention::available(head_dim) {
+            Attention::Tiled
+        } else {
+            Attention::Products
+        }
+    }
+}
+
 /// The encoder's layers in the fused CPU form (the embeddings stay candle ops: one gather and one
 /// layer norm per bin).
 pub(crate) struct CpuEncoder {
@@ -223,15 +249,22 @@ pub(crate) struct CpuEncoder {
     heads: usize,
     eps: f32,
     gemm: Gemm,
+    attention: Attention,
 }
 
 impl CpuEncoder {
     pub(crate) fn new(layers: Vec<CpuLayer>, hidden: usize, heads: usize, eps: f64, gemm: Gemm) -> Self {
-        Self { layers, hidden, heads, eps: eps as f32, gemm }
+        let attention = Attention::for_head(hidden / heads);
+        Self { layers, hidden, heads, eps: eps as f32, gemm, attention }
     }
 
-    pub(crate) fn gemm(&self) -> Gemm {
-        self.gemm
+    /// The attention kernel and the matrix product, in words.
+    pub(crate) fn describe(&self) -> String {
+        let attention = match self.attention {
+            Attention::Tiled => "tiled AVX2 attention",
+            Attention::Products => "attention as two products",
+        };
+        format!("{attention} per sequence and head over its real tokens, {}", self.gemm.describe())
     }
 
     /// The layers over a bin's embedded tape `(T, H)`: `(T, H)` token states. Rows of pad tokens
@@ -304,26 +337,33 @@ impl CpuEncoder {
         let qkv_ptr = Shared(qkv.as_ptr().cast_mut());
         let ctx_ptr = Shared(ctx.as_mut_ptr());
         let (qkv_len, ctx_len) = (qkv.len(), ctx.len());
-        tasks.par_iter().for_each_init(Vec::new, |scores: &mut Vec<f32>, &(start, real, head)| {
+        tasks.par_iter().for_each_init(cpu_attention::Scratch::default, |scratch, &(start, real, head)| {
             let (qkv_ptr, ctx_ptr) = (qkv_ptr, ctx_ptr);
             assert!((start + real) * 3 * h <= qkv_len && (start + real) * h <= ctx_len, "slot inside the tape");
-            scores.resize(real * real, 0.0);
             // SAFETY: every offset below addresses rows start..start + real (checked against both
             // buffers above) and columns of this head; `qkv` is only read; each task writes the
             // (rows of its slot) × (columns of its head) block of `ctx`, which no other task
-            // touches, and its own `scores`.
+            // touches, and its own scratch.
             unsafe {
                 let q = qkv_ptr.0.add(start * 3 * h + head * dh).cast_const();
                 let k = q.add(h);
                 let v = q.add(2 * h);
-                // scores (real × real) = Q (real × dh) · Kᵀ
-                self.gemm.run((real, real, dh), (q, 3 * h), (k, 3 * h, true), (scores.as_mut_ptr(), real), false);
-                for row in scores.chunks_exact_mut(real) {
-                    cpu_ops::softmax(simd, row, real, scale);
-                }
-                // ctx (real × dh) = P (real × real) · V (real × dh)
                 let out = ctx_ptr.0.add(start * h + head * dh);
-                self.gemm.run((real, dh, real), (scores.as_ptr(), real), (v, 3 * h, false), (out, h), false);
+                match self.attention {
+                    // `Tiled` was chosen only where `cpu_attention::available(dh)`.
+                    Attention::Tiled => cpu_attention::head(q, k, v, 3 * h, out, h, real, dh, scale, scratch),
+                    Attention::Products => {
+                        let scores = &mut scratch.scores;
+                        scores.resize(real * real, 0.0);
+                        // scores (real × real) = Q (real × dh) · Kᵀ
+                        self.gemm.run((real, real, dh), (q, 3 * h), (k, 3 * h, true), (scores.as_mut_ptr(), real), false);
+                        for row in scores.chunks_exact_mut(real) {
+                            cpu_ops::softmax(simd, row, real, scale);
+                        }
+                        // ctx (real × dh) = P (real × real) · V (real × dh)
+                        self.gemm.run((real, dh, real), (scores.as_ptr(), real), (v, 3 * h, false), (out, h), false);
+                    }
+                }
             }
         });
     }

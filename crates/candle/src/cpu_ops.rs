@@ -7,16 +7,29 @@
 //! picks one at run time from what the CPU has. They work on one row or one block of rows: the
 //! caller splits the work across threads, so a block is still in cache from the matmul before it.
 
+/// [`exp_approx`]'s range: below `EXP_MIN` e^x is taken at `EXP_MIN` (≈ 1.6e-38), above `EXP_MAX`
+/// at `EXP_MAX`.
+pub(crate) const EXP_MIN: f32 = -87.0;
+pub(crate) const EXP_MAX: f32 = 88.0;
+/// ln 2 in two parts (high part exact in f32), for the range reduction x - n·ln2.
+pub(crate) const LN2_HI: f32 = 0.693_145_75;
+pub(crate) const LN2_LO: f32 = 1.428_606_8e-6;
+/// 1.5·2^23: adding it rounds an f32 of magnitude below 2^22 to an integer, which then sits in the
+/// low bits of the sum's mantissa.
+pub(crate) const ROUND_SHIFT: f32 = 12_582_912.0;
+/// Taylor/minimax polynomial of e^r on [-ln2/2, ln2/2], coefficients of r^6 down to r^0 (Horner's
+/// order).
+pub(crate) const EXP_POLY: [f32; 7] = [0.001_395_833, 0.008_333_452, 0.041_666_41, 0.166_666_67, 0.5, 1.0, 1.0];
+
 /// e^x for |x| up to ~87, branch-free: 2^n · p(r) with x = n·ln2 + r.
 #[inline(always)]
-fn exp_approx(x: f32) -> f32 {
-    let x = x.clamp(-87.0, 88.0);
-    // Round to nearest by the 1.5·2^23 trick: stays in vector registers, unlike `f32::round`.
-    const SHIFT: f32 = 12_582_912.0;
-    let n = (x * std::f32::consts::LOG2_E + SHIFT) - SHIFT;
-    let r = x - n * 0.693_145_75 - n * 1.428_606_8e-6;
-    // Taylor/minimax polynomial of e^r on [-ln2/2, ln2/2].
-    let p = 1.0 + r * (1.0 + r * (0.5 + r * (0.166_666_67 + r * (0.041_666_41 + r * (0.008_333_452 + r * 0.001_395_833)))));
+pub(crate) fn exp_approx(x: f32) -> f32 {
+    let x = x.clamp(EXP_MIN, EXP_MAX);
+    // Round to nearest by the shift trick: stays in vector registers, unlike `f32::round`.
+    let n = (x * std::f32::consts::LOG2_E + ROUND_SHIFT) - ROUND_SHIFT;
+    let r = x - n * LN2_HI - n * LN2_LO;
+    let c = EXP_POLY;
+    let p = (((((c[0] * r + c[1]) * r + c[2]) * r + c[3]) * r + c[4]) * r + c[5]) * r + c[6];
     let bits = ((n as i32 + 127) as u32) << 23;
     p * f32::from_bits(bits)
 }

@@ -6,6 +6,7 @@
 
 pub mod bert;
 mod bert_cpu;
+mod cpu_attention;
 mod cpu_ops;
 #[cfg(feature = "cuda")]
 mod cuda_launch;

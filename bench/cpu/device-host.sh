@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The CPU encoder on an Intel Xeon when the build machine is an AMD (issue 17, session 17): the GPU
+# machine's host CPU (the device tool's H200 hosts are Intel Xeons), the GPU unused. The CPU build of
+# warpfold and all-MiniLM-L6-v2 in f32 travel in two parts (a call carries at most 64 MiB), then
+# `warpfold bench --peer` runs there as on the build machine, pinned to two physical cores (as the
+# 2-core Intel build machines of sessions 9-13), once with each attention kernel, against
+# sentence-transformers from the machine's own torch environment.
+#   here:  bash bench/cpu/device-host.sh pack                 -> .gpu-extra/intel/{part-1.tar,part-2}
+#   there: bash bench/cpu/device-host.sh put1                 (call 1: carry .gpu-extra/intel/part-1.tar)
+#          bash bench/cpu/device-host.sh put2 && bash bench/cpu/device-host.sh run
+#                                                             (call 2: carry .gpu-extra/intel/part-2)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+P=.gpu-extra/intel
+D=/tmp/intel
+M=all-MiniLM-L6-v2
+case ${1:?usage: device-host.sh pack|put1|put2|run} in
+  pack)
+    rm -rf "$P" && mkdir -p "$P/stage/models/$M"
+    xz -T2 -3 -c target/release/warpfold > "$P/stage/warpfold.xz"
+    (cd "models/$M" && find . -type f ! -name model.safetensors | cpio -pdm --quiet "../../$P/stage/models/$M")
+    head -c 48000000 "models/$M/model.safetensors" > "$P/stage/weights-1"
+    tail -c +48000001 "models/$M/model.safetensors" > "$P/part-2"
+    (cd "models/$M" && sha256sum model.safetensors) > "$P/stage/SHA256"
+    tar -C "$P/stage" -cf "$P/part-1.tar" . && rm -rf "$P/stage"
+    ls -l "$P" ;;
+  put1)
+    rm -rf $D && mkdir -p $D && tar -C $D -xf $P/part-1.tar && ls $D ;;
+  put2)
+    cat $D/weights-1 $P/part-2 > $D/models/$M/model.safetensors && rm $D/weights-1
+    (cd $D/models/$M && sha256sum -c ../../SHA256)
+    xz -dc $D/warpfold.xz > $D/warpfold && chmod +x $D/warpfold ;;
+  run)
+    OUT=${OUT:-/tmp/out}
+    mkdir -p "$OUT"
+    lscpu > "$OUT/cpu.txt"
+    # Two CPUs on different physical cores (the first two core ids lscpu lists).
+    cpus=$(lscpu -p=CPU,CORE | grep -v '^#' | sort -t, -k2,2n -u | head -2 | cut -d, -f1 | paste -sd,)
+    echo "pinned to CPUs $cpus" | tee "$OUT/pinning.txt"
+    export WARPFOLD_MODELS_DIR=$D/models WARPFOLD_LOG=warn
+    run() {
+      taskset -c "$cpus" $D/warpfold bench --peer --peer-python /opt/torch/.venv/bin/python --rounds "${ROUNDS:-3}" \
+        --documents 64 --packer-sequences 100000 --out "$OUT/$1.json" > "$OUT/$1.log" 2>&1
+      grep -E "kernels|sentence-transformers|end to end|median|ratio" "$OUT/$1.log" | head -20
+    }
+    run tiled
+    WARPFOLD_CPU_ATTENTION=products run products ;;
+esac

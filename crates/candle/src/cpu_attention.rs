@@ -1,0 +1,298 @@
+//! One attention head of one sequence on the CPU, tiled for AVX2 + FMA.
+//!
+//! Why: through the gemm crate, the fused encoder's attention ([`crate::bert_cpu`]) ran at about
+//! 38 GFLOP/s a core on a Zen 3 EPYC (head size 32, 230 tokens), a third of the core's FMA peak, and
+//! half of that time was the softmax: three passes over the L × L scores (max; exponential and sum;
+//! scale by 1/sum). Here six query rows at a time go through q·kᵀ, softmax and p·v while their scores
+//! are in L1: the q·kᵀ tiles write the scores once, one pass exponentiates and sums them, and 1/sum
+//! scales the six output rows instead of the L × L probabilities. On that EPYC: 55–61 GFLOP/s a
+//! core for 128–256 tokens (BENCHMARKS.md, "CPU on AMD ... session 17").
+//!
+//! The tiles are 6 rows × 16 columns: twelve 256-bit accumulators, two loads and six broadcasts per
+//! step, the shape of a register-blocked matrix product on a 16-register ISA. Head sizes must be a
+//! multiple of 16 ([`available`]); others (and CPUs without AVX2 + FMA) take the gemm-crate path.
+//! The result equals the gemm-crate path to f32 rounding (the tests here and in `bert.rs`).
+
+/// Per-thread buffers: kᵀ of one head, and the scores of one block of rows.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    keys_t: Vec<f32>,
+    pub(crate) scores: Vec<f32>,
+}
+
+/// Whether [`head`] runs for head size `head_dim` on this CPU.
+pub(crate) fn available(head_dim: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        head_dim > 0 && head_dim % x86::NR == 0 && std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = head_dim;
+        false
+    }
+}
+
+/// Softmax attention of one head over `len` tokens: `out[i] = Σ_j softmax_j(scale · q_i·k_j) v_j`,
+/// rows of q, k and v `ld` floats apart (in place in a q/k/v projection), of `out` `ld_out` apart,
+/// each `head_dim` wide.
+///
+/// # Safety
+/// [`available`]`(head_dim)` is true; q, k and v each address `len` rows of `head_dim` readable f32s
+/// `ld` apart, `out` `len` rows of `head_dim` writable f32s `ld_out` apart, which nothing else reads
+/// or writes while this runs.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn head(
+    q: *const f32,
+    k: *const f32,
+    v: *const f32,
+    ld: usize,
+    out: *mut f32,
+    ld_out: usize,
+    len: usize,
+    head_dim: usize,
+    scale: f32,
+    scratch: &mut Scratch,
+) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: forwarded from the caller's contract, which includes AVX2 + FMA.
+    unsafe {
+        x86::head(x86::Head { q, k, v, ld, out, ld_out, len, head_dim, scale }, scratch)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (q, k, v, ld, out, ld_out, len, head_dim, scale, scratch);
+        unreachable!("tiled attention runs only where `available` said so: x86-64 with AVX2 + FMA")
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::Scratch;
+    use crate::cpu_ops::{exp_approx, EXP_MAX, EXP_MIN, EXP_POLY, LN2_HI, LN2_LO, ROUND_SHIFT};
+
+    /// Columns of a tile: two 8-lane registers.
+    pub(super) const NR: usize = 16;
+    /// Rows of a tile.
+    const MR: usize = 6;
+
+    pub(super) struct Head {
+        pub q: *const f32,
+        pub k: *const f32,
+        pub v: *const f32,
+        pub ld: usize,
+        pub out: *mut f32,
+        pub ld_out: usize,
+        pub len: usize,
+        pub head_dim: usize,
+        pub scale: f32,
+    }
+
+    /// [`exp_approx`] on eight lanes.
+    #[inline(always)]
+    unsafe fn exp8(x: __m256) -> __m256 {
+        let x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(EXP_MAX)), _mm256_set1_ps(EXP_MIN));
+        let shift = _mm256_set1_ps(ROUND_SHIFT);
+        let t = _mm256_fmadd_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E), shift);
+        let n = _mm256_sub_ps(t, shift);
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), x);
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
+        let mut p = _mm256_set1_ps(EXP_POLY[0]);
+        for &c in &EXP_POLY[1..] {
+            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+        }
+        // n sits in the low mantissa bits of t: t's bits minus the shift's are n, exactly.
+        let n = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_castps_si256(shift));
+        let two_n = _mm256_slli_epi32::<23>(_mm256_add_epi32(n, _mm256_set1_epi32(127)));
+        _mm256_mul_ps(p, _mm256_castsi256_ps(two_n))
+    }
+
+    #[inline(always)]
+    unsafe fn horizontal(v: __m256, f: impl Fn(__m128, __m128) -> __m128) -> f32 {
+        let m = f(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let m = f(m, _mm_movehl_ps(m, m));
+        _mm_cvtss_f32(f(m, _mm_shuffle_ps::<1>(m, m)))
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn head(h: Head, scratch: &mut Scratch) {
+        // kᵀ (head_dim × padded), the columns past `len` zero: whole tiles of keys.
+        let padded = h.len.div_ceil(NR) * NR;
+        let keys_t = &mut scratch.keys_t;
+        keys_t.clear();
+        keys_t.resize(h.head_dim * padded, 0.0);
+        for j in 0..h.len {
+            // SAFETY: row j < len of k, head_dim wide (the caller's contract).
+            let row = unsafe { std::slice::from_raw_parts(h.k.add(j * h.ld), h.head_dim) };
+            for (d, &x) in row.iter().enumerate() {
+                keys_t[d * padded + j] = x;
+            }
+        }
+        scratch.scores.resize(MR * padded, 0.0);
+        let (keys_t, scores) = (keys_t.as_ptr(), scratch.scores.as_mut_ptr());
+        let mut i = 0;
+        // SAFETY (every call below): rows i..i + R < len of q and out; keys_t is head_dim × padded
+        // and scores MR × padded, both ours.
+        while i + MR <= h.len {
+            unsafe { rows::<MR>(&h, i, keys_t, padded, scores) };
+            i += MR;
+        }
+        unsafe {
+            match h.len - i {
+                0 => {}
+                1 => rows::<1>(&h, i, keys_t, padded, scores),
+                2 => rows::<2>(&h, i, keys_t, padded, scores),
+                3 => rows::<3>(&h, i, keys_t, padded, scores),
+                4 => rows::<4>(&h, i, keys_t, padded, scores),
+                _ => rows::<5>(&h, i, keys_t, padded, scores),
+            }
+        }
+    }
+
+    /// Query rows `first..first + R`: their scores against every key, softmax, and p·v into `out`.
+    #[inline(always)]
+    unsafe fn rows<const R: usize>(h: &Head, first: usize, keys_t: *const f32, padded: usize, scores: *mut f32) {
+        unsafe {
+            let q = h.q.add(first * h.ld);
+            // scores (R × padded) = q (R × head_dim) · kᵀ (head_dim × padded)
+            for col in (0..padded).step_by(NR) {
+                let mut acc = [[_mm256_setzero_ps(); 2]; R];
+                for d in 0..h.head_dim {
+                    let b0 = _mm256_loadu_ps(keys_t.add(d * padded + col));
+                    let b1 = _mm256_loadu_ps(keys_t.add(d * padded + col + 8));
+                    for (r, acc) in acc.iter_mut().enumerate() {
+                        let a = _mm256_broadcast_ss(&*q.add(r * h.ld + d));
+                        acc[0] = _mm256_fmadd_ps(a, b0, acc[0]);
+                        acc[1] = _mm256_fmadd_ps(a, b1, acc[1]);
+                    }
+                }
+                for (r, acc) in acc.iter().enumerate() {
+                    _mm256_storeu_ps(scores.add(r * padded + col), acc[0]);
+                    _mm256_storeu_ps(scores.add(r * padded + col + 8), acc[1]);
+                }
+            }
+            // Each row over its real keys: e^(scale · (s - max)) in place, and 1 / the sum.
+            let whole = h.len / 8 * 8;
+            let mut inv_sum = [0f32; R];
+            for (r, inv_sum) in inv_sum.iter_mut().enumerate() {
+                let row = scores.add(r * padded);
+                let mut max8 = _mm256_set1_ps(f32::NEG_INFINITY);
+                for j in (0..whole).step_by(8) {
+                    max8 = _mm256_max_ps(max8, _mm256_loadu_ps(row.add(j)));
+                }
+                let max = (whole..h.len).fold(horizontal(max8, |a, b| _mm_max_ps(a, b)), |m, j| m.max(*row.add(j)));
+                let (scale, shift) = (_mm256_set1_ps(h.scale), _mm256_set1_ps(max * h.scale));
+                let mut sum8 = _mm256_setzero_ps();
+                for j in (0..whole).step_by(8) {
+                    let e = exp8(_mm256_fmsub_ps(_mm256_loadu_ps(row.add(j)), scale, shift));
+                    _mm256_storeu_ps(row.add(j), e);
+                    sum8 = _mm256_add_ps(sum8, e);
+                }
+                let mut sum = horizontal(sum8, |a, b| _mm_add_ps(a, b));
+                for j in whole..h.len {
+                    let e = exp_approx(*row.add(j) * h.scale - max * h.scale);
+                    *row.add(j) = e;
+                    sum += e;
+                }
+                *inv_sum = 1.0 / sum;
+            }
+            // out (R × head_dim) = e (R × len) · v (len × head_dim) / sum, 16 columns at a time.
+            let out = h.out.add(first * h.ld_out);
+            for col in (0..h.head_dim).step_by(NR) {
+                let mut acc = [[_mm256_setzero_ps(); 2]; R];
+                for j in 0..h.len {
+                    let b0 = _mm256_loadu_ps(h.v.add(j * h.ld + col));
+                    let b1 = _mm256_loadu_ps(h.v.add(j * h.ld + col + 8));
+                    for (r, acc) in acc.iter_mut().enumerate() {
+                        let a = _mm256_broadcast_ss(&*scores.add(r * padded + j));
+                        acc[0] = _mm256_fmadd_ps(a, b0, acc[0]);
+                        acc[1] = _mm256_fmadd_ps(a, b1, acc[1]);
+                    }
+                }
+                for (r, acc) in acc.iter().enumerate() {
+                    let k = _mm256_set1_ps(inv_sum[r]);
+                    _mm256_storeu_ps(out.add(r * h.ld_out + col), _mm256_mul_ps(acc[0], k));
+                    _mm256_storeu_ps(out.add(r * h.ld_out + col + 8), _mm256_mul_ps(acc[1], k));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Attention of one head in f64, the plain way.
+    /// `parts`: where q, k and v start in a row of `qkv` (rows `ld` apart).
+    fn reference(qkv: &[f32], ld: usize, parts: [usize; 3], len: usize, dh: usize, scale: f64) -> Vec<f64> {
+        let at = |row: usize, part: usize, d: usize| qkv[row * ld + parts[part] + d] as f64;
+        let mut out = vec![0.0; len * dh];
+        for i in 0..len {
+            let s: Vec<f64> = (0..len).map(|j| (0..dh).map(|d| at(i, 0, d) * at(j, 1, d)).sum::<f64>() * scale).collect();
+            let max = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = s.iter().map(|x| (x - max).exp()).collect();
+            let z: f64 = e.iter().sum();
+            for d in 0..dh {
+                out[i * dh + d] = (0..len).map(|j| e[j] * at(j, 2, d)).sum::<f64>() / z;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn tiled_head_equals_plain_attention_for_every_row_remainder() {
+        if !available(16) {
+            eprintln!("no AVX2 + FMA on this CPU: the tiled kernel is not used here, nothing to test");
+            return;
+        }
+        let mut scratch = Scratch::default();
+        // Lengths with every remainder of the 6-row and 16-column tiles; head sizes of MiniLM (32),
+        // BERT-base (64) and the smallest tile (16); q/k/v of 2 heads side by side, as in a projection.
+        for dh in [16, 32, 64] {
+            for len in [1, 2, 5, 6, 7, 13, 16, 17, 31, 100, 257] {
+                let heads = 2;
+                let ld = 3 * heads * dh;
+                // Scores up to ~±20 after scaling, so the max shift and exp's range both matter.
+                let qkv: Vec<f32> = (0..len * ld).map(|i| (((i * 7919 + 13) % 1009) as f32 / 1009.0 - 0.5) * 3.0).collect();
+                let scale = 1.0 / (dh as f32).sqrt();
+                let head_index = 1;
+                let offset = head_index * dh;
+                // Layout of this test: [q heads | k heads | v heads] per row, each heads × dh wide.
+                let (q, k, v) = (offset, heads * dh + offset, 2 * heads * dh + offset);
+                let mut out = vec![f32::NAN; len * heads * dh];
+                // SAFETY: available(dh) checked above; every row of q, k and v lies in qkv (len rows
+                // of ld), every row of out in out (len rows of heads × dh).
+                unsafe {
+                    head(
+                        qkv.as_ptr().add(q),
+                        qkv.as_ptr().add(k),
+                        qkv.as_ptr().add(v),
+                        ld,
+                        out.as_mut_ptr().add(offset),
+                        heads * dh,
+                        len,
+                        dh,
+                        scale,
+                        &mut scratch,
+                    )
+                };
+                let want = reference(&qkv, ld, [q, k, v], len, dh, scale as f64);
+                let mut worst = 0f64;
+                for i in 0..len {
+                    for d in 0..dh {
+                        let got = out[i * heads * dh + offset + d] as f64;
+                        // A row never written stays NaN: count it as the worst difference.
+                        let diff = (got - want[i * dh + d]).abs();
+                        worst = if diff.is_nan() { f64::INFINITY } else { worst.max(diff) };
+                    }
+                    // The other head's columns are never written.
+                    assert!(out[i * heads * dh..i * heads * dh + dh].iter().all(|x| x.is_nan()), "head 0 written");
+                }
+                assert!(worst < 2e-5, "head size {dh}, {len} tokens: largest difference {worst}");
+            }
+        }
+    }
+}
