@@ -7,8 +7,9 @@
 # sentence-transformers from the machine's own torch environment.
 #   here:  bash bench/cpu/device-host.sh pack                 -> .gpu-extra/intel/{part-1.tar,part-2}
 #   there: bash bench/cpu/device-host.sh put1                 (call 1: carry .gpu-extra/intel/part-1.tar)
-#          bash bench/cpu/device-host.sh put2 && bash bench/cpu/device-host.sh run
+#          bash bench/cpu/device-host.sh put2 && bash bench/cpu/device-host.sh run tiled
 #                                                             (call 2: carry .gpu-extra/intel/part-2)
+#          bash bench/cpu/device-host.sh run products         (call 3; `run` alone runs both)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 P=.gpu-extra/intel
@@ -18,7 +19,7 @@ case ${1:?usage: device-host.sh pack|put1|put2|run} in
   pack)
     rm -rf "$P" && mkdir -p "$P/stage/models/$M"
     xz -T2 -3 -c target/release/warpfold > "$P/stage/warpfold.xz"
-    (cd "models/$M" && find . -type f ! -name model.safetensors | cpio -pdm --quiet "../../$P/stage/models/$M")
+    tar -C "models/$M" --exclude=./model.safetensors -cf - . | tar -C "$P/stage/models/$M" -xf -
     head -c 48000000 "models/$M/model.safetensors" > "$P/stage/weights-1"
     tail -c +48000001 "models/$M/model.safetensors" > "$P/part-2"
     (cd "models/$M" && sha256sum model.safetensors) > "$P/stage/SHA256"
@@ -43,6 +44,9 @@ case ${1:?usage: device-host.sh pack|put1|put2|run} in
         --documents 64 --packer-sequences 100000 --out "$OUT/$1.json" > "$OUT/$1.log" 2>&1
       grep -E "kernels|sentence-transformers|end to end|median|ratio" "$OUT/$1.log" | head -20
     }
-    run tiled
-    WARPFOLD_CPU_ATTENTION=products run products ;;
+    case ${2:-both} in
+      tiled) run tiled ;;
+      products) WARPFOLD_CPU_ATTENTION=products run products ;;
+      both) run tiled; WARPFOLD_CPU_ATTENTION=products run products ;;
+    esac ;;
 esac

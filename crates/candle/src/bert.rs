@@ -471,15 +471,18 @@ impl BertModel {
             .layers
             .iter()
             .map(|l| {
-                CpuLayer::new(LayerParts {
-                    qkv: &l.qkv,
-                    attn_out: &l.attn_out,
-                    attn_norm: &l.attn_norm,
-                    intermediate: &l.intermediate,
-                    output: &l.output,
-                    out_norm: &l.out_norm,
-                    act: l.act,
-                })
+                CpuLayer::new(
+                    LayerParts {
+                        qkv: &l.qkv,
+                        attn_out: &l.attn_out,
+                        attn_norm: &l.attn_norm,
+                        intermediate: &l.intermediate,
+                        output: &l.output,
+                        out_norm: &l.out_norm,
+                        act: l.act,
+                    },
+                    gemm,
+                )
             })
             .collect::<Result<Vec<_>>>()?;
         self.cpu =
@@ -674,7 +677,7 @@ impl BertModel {
 
 /// Loads the model from safetensors files: f32, or f16 where FlashAttention-2 will run it. On the
 /// CPU the layers run fused ([`crate::bert_cpu`]), with MKL's matmul when it is installed beside the
-/// model folder `model_dir` ([`crate::mkl::for_model`]), unless `WARPFOLD_CPU_ENCODER=ops` asks for
+/// model folder `model_dir` ([`crate::mkl::for_model`]), else [`Gemm::without_mkl`]'s, unless `WARPFOLD_CPU_ENCODER=ops` asks for
 /// the candle-op layers (for side-by-side measurements).
 pub fn load(
     cfg: &Config,
@@ -689,7 +692,7 @@ pub fn load(
     let model = BertModel::new(cfg, pooling, vb)?;
     let ops = std::env::var("WARPFOLD_CPU_ENCODER").is_ok_and(|v| v == "ops");
     if device.is_cpu() && !ops {
-        let gemm = crate::mkl::for_model(model_dir).map_or(Gemm::Crate, Gemm::Mkl);
+        let gemm = crate::mkl::for_model(model_dir).map_or_else(Gemm::without_mkl, Gemm::Mkl);
         model.fused_for_cpu(gemm)
     } else {
         Ok(model)
@@ -818,6 +821,10 @@ pub(crate) mod tests {
             let ops = BertModel::new(&cfg, Pooling::Mean, vb.clone()).unwrap();
             let fused = BertModel::new(&cfg, Pooling::Mean, vb.clone()).unwrap().fused_for_cpu(Gemm::Crate).unwrap();
             let mut models = vec![("gemm crate", fused)];
+            // The panels where this CPU's widest vectors are AVX2's (`crate::cpu_panels`).
+            if crate::cpu_panels::suits_this_cpu() {
+                models.push(("panels", BertModel::new(&cfg, Pooling::Mean, vb.clone()).unwrap().fused_for_cpu(Gemm::Panels).unwrap()));
+            }
             // MKL too where `warpfold models fetch` installed it in the checkout (always in CI).
             if let Some(mkl) = repo_mkl() {
                 models.push(("MKL", BertModel::new(&cfg, Pooling::Mean, vb).unwrap().fused_for_cpu(Gemm::Mkl(mkl)).unwrap()));

@@ -15,8 +15,9 @@
 //! it and the head size is a multiple of 16, else as two matrix products and a softmax.
 //!
 //! The matmuls are Intel MKL's `sgemm` where it is installed on an Intel CPU ([`crate::mkl`]), else
-//! the `gemm` crate's kernels (AVX-512 where the CPU has it), both on strided views; the row kernels
-//! are [`crate::cpu_ops`]. The result equals the candle-op forward
+//! on CPUs whose widest vectors are AVX2's the weights packed once into panels
+//! ([`crate::cpu_panels`]), else the `gemm` crate's kernels (AVX-512 where the CPU has it); the row
+//! kernels are [`crate::cpu_ops`]. The result equals the candle-op forward
 //! ([`crate::bert::BertModel`] on other devices) to f32 rounding: the tests compare the two.
 
 use candle_core::{Result, Tensor};
@@ -27,6 +28,7 @@ use warpfold_backend::Bin;
 use crate::bert::Activation;
 use crate::cpu_attention;
 use crate::cpu_ops::{self, Simd};
+use crate::cpu_panels::{self, Panels};
 use crate::mkl::Mkl;
 use crate::stage_profile::time as stage;
 
@@ -34,26 +36,39 @@ use crate::stage_profile::time as stage;
 /// packs the weights again on every call, so it wants more rows), small enough that a block and its
 /// feed-forward intermediate stay in cache. Measured on a 2-core Xeon, stress corpus: MKL 128 rows
 /// 6,471 tokens/s, 256 6,180, 512 5,638; the gemm crate 64 rows 4,167, 128 4,868, 256 5,981, 512
-/// 5,832-6,362, 1024 5,520.
+/// 5,832-6,362, 1024 5,520. The panels on a 2-core Zen 3 EPYC (no packing per call): 96, 128 and 256
+/// rows within 1% of each other (6,929-7,009 tokens/s, session 17).
 fn rows_per_task(gemm: Gemm) -> usize {
     match gemm {
         Gemm::Mkl(_) => 128,
-        Gemm::Crate => 256,
+        Gemm::Crate | Gemm::Panels => 256,
     }
 }
 
-/// A linear layer's weight (out × in, row-major, as stored) and bias.
+/// A linear layer's weight and bias.
 struct Dense {
-    weight: Vec<f32>,
+    weight: Weight,
     bias: Vec<f32>,
     inputs: usize,
     outputs: usize,
 }
 
+/// A weight as the layer's [`Gemm`] reads it.
+enum Weight {
+    /// Out × in, row-major, as stored.
+    Rows(Vec<f32>),
+    /// Packed into panels at load ([`Gemm::Panels`]).
+    Panels(Panels),
+}
+
 impl Dense {
-    fn new(linear: &Linear) -> Result<Self> {
+    fn new(linear: &Linear, gemm: Gemm) -> Result<Self> {
         let (outputs, inputs) = linear.weight().dims2()?;
-        let weight = linear.weight().flatten_all()?.to_vec1::<f32>()?;
+        let rows = linear.weight().flatten_all()?.to_vec1::<f32>()?;
+        let weight = match gemm {
+            Gemm::Panels => Weight::Panels(Panels::new(&rows, outputs, inputs)),
+            Gemm::Mkl(_) | Gemm::Crate => Weight::Rows(rows),
+        };
         let bias = match linear.bias() {
             Some(b) => b.to_vec1::<f32>()?,
             None => vec![0.0; outputs],
@@ -78,33 +93,51 @@ impl Dense {
     fn accumulate(&self, gemm: Gemm, src: &[f32], dst: &mut [f32]) {
         let rows = src.len() / self.inputs;
         assert_eq!((src.len(), dst.len()), (rows * self.inputs, rows * self.outputs), "whole rows in and out");
-        // SAFETY: `src` holds rows × inputs, `dst` rows × outputs (checked above) and `weight`
-        // outputs × inputs contiguous f32s; `dst` is a distinct, exclusive borrow.
-        unsafe {
-            gemm.run(
-                (rows, self.outputs, self.inputs),
-                (src.as_ptr(), self.inputs),
-                (self.weight.as_ptr(), self.inputs, true),
-                (dst.as_mut_ptr(), self.outputs),
-                true,
-            )
+        match &self.weight {
+            Weight::Panels(panels) => panels.accumulate(src, dst),
+            // SAFETY: `src` holds rows × inputs, `dst` rows × outputs (checked above) and `weight`
+            // outputs × inputs contiguous f32s; `dst` is a distinct, exclusive borrow.
+            Weight::Rows(weight) => unsafe {
+                gemm.run(
+                    (rows, self.outputs, self.inputs),
+                    (src.as_ptr(), self.inputs),
+                    (weight.as_ptr(), self.inputs, true),
+                    (dst.as_mut_ptr(), self.outputs),
+                    true,
+                )
+            },
         }
     }
 }
 
 /// The matrix product the fused layers call: MKL's where it is loaded ([`crate::mkl`]), else the
-/// `gemm` crate's kernels.
+/// `gemm` crate's kernels, or for the weights' products their panels ([`crate::cpu_panels`]).
 #[derive(Clone, Copy)]
 pub(crate) enum Gemm {
     Mkl(&'static Mkl),
     Crate,
+    /// Weights packed into panels at load; other products (attention's, where it is not tiled)
+    /// through the gemm crate.
+    Panels,
 }
 
 impl Gemm {
+    /// Without MKL: the panels where they suit this CPU, unless `WARPFOLD_CPU_PANELS=off` asks for
+    /// the gemm crate (for side-by-side measurements).
+    pub(crate) fn without_mkl() -> Self {
+        let off = std::env::var("WARPFOLD_CPU_PANELS").is_ok_and(|v| v == "off");
+        if !off && cpu_panels::suits_this_cpu() {
+            Gemm::Panels
+        } else {
+            Gemm::Crate
+        }
+    }
+
     pub(crate) fn describe(self) -> String {
         match self {
             Gemm::Mkl(mkl) => format!("MKL sgemm ({})", mkl.path().display()),
             Gemm::Crate => "gemm crate".into(),
+            Gemm::Panels => "weights in AVX2 panels packed at load".into(),
         }
     }
 
@@ -128,7 +161,7 @@ impl Gemm {
         match self {
             // SAFETY: forwarded from the caller's contract.
             Gemm::Mkl(mkl) => unsafe { mkl.gemm((m, n, k), (a, lda), (b, ldb, b_transposed), (c, ldc), accumulate) },
-            Gemm::Crate => {
+            Gemm::Crate | Gemm::Panels => {
                 let (b_rs, b_cs) = if b_transposed { (1, ldb as isize) } else { (ldb as isize, 1) };
                 // SAFETY: forwarded from the caller's contract; gemm takes (column, row) strides.
                 unsafe {
@@ -206,13 +239,14 @@ pub(crate) struct LayerParts<'a> {
 }
 
 impl CpuLayer {
-    pub(crate) fn new(p: LayerParts) -> Result<Self> {
+    /// The layer with its weights as `gemm` reads them.
+    pub(crate) fn new(p: LayerParts, gemm: Gemm) -> Result<Self> {
         Ok(Self {
-            qkv: Dense::new(p.qkv)?,
-            attn_out: Dense::new(p.attn_out)?,
+            qkv: Dense::new(p.qkv, gemm)?,
+            attn_out: Dense::new(p.attn_out, gemm)?,
             attn_norm: Norm::new(p.attn_norm)?,
-            intermediate: Dense::new(p.intermediate)?,
-            output: Dense::new(p.output)?,
+            intermediate: Dense::new(p.intermediate, gemm)?,
+            output: Dense::new(p.output, gemm)?,
             out_norm: Norm::new(p.out_norm)?,
             act: p.act,
         })

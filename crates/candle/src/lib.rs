@@ -8,6 +8,7 @@ pub mod bert;
 mod bert_cpu;
 mod cpu_attention;
 mod cpu_ops;
+mod cpu_panels;
 #[cfg(feature = "cuda")]
 mod cuda_launch;
 #[cfg(feature = "cuda")]
