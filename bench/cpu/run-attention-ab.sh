@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# The CPU encoder's two attention kernels side by side (issue 17, session 17), each with
-# sentence-transformers in the same `warpfold bench --peer` run, taking turns ROUNDS times: the tiled
-# AVX2 kernel (crates/candle/src/cpu_attention.rs, the default where the CPU has AVX2 + FMA) and
-# attention as two matrix products with a softmax between (WARPFOLD_CPU_ATTENTION=products, the
-# kernel of before). PAIRS times in alternation (default 2), as the VM's speed drifts. The CPU is
+# The CPU encoder's session-17 kernels against those of before (issue 17), each with
+# sentence-transformers in the same `warpfold bench --peer` run, taking turns ROUNDS times. VARIANTS
+# (default "tiled before"; names are the logs'):
+#   tiled   the defaults: attention by the tiled AVX2 kernel (crates/candle/src/cpu_attention.rs),
+#           and on an AVX2-only CPU the weights in panels (cpu_panels.rs);
+#   before  attention as two products with a softmax between (WARPFOLD_CPU_ATTENTION=products) and
+#           the gemm crate for the weights (WARPFOLD_CPU_PANELS=off): session 16's kernels;
+#   products  only the attention of before (the panels as by default).
+# PAIRS rounds of the variants in alternation (default 2), as the VM's speed drifts. The CPU is
 # recorded in OUTPUT_DIR/cpu.txt.
 #   bash bench/peer/setup.sh && bash bench/cpu/run-attention-ab.sh bench/results/cpu-DATE
 set -euo pipefail
@@ -13,6 +17,11 @@ mkdir -p "$O"
 lscpu > "$O/cpu.txt"
 run() { ./target/release/warpfold bench --peer --rounds "${ROUNDS:-3}" --documents 64 --packer-sequences 100000 --out "$O/$1.json" > "$O/$1.log" 2>&1; }
 for pair in $(seq 1 "${PAIRS:-2}"); do
-  run "tiled-$pair"
-  WARPFOLD_CPU_ATTENTION=products run "products-$pair"
+  for v in ${VARIANTS:-tiled before}; do
+    case $v in
+      tiled) run "tiled-$pair" ;;
+      before) WARPFOLD_CPU_ATTENTION=products WARPFOLD_CPU_PANELS=off run "before-$pair" ;;
+      products) WARPFOLD_CPU_ATTENTION=products run "products-$pair" ;;
+    esac
+  done
 done
