@@ -6,7 +6,8 @@
 #           and on an AVX2-only CPU the weights in panels (cpu_panels.rs);
 #   before  attention as two products with a softmax between (WARPFOLD_CPU_ATTENTION=products) and
 #           the gemm crate for the weights (WARPFOLD_CPU_PANELS=off): session 16's kernels;
-#   products  only the attention of before (the panels as by default).
+#   products  only the attention of before (the panels as by default);
+#   gemm    only the weights of before (WARPFOLD_CPU_PANELS=off; the tiled attention as by default).
 # PAIRS rounds of the variants in alternation (default 2), as the VM's speed drifts. The CPU is
 # recorded in OUTPUT_DIR/cpu.txt.
 #   bash bench/peer/setup.sh && bash bench/cpu/run-attention-ab.sh bench/results/cpu-DATE
@@ -22,6 +23,7 @@ for pair in $(seq 1 "${PAIRS:-2}"); do
       tiled) run "tiled-$pair" ;;
       before) WARPFOLD_CPU_ATTENTION=products WARPFOLD_CPU_PANELS=off run "before-$pair" ;;
       products) WARPFOLD_CPU_ATTENTION=products run "products-$pair" ;;
+      gemm) WARPFOLD_CPU_PANELS=off run "gemm-$pair" ;;
     esac
   done
 done

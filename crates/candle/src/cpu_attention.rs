@@ -1,12 +1,12 @@
 //! One attention head of one sequence on the CPU, tiled for AVX2 + FMA.
 //!
-//! Why: through the gemm crate, the fused encoder's attention ([`crate::bert_cpu`]) ran at about
-//! 38 GFLOP/s a core on a Zen 3 EPYC (head size 32, 230 tokens), a third of the core's FMA peak, and
-//! half of that time was the softmax: three passes over the L × L scores (max; exponential and sum;
-//! scale by 1/sum). Here six query rows at a time go through q·kᵀ, softmax and p·v while their scores
-//! are in L1: the q·kᵀ tiles write the scores once, one pass exponentiates and sums them, and 1/sum
-//! scales the six output rows instead of the L × L probabilities. On that EPYC: 55–61 GFLOP/s a
-//! core for 128–256 tokens (BENCHMARKS.md, "CPU on AMD ... session 17").
+//! Why: through the gemm crate, the fused encoder's attention ([`crate::bert_cpu`]) ran at about a
+//! third of the core's FMA peak on a Zen 3 EPYC (head size 32), and much of that time was the
+//! softmax: three passes over the L × L scores (max; exponential and sum; scale by 1/sum). Here six
+//! query rows at a time go through q·kᵀ, softmax and p·v while their scores are in L1: the q·kᵀ tiles
+//! write the scores once, one pass exponentiates and sums them, and 1/sum scales the six output rows
+//! instead of the L × L probabilities. On that EPYC, in the encoder's bins of eight 256-token
+//! sequences: 66 → 96 GFLOP/s on both cores (BENCHMARKS.md, "CPU: attention tiled ... session 17").
 //!
 //! The tiles are 6 rows × 16 columns: twelve 256-bit accumulators, two loads and six broadcasts per
 //! step, the shape of a register-blocked matrix product on a 16-register ISA. Head sizes must be a
@@ -24,7 +24,7 @@ pub(crate) struct Scratch {
 pub(crate) fn available(head_dim: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        head_dim > 0 && head_dim % x86::NR == 0 && std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+        head_dim > 0 && head_dim.is_multiple_of(x86::NR) && std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
