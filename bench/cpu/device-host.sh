@@ -10,12 +10,14 @@
 #          bash bench/cpu/device-host.sh put2 && bash bench/cpu/device-host.sh run tiled
 #                                                             (call 2: carry .gpu-extra/intel/part-2)
 #          bash bench/cpu/device-host.sh run products         (call 3; `run` alone runs both)
+#          bash bench/cpu/device-host.sh run probe            (bench/cpu/amx_probe.py: f32 against bf16
+#                                                             in PyTorch, products and sentence-transformers)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 P=.gpu-extra/intel
 D=/tmp/intel
 M=all-MiniLM-L6-v2
-case ${1:?usage: device-host.sh pack|put1|put2|run} in
+case ${1:?usage: device-host.sh pack|put1|put2|run [tiled|products|probe]} in
   pack)
     rm -rf "$P" && mkdir -p "$P/stage/models/$M"
     xz -T2 -3 -c target/release/warpfold > "$P/stage/warpfold.xz"
@@ -45,6 +47,7 @@ case ${1:?usage: device-host.sh pack|put1|put2|run} in
       grep -E "kernels|sentence-transformers|end to end|median|ratio" "$OUT/$1.log" | head -20
     }
     case ${2:-both} in
+      probe) /opt/torch/.venv/bin/python bench/cpu/amx_probe.py $D/models/$M --cpus "$cpus" | tee "$OUT/amx-probe.txt" ;;
       tiled) run tiled ;;
       products) WARPFOLD_CPU_ATTENTION=products run products ;;
       both) run tiled; WARPFOLD_CPU_ATTENTION=products run products ;;
