@@ -2,25 +2,19 @@
 can use: torch.mm (cublasGemmEx / cublasLt), torch.bmm with a batch of one (cublasGemmStridedBatchedEx,
 the call candle makes), and each with bf16 reduced-precision reductions allowed and not. Prints
 TFLOP/s per shape. Usage: python mm_rates.py [M ...]"""
-import sys, time, torch
+import sys
 
-shapes = {"qkv": (3584, 4608), "o_proj": (3584, 3584), "gate_up": (3584, 37888), "down": (18944, 3584), "lm_head": (3584, 152064)}
+import torch
+
+from mm_common import SHAPES, rate
+
 rows = [int(a) for a in sys.argv[1:]] or [12288, 16384]
 dev = torch.device("cuda")
 print(torch.__version__, torch.cuda.get_device_name(), "cublasLt preferred:", torch.backends.cuda.preferred_blas_library())
 
-def rate(fn, flop, reps=20):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    torch.cuda.synchronize()
-    return flop * reps / (time.perf_counter() - t) / 1e12
 
 for m in rows:
-    for name, (k, n) in shapes.items():
+    for name, (k, n) in SHAPES.items():
         x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
         w = torch.randn(n, k, device=dev, dtype=torch.bfloat16) * 0.02
         flop = 2.0 * m * k * n

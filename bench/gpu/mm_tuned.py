@@ -3,45 +3,39 @@ bf16, M rows) with torch's default cuBLAS call, with cublasLt preferred, and wit
 which tries every cuBLAS/cublasLt algorithm for the shape and keeps the fastest. If the tuned rate is
 well above the default, picking algorithms per shape would speed the 7B up; if not, cuBLAS's heuristic
 is already at the GPU's rate for these shapes. Prints TFLOP/s. Usage: python mm_tuned.py [M ...]"""
-import os, sys, time, torch
+import os, sys
 
-shapes = {"qkv": (3584, 4608), "o_proj": (3584, 3584), "gate_up": (3584, 37888), "down": (18944, 3584), "lm_head": (3584, 152064)}
+import torch
+
+from mm_common import SHAPES, rate
+
 rows = [int(a) for a in sys.argv[1:]] or [12288]
 dev = torch.device("cuda")
 print(torch.__version__, torch.cuda.get_device_name(), flush=True)
 
-def rate(fn, flop, reps=30):
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    torch.cuda.synchronize()
-    return flop * reps / (time.perf_counter() - t) / 1e12
 
 tunable = torch.cuda.tunable
 tunable.set_filename(os.path.join(os.environ.get("OUT", "/tmp"), "tunableop_results.csv"))
 tunable.set_max_tuning_duration(200)
 tunable.set_max_tuning_iterations(100)
 for m in rows:
-    for name, (k, n) in shapes.items():
+    for name, (k, n) in SHAPES.items():
         x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
         w = torch.randn(n, k, device=dev, dtype=torch.bfloat16) * 0.02
         flop = 2.0 * m * k * n
         out = {}
         tunable.enable(False)
         torch.backends.cuda.preferred_blas_library("cublas")
-        out["cublas"] = rate(lambda: torch.mm(x, w.t()), flop)
+        out["cublas"] = rate(lambda: torch.mm(x, w.t()), flop, reps=30, warmup=5)
         torch.backends.cuda.preferred_blas_library("cublaslt")
-        out["cublaslt"] = rate(lambda: torch.mm(x, w.t()), flop)
+        out["cublaslt"] = rate(lambda: torch.mm(x, w.t()), flop, reps=30, warmup=5)
         torch.backends.cuda.preferred_blas_library("cublas")
         tunable.enable(True)
         tunable.tuning_enable(True)
         torch.mm(x, w.t())  # tunes this shape
         torch.cuda.synchronize()
         tunable.tuning_enable(False)
-        out["tuned"] = rate(lambda: torch.mm(x, w.t()), flop)
+        out["tuned"] = rate(lambda: torch.mm(x, w.t()), flop, reps=30, warmup=5)
         tunable.enable(False)
         print(f"M={m} {name:8s} " + "  ".join(f"{k}: {v:6.1f}" for k, v in out.items()), flush=True)
         del x, w
