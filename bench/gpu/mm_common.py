@@ -16,3 +16,12 @@ def rate(fn, flop, reps=20, warmup=3):
         fn()
     torch.cuda.synchronize()
     return flop * reps / (time.perf_counter() - t) / 1e12
+
+
+def operands(rows):
+    """For each row count and projection: (rows, name, x, w, flop), x · wᵀ in bf16 on the GPU."""
+    for m in rows:
+        for name, (k, n) in SHAPES.items():
+            x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+            w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02
+            yield m, name, x, w, 2.0 * m * k * n

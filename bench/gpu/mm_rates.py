@@ -6,25 +6,20 @@ import sys
 
 import torch
 
-from mm_common import SHAPES, rate
+from mm_common import operands, rate
 
 rows = [int(a) for a in sys.argv[1:]] or [12288, 16384]
 dev = torch.device("cuda")
 print(torch.__version__, torch.cuda.get_device_name(), "cublasLt preferred:", torch.backends.cuda.preferred_blas_library())
 
-
-for m in rows:
-    for name, (k, n) in SHAPES.items():
-        x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
-        w = torch.randn(n, k, device=dev, dtype=torch.bfloat16) * 0.02
-        flop = 2.0 * m * k * n
-        out = {}
-        for reduced in (True, False):
-            torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = reduced
-            out[f"mm{'' if reduced else ' exact'}"] = rate(lambda: torch.mm(x, w.t()), flop)
-            out[f"bmm1{'' if reduced else ' exact'}"] = rate(lambda: torch.bmm(x[None], w.t()[None]), flop)
-        print(f"M={m} {name:8s} " + "  ".join(f"{k}: {v:6.1f}" for k, v in out.items()), flush=True)
-        del x, w
+for m, name, x, w, flop in operands(rows):
+    out = {}
+    for reduced in (True, False):
+        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = reduced
+        out[f"mm{'' if reduced else ' exact'}"] = rate(lambda: torch.mm(x, w.t()), flop)
+        out[f"bmm1{'' if reduced else ' exact'}"] = rate(lambda: torch.bmm(x[None], w.t()[None]), flop)
+    print(f"M={m} {name:8s} " + "  ".join(f"{k}: {v:6.1f}" for k, v in out.items()), flush=True)
+    del x, w
 # The large square for reference.
 a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
 print(f"8192^3 mm: {rate(lambda: a @ a, 2.0 * 8192**3):.1f} TFLOP/s")
