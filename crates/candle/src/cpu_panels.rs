@@ -2,12 +2,12 @@
 //! CPUs whose widest vectors are AVX2's.
 //!
 //! Why: the `gemm` crate packs its right-hand matrix again on every call, and the fused layers call
-//! it once per block of rows per weight: on a Zen 3 EPYC that packing was 5% of a bin's time, and its
-//! products ran at 90–93 GFLOP/s a core on the encoder's block shapes. The weights do not change, so
-//! here they are packed at load time (the row-major copy is dropped) and each product is a loop of
-//! 6 × 16 register tiles over them: 96–100 GFLOP/s a core on the same shapes, 94–97% of the core's FMA
-//! peak (BENCHMARKS.md, "CPU on AMD ... session 17"). On AVX-512 CPUs the gemm crate's 512-bit
-//! kernels stay (twice the width), as does MKL where it is used.
+//! it once per block of rows per weight: on a Zen 3 EPYC that packing was 5% of a bin's time. The
+//! weights do not change, so here they are packed at load time (the row-major copy is dropped) and
+//! each product is a loop of 6 × 16 register tiles over them: on that EPYC warpfold's end-to-end
+//! rate rose 8–18% over the gemm crate in the same runs (BENCHMARKS.md, "CPU: attention tiled, the
+//! weights in panels ... session 17"). On AVX-512 CPUs the gemm crate's 512-bit kernels stay (twice
+//! the width), as does MKL where it is used.
 //!
 //! Layout: panel `p` holds output columns `16p..16p + 16`; for each input index `i` its 16 weights
 //! `W[16p + lane][i]` are contiguous; the last panel's missing columns are zero.
