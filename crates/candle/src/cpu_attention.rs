@@ -24,7 +24,10 @@ pub(crate) struct Scratch {
 pub(crate) fn available(head_dim: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        head_dim > 0 && head_dim.is_multiple_of(x86::NR) && std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+        head_dim > 0
+            && head_dim.is_multiple_of(crate::cpu_panels::NR)
+            && std::is_x86_feature_detected!("avx2")
+            && std::is_x86_feature_detected!("fma")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -72,11 +75,8 @@ mod x86 {
 
     use super::Scratch;
     use crate::cpu_ops::{exp_approx, EXP_MAX, EXP_MIN, EXP_POLY, LN2_HI, LN2_LO, ROUND_SHIFT};
-
-    /// Columns of a tile: two 8-lane registers.
-    pub(super) const NR: usize = 16;
-    /// Rows of a tile.
-    const MR: usize = 6;
+    use crate::cpu_panels::x86::{tile_sums, MR};
+    use crate::cpu_panels::NR;
 
     pub(super) struct Head {
         pub q: *const f32,
@@ -158,16 +158,7 @@ mod x86 {
             let q = h.q.add(first * h.ld);
             // scores (R × padded) = q (R × head_dim) · kᵀ (head_dim × padded)
             for col in (0..padded).step_by(NR) {
-                let mut acc = [[_mm256_setzero_ps(); 2]; R];
-                for d in 0..h.head_dim {
-                    let b0 = _mm256_loadu_ps(keys_t.add(d * padded + col));
-                    let b1 = _mm256_loadu_ps(keys_t.add(d * padded + col + 8));
-                    for (r, acc) in acc.iter_mut().enumerate() {
-                        let a = _mm256_broadcast_ss(&*q.add(r * h.ld + d));
-                        acc[0] = _mm256_fmadd_ps(a, b0, acc[0]);
-                        acc[1] = _mm256_fmadd_ps(a, b1, acc[1]);
-                    }
-                }
+                let acc = tile_sums::<R>(q, h.ld, keys_t.add(col), padded, h.head_dim);
                 for (r, acc) in acc.iter().enumerate() {
                     _mm256_storeu_ps(scores.add(r * padded + col), acc[0]);
                     _mm256_storeu_ps(scores.add(r * padded + col + 8), acc[1]);
@@ -201,16 +192,7 @@ mod x86 {
             // out (R × head_dim) = e (R × len) · v (len × head_dim) / sum, 16 columns at a time.
             let out = h.out.add(first * h.ld_out);
             for col in (0..h.head_dim).step_by(NR) {
-                let mut acc = [[_mm256_setzero_ps(); 2]; R];
-                for j in 0..h.len {
-                    let b0 = _mm256_loadu_ps(h.v.add(j * h.ld + col));
-                    let b1 = _mm256_loadu_ps(h.v.add(j * h.ld + col + 8));
-                    for (r, acc) in acc.iter_mut().enumerate() {
-                        let a = _mm256_broadcast_ss(&*scores.add(r * padded + j));
-                        acc[0] = _mm256_fmadd_ps(a, b0, acc[0]);
-                        acc[1] = _mm256_fmadd_ps(a, b1, acc[1]);
-                    }
-                }
+                let acc = tile_sums::<R>(scores, padded, h.v.add(col), h.ld, h.len);
                 for (r, acc) in acc.iter().enumerate() {
                     let k = _mm256_set1_ps(inv_sum[r]);
                     _mm256_storeu_ps(out.add(r * h.ld_out + col), _mm256_mul_ps(acc[0], k));

@@ -12,8 +12,8 @@
 //! Layout: panel `p` holds output columns `16p..16p + 16`; for each input index `i` its 16 weights
 //! `W[16p + lane][i]` are contiguous; the last panel's missing columns are zero.
 
-/// Output columns per panel: two 8-lane registers.
-const NR: usize = 16;
+/// Output columns per panel (and per register tile, [`x86::tile_sums`]): two 8-lane registers.
+pub(crate) const NR: usize = 16;
 
 /// Whether this CPU's widest vectors are AVX2 (with FMA): where the panels run instead of the gemm
 /// crate's kernels.
@@ -55,12 +55,38 @@ impl Panels {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use std::arch::x86_64::*;
 
     use super::{Panels, NR};
 
-    const MR: usize = 6;
+    /// Rows of a register tile: with two accumulators a row, twelve of AVX2's sixteen registers.
+    pub(crate) const MR: usize = 6;
+
+    /// The register tile that the panels' products and the tiled attention
+    /// ([`crate::cpu_attention`]) share: `Σ_i a[r·lda + i] · b[i·ldb .. i·ldb + NR]` for each row
+    /// `r < R` over `i < k`, as two 8-lane sums a row; each caller stores them its own way.
+    ///
+    /// # Safety
+    /// Inlined into a function with AVX2 + FMA enabled; `a` addresses `R` rows of `k` readable f32s
+    /// `lda` apart, `b` `k` rows of `NR` readable f32s `ldb` apart.
+    #[inline(always)]
+    pub(crate) unsafe fn tile_sums<const R: usize>(a: *const f32, lda: usize, b: *const f32, ldb: usize, k: usize) -> [[__m256; 2]; R] {
+        let mut acc = [[_mm256_setzero_ps(); 2]; R];
+        for i in 0..k {
+            // SAFETY: row i < k of b and column i < k of rows r < R of a (the caller's contract).
+            unsafe {
+                let b0 = _mm256_loadu_ps(b.add(i * ldb));
+                let b1 = _mm256_loadu_ps(b.add(i * ldb + 8));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let x = _mm256_broadcast_ss(&*a.add(r * lda + i));
+                    acc[0] = _mm256_fmadd_ps(x, b0, acc[0]);
+                    acc[1] = _mm256_fmadd_ps(x, b1, acc[1]);
+                }
+            }
+        }
+        acc
+    }
 
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn accumulate(w: &Panels, rows: usize, src: &[f32], dst: &mut [f32]) {
@@ -94,16 +120,7 @@ mod x86 {
     #[inline(always)]
     unsafe fn tile<const R: usize>(a: *const f32, k: usize, panel: *const f32, c: *mut f32, ldc: usize, width: usize) {
         unsafe {
-            let mut acc = [[_mm256_setzero_ps(); 2]; R];
-            for i in 0..k {
-                let b0 = _mm256_loadu_ps(panel.add(i * NR));
-                let b1 = _mm256_loadu_ps(panel.add(i * NR + 8));
-                for (r, acc) in acc.iter_mut().enumerate() {
-                    let x = _mm256_broadcast_ss(&*a.add(r * k + i));
-                    acc[0] = _mm256_fmadd_ps(x, b0, acc[0]);
-                    acc[1] = _mm256_fmadd_ps(x, b1, acc[1]);
-                }
-            }
+            let acc = tile_sums::<R>(a, k, panel, NR, k);
             for (r, acc) in acc.iter().enumerate() {
                 let c = c.add(r * ldc);
                 if width == NR {
