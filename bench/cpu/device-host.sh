@@ -12,15 +12,23 @@
 #          bash bench/cpu/device-host.sh run products         (call 3; `run` alone runs both)
 #          bash bench/cpu/device-host.sh run probe            (bench/cpu/amx_probe.py: f32 against bf16
 #                                                             in PyTorch, products and sentence-transformers)
+#          bash bench/cpu/device-host.sh test                 (the CPU kernels' unit tests, AVX-512 included)
+#          bash bench/cpu/device-host.sh run avx512 gemm ...  (the weights' products, session 18: AVX-512
+#                                                             panels, the gemm crate, AVX2 panels; `profile-V`
+#                                                             for WARPFOLD_PROFILE's stage times of variant V)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 P=.gpu-extra/intel
 D=/tmp/intel
 M=all-MiniLM-L6-v2
-case ${1:?usage: device-host.sh pack|put1|put2|run [tiled|products|probe]} in
+case ${1:?usage: device-host.sh pack|put1|put2|test|run [VARIANT...]} in
   pack)
     rm -rf "$P" && mkdir -p "$P/stage/models/$M"
     xz -T2 -3 -c target/release/warpfold > "$P/stage/warpfold.xz"
+    # The candle crate's unit tests, to run the kernels this CPU lacks (AVX-512) on that one.
+    tests=$(cargo test --release --locked -p warpfold-candle --lib --no-run --message-format=json 2>/dev/null |
+      python3 -c 'import json,sys; print([j["executable"] for j in map(json.loads, sys.stdin) if j.get("profile", {}).get("test")][-1])')
+    xz -T2 -3 -c "$tests" > "$P/stage/candle-tests.xz"
     tar -C "models/$M" --exclude=./model.safetensors -cf - . | tar -C "$P/stage/models/$M" -xf -
     head -c 48000000 "models/$M/model.safetensors" > "$P/stage/weights-1"
     tail -c +48000001 "models/$M/model.safetensors" > "$P/part-2"
@@ -32,7 +40,15 @@ case ${1:?usage: device-host.sh pack|put1|put2|run [tiled|products|probe]} in
   put2)
     cat $D/weights-1 $P/part-2 > $D/models/$M/model.safetensors && rm $D/weights-1
     (cd $D/models/$M && sha256sum -c ../../SHA256)
-    xz -dc $D/warpfold.xz > $D/warpfold && chmod +x $D/warpfold ;;
+    xz -dc $D/warpfold.xz > $D/warpfold && chmod +x $D/warpfold
+    xz -dc $D/candle-tests.xz > $D/candle-tests && chmod +x $D/candle-tests ;;
+  test)
+    OUT=${OUT:-/tmp/out}
+    mkdir -p "$OUT"
+    grep -o -w -E 'avx512f|avx2|fma|amx_tile' /proc/cpuinfo | sort -u | paste -sd' '
+    for t in panels fused_cpu_layers tiled_head row_kernels exp_and_erf; do
+      (cd crates/candle && $D/candle-tests --test-threads 2 "$t") 2>&1 | grep -E "^test |test result"
+    done | tee "$OUT/candle-tests.txt" ;;
   run)
     OUT=${OUT:-/tmp/out}
     mkdir -p "$OUT"
@@ -46,10 +62,27 @@ case ${1:?usage: device-host.sh pack|put1|put2|run [tiled|products|probe]} in
         --documents 64 --packer-sequences 100000 --out "$OUT/$1.json" > "$OUT/$1.log" 2>&1
       grep -E "kernels|sentence-transformers|end to end|median|ratio" "$OUT/$1.log" | head -20
     }
-    case ${2:-both} in
-      probe) /opt/torch/.venv/bin/python bench/cpu/amx_probe.py $D/models/$M --cpus "$cpus" | tee "$OUT/amx-probe.txt" ;;
-      tiled) run tiled ;;
-      products) WARPFOLD_CPU_ATTENTION=products run products ;;
-      both) run tiled; WARPFOLD_CPU_ATTENTION=products run products ;;
-    esac ;;
+    shift
+    [ $# -gt 0 ] || set -- tiled products
+    for variant in "$@"; do
+      case $variant in
+        probe) /opt/torch/.venv/bin/python bench/cpu/amx_probe.py $D/models/$M --cpus "$cpus" | tee "$OUT/amx-probe.txt" ;;
+        tiled|avx512) run "$variant" ;;
+        products) WARPFOLD_CPU_ATTENTION=products run products ;;
+        gemm) WARPFOLD_CPU_PANELS=off run gemm ;;
+        avx2) WARPFOLD_CPU_PANELS=avx2 run avx2 ;;
+        profile-*)
+          v=${variant#profile-}
+          panels=$([ "$v" = gemm ] && echo off || echo "$v")
+          WARPFOLD_PROFILE=1 WARPFOLD_CPU_PANELS=$panels taskset -c "$cpus" $D/warpfold bench --corpus stress --documents 16 \
+            > "$OUT/$variant.out" 2> "$OUT/$variant.err"
+          # Totals over the run's bins: tokens, timed ms, and the row phase's and attention's ms.
+          sed 's/\x1b\[[0-9;]*m//g' "$OUT/$variant.err" | awk -v v="$variant" '
+            / in timed stages/ { for (i = 1; i < NF; i++) if ($(i+1) ~ /^tokens/) t += $i; ms += $(NF-4) }
+            /projections, feed-forward, norms/ { for (i = 1; i < NF; i++) if ($(i+1) == "ms") rows += $i }
+            /  attention  / { for (i = 1; i < NF; i++) if ($(i+1) == "ms") att += $i }
+            END { printf "%s: %d tokens in bins, %.0f ms timed, row phase %.0f ms, attention %.0f ms\n", v, t, ms, rows, att }' ;;
+        *) echo "unknown variant $variant" >&2; exit 2 ;;
+      esac
+    done ;;
 esac

@@ -692,7 +692,12 @@ pub fn load(
     let model = BertModel::new(cfg, pooling, vb)?;
     let ops = std::env::var("WARPFOLD_CPU_ENCODER").is_ok_and(|v| v == "ops");
     if device.is_cpu() && !ops {
-        let gemm = crate::mkl::for_model(model_dir).map_or_else(Gemm::without_mkl, Gemm::Mkl);
+        let bf16 = std::env::var("WARPFOLD_CPU_PRECISION").is_ok_and(|v| v == "bf16");
+        let gemm = match crate::mkl::for_model(model_dir) {
+            Some(mkl) if bf16 && mkl.has_bf16() => Gemm::MklBf16(mkl),
+            Some(mkl) => Gemm::Mkl(mkl),
+            None => Gemm::without_mkl(),
+        };
         model.fused_for_cpu(gemm)
     } else {
         Ok(model)
@@ -702,6 +707,7 @@ pub fn load(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::cpu_panels::Kernel;
 
     #[test]
     fn unsupported_configs_fail_early_with_the_reason() {
@@ -821,9 +827,10 @@ pub(crate) mod tests {
             let ops = BertModel::new(&cfg, Pooling::Mean, vb.clone()).unwrap();
             let fused = BertModel::new(&cfg, Pooling::Mean, vb.clone()).unwrap().fused_for_cpu(Gemm::Crate).unwrap();
             let mut models = vec![("gemm crate", fused)];
-            // The panels where this CPU's widest vectors are AVX2's (`crate::cpu_panels`).
-            if crate::cpu_panels::suits_this_cpu() {
-                models.push(("panels", BertModel::new(&cfg, Pooling::Mean, vb.clone()).unwrap().fused_for_cpu(Gemm::Panels).unwrap()));
+            // The panels of every kernel this CPU runs (`crate::cpu_panels`).
+            for kernel in [Kernel::Avx2, Kernel::Avx512].into_iter().filter(|k| k.runs_here()) {
+                let panels = BertModel::new(&cfg, Pooling::Mean, vb.clone()).unwrap().fused_for_cpu(Gemm::Panels(kernel)).unwrap();
+                models.push((kernel.name(), panels));
             }
             // MKL too where `warpfold models fetch` installed it in the checkout (always in CI).
             if let Some(mkl) = repo_mkl() {
@@ -833,6 +840,34 @@ pub(crate) mod tests {
                 compare(&ops, fused, &bin, &format!("{act}, head size {}, {}", hidden / heads, fused.kernels()));
             }
         }
+    }
+
+    #[test]
+    fn bf16_products_keep_the_vectors_within_bf16_rounding() {
+        let Some(mkl) = repo_mkl().filter(|mkl| mkl.has_bf16()) else {
+            eprintln!("no MKL with cblas_gemm_bf16bf16f32 here: the bf16 comparison is left out");
+            return;
+        };
+        let bin = bin_of_lengths(&[45, 3, 80, 1, 17, 90], 97);
+        let cfg: Config = serde_json::from_value(serde_json::json!({
+            "vocab_size": 97, "hidden_size": 64, "num_hidden_layers": 3, "num_attention_heads": 2,
+            "intermediate_size": 112, "max_position_embeddings": 128, "hidden_act": "gelu"
+        }))
+        .unwrap();
+        let vb = VarBuilder::from_tensors(random_weights(&cfg), DType::F32, &Device::Cpu);
+        let f32s = BertModel::new(&cfg, Pooling::Mean, vb.clone()).unwrap().fused_for_cpu(Gemm::Mkl(mkl)).unwrap();
+        let bf16 = BertModel::new(&cfg, Pooling::Mean, vb).unwrap().fused_for_cpu(Gemm::MklBf16(mkl)).unwrap();
+        assert!(bf16.kernels().contains("bf16"), "{}", bf16.kernels());
+        let (a, b) = (f32s.fetch(&f32s.embed(&bin).unwrap()).unwrap(), bf16.fetch(&bf16.embed(&bin).unwrap()).unwrap());
+        let (mut worst_cos, mut largest) = (1f32, 0f32);
+        for (x, y) in a.chunks(cfg.hidden_size).zip(b.chunks(cfg.hidden_size)) {
+            worst_cos = worst_cos.min(x.iter().zip(y).map(|(p, q)| p * q).sum());
+            largest = x.iter().zip(y).fold(largest, |m, (p, q)| m.max((p - q).abs()));
+        }
+        // The products really ran in bf16 (8 significant bits: the vectors move), and the f32 sums
+        // keep the pooled vectors close.
+        assert!(largest > 1e-5, "the bf16 path gave the f32 vectors exactly: largest difference {largest}");
+        assert!(worst_cos > 0.999, "cosine to the f32 vectors {worst_cos}");
     }
 
     /// MKL from the checkout's models/mkl, opened once; `None` where it is not installed, except in CI

@@ -15,9 +15,10 @@
 //! it and the head size is a multiple of 16, else as two matrix products and a softmax.
 //!
 //! The matmuls are Intel MKL's `sgemm` where it is installed on an Intel CPU ([`crate::mkl`]), else
-//! on CPUs whose widest vectors are AVX2's the weights packed once into panels
-//! ([`crate::cpu_panels`]), else the `gemm` crate's kernels (AVX-512 where the CPU has it); the row
-//! kernels are [`crate::cpu_ops`]. The result equals the candle-op forward
+//! the weights packed once into AVX2 or AVX-512 panels ([`crate::cpu_panels`]), else (no AVX2) the
+//! `gemm` crate's kernels; the row kernels are [`crate::cpu_ops`]. Opt-in, the weights' products
+//! run with bf16 operands and f32 sums through MKL ([`Gemm::MklBf16`]): on a CPU with AMX that is
+//! 2.3× the f32 rate, its vectors within cosine 0.99996 of f32 ones (BENCHMARKS.md, session 18). The result equals the candle-op forward
 //! ([`crate::bert::BertModel`] on other devices) to f32 rounding: the tests compare the two.
 
 use candle_core::{Result, Tensor};
@@ -28,7 +29,7 @@ use warpfold_backend::Bin;
 use crate::bert::Activation;
 use crate::cpu_attention;
 use crate::cpu_ops::{self, Simd};
-use crate::cpu_panels::{self, Panels};
+use crate::cpu_panels::{Kernel, Panels};
 use crate::mkl::Mkl;
 use crate::stage_profile::time as stage;
 
@@ -40,9 +41,14 @@ use crate::stage_profile::time as stage;
 /// rows within 1% of each other (6,929-7,009 tokens/s, session 17).
 fn rows_per_task(gemm: Gemm) -> usize {
     match gemm {
-        Gemm::Mkl(_) => 128,
-        Gemm::Crate | Gemm::Panels => 256,
+        Gemm::Mkl(_) | Gemm::MklBf16(_) => 128,
+        Gemm::Crate | Gemm::Panels(_) => 256,
     }
+}
+
+thread_local! {
+    /// A task's rows rounded to bf16 for [`Gemm::MklBf16`]'s products (kept between calls).
+    static BF16_ROWS: std::cell::RefCell<Vec<u16>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// A linear layer's weight and bias.
@@ -59,6 +65,8 @@ enum Weight {
     Rows(Vec<f32>),
     /// Packed into panels at load ([`Gemm::Panels`]).
     Panels(Panels),
+    /// Out × in, row-major, rounded to bf16 at load ([`Gemm::MklBf16`]).
+    Bf16(Vec<u16>),
 }
 
 impl Dense {
@@ -66,7 +74,8 @@ impl Dense {
         let (outputs, inputs) = linear.weight().dims2()?;
         let rows = linear.weight().flatten_all()?.to_vec1::<f32>()?;
         let weight = match gemm {
-            Gemm::Panels => Weight::Panels(Panels::new(&rows, outputs, inputs)),
+            Gemm::Panels(kernel) => Weight::Panels(Panels::new(&rows, outputs, inputs, kernel)),
+            Gemm::MklBf16(_) => Weight::Bf16(rows.iter().map(|&v| cpu_ops::bf16(v)).collect()),
             Gemm::Mkl(_) | Gemm::Crate => Weight::Rows(rows),
         };
         let bias = match linear.bias() {
@@ -95,6 +104,24 @@ impl Dense {
         assert_eq!((src.len(), dst.len()), (rows * self.inputs, rows * self.outputs), "whole rows in and out");
         match &self.weight {
             Weight::Panels(panels) => panels.accumulate(src, dst),
+            Weight::Bf16(weight) => {
+                let Gemm::MklBf16(mkl) = gemm else { unreachable!("bf16 weights are made only for Gemm::MklBf16") };
+                BF16_ROWS.with_borrow_mut(|rounded| {
+                    rounded.clear();
+                    rounded.extend(src.iter().map(|&v| cpu_ops::bf16(v)));
+                    // SAFETY: as for `Rows` below, with `rounded` holding the rows × inputs of `src`;
+                    // `Gemm::MklBf16` is chosen only where the runtime has the product.
+                    unsafe {
+                        mkl.gemm_bf16(
+                            (rows, self.outputs, self.inputs),
+                            (rounded.as_ptr(), self.inputs),
+                            (weight.as_ptr(), self.inputs, true),
+                            (dst.as_mut_ptr(), self.outputs),
+                            true,
+                        )
+                    }
+                })
+            }
             // SAFETY: `src` holds rows × inputs, `dst` rows × outputs (checked above) and `weight`
             // outputs × inputs contiguous f32s; `dst` is a distinct, exclusive borrow.
             Weight::Rows(weight) => unsafe {
@@ -116,28 +143,34 @@ impl Dense {
 pub(crate) enum Gemm {
     Mkl(&'static Mkl),
     Crate,
-    /// Weights packed into panels at load; other products (attention's, where it is not tiled)
-    /// through the gemm crate.
-    Panels,
+    /// Weights packed into panels at load for the kernel; other products (attention's, where it
+    /// is not tiled) through the gemm crate.
+    Panels(Kernel),
+    /// Opt-in bf16 (`WARPFOLD_CPU_PRECISION=bf16`): the weights' products with bf16 operands and
+    /// f32 sums through MKL (on AMX where the CPU has it); everything else, attention included, in
+    /// f32.
+    MklBf16(&'static Mkl),
 }
 
 impl Gemm {
-    /// Without MKL: the panels where they suit this CPU, unless `WARPFOLD_CPU_PANELS=off` asks for
-    /// the gemm crate (for side-by-side measurements).
+    /// Without MKL: the panels for this CPU's widest kernel, unless `WARPFOLD_CPU_PANELS` asks for
+    /// the gemm crate (`off`) or the AVX2 panels on an AVX-512 CPU (`avx2`), for side-by-side
+    /// measurements.
     pub(crate) fn without_mkl() -> Self {
-        let off = std::env::var("WARPFOLD_CPU_PANELS").is_ok_and(|v| v == "off");
-        if !off && cpu_panels::suits_this_cpu() {
-            Gemm::Panels
-        } else {
-            Gemm::Crate
+        let asked = std::env::var("WARPFOLD_CPU_PANELS").unwrap_or_default();
+        match (asked.as_str(), Kernel::for_this_cpu()) {
+            ("off", _) | (_, None) => Gemm::Crate,
+            ("avx2", Some(_)) => Gemm::Panels(Kernel::Avx2),
+            (_, Some(kernel)) => Gemm::Panels(kernel),
         }
     }
 
     pub(crate) fn describe(self) -> String {
         match self {
             Gemm::Mkl(mkl) => format!("MKL sgemm ({})", mkl.path().display()),
+            Gemm::MklBf16(mkl) => format!("MKL bf16 products of f32 sums ({})", mkl.path().display()),
             Gemm::Crate => "gemm crate".into(),
-            Gemm::Panels => "weights in AVX2 panels packed at load".into(),
+            Gemm::Panels(kernel) => format!("weights in {} panels packed at load", kernel.name()),
         }
     }
 
@@ -160,8 +193,8 @@ impl Gemm {
         }
         match self {
             // SAFETY: forwarded from the caller's contract.
-            Gemm::Mkl(mkl) => unsafe { mkl.gemm((m, n, k), (a, lda), (b, ldb, b_transposed), (c, ldc), accumulate) },
-            Gemm::Crate | Gemm::Panels => {
+            Gemm::Mkl(mkl) | Gemm::MklBf16(mkl) => unsafe { mkl.gemm((m, n, k), (a, lda), (b, ldb, b_transposed), (c, ldc), accumulate) },
+            Gemm::Crate | Gemm::Panels(_) => {
                 let (b_rs, b_cs) = if b_transposed { (1, ldb as isize) } else { (ldb as isize, 1) };
                 // SAFETY: forwarded from the caller's contract; gemm takes (column, row) strides.
                 unsafe {

@@ -21,6 +21,14 @@ pub(crate) const ROUND_SHIFT: f32 = 12_582_912.0;
 /// order).
 pub(crate) const EXP_POLY: [f32; 7] = [0.001_395_833, 0.008_333_452, 0.041_666_41, 0.166_666_67, 0.5, 1.0, 1.0];
 
+/// `v` rounded to the nearest bf16 (ties to even), as its 16 bits: the upper half of an f32. Finite
+/// inputs only (the encoder's activations and weights), which is what keeps it branch-free.
+#[inline(always)]
+pub(crate) fn bf16(v: f32) -> u16 {
+    let bits = v.to_bits();
+    (bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) >> 16) as u16
+}
+
 /// e^x for |x| up to ~87, branch-free: 2^n · p(r) with x = n·ln2 + r.
 #[inline(always)]
 pub(crate) fn exp_approx(x: f32) -> f32 {
@@ -218,6 +226,25 @@ pub(crate) fn simd() -> Simd {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bf16_rounds_to_nearest_with_ties_to_even() {
+        let up = |v: f32| f32::from_bits(u32::from(bf16(v)) << 16);
+        // Exactly representable values stay; bf16 keeps 8 significant bits.
+        for v in [0.0, -0.0, 1.0, -2.5, 0.15625, 1.5 * 2f32.powi(100), -1.5 * 2f32.powi(-126)] {
+            assert_eq!(up(v).to_bits(), v.to_bits(), "{v}");
+        }
+        // 1 + 2^-8 lies halfway between 1 and 1 + 2^-7: ties go to the even (1.0); just above it, up.
+        assert_eq!(up(1.0 + 2f32.powi(-8)), 1.0);
+        assert_eq!(up(1.0 + 2f32.powi(-8) + 2f32.powi(-20)), 1.0 + 2f32.powi(-7));
+        // 1 + 3·2^-8 is halfway between 1 + 2^-7 (odd) and 1 + 2^-6 (even): up.
+        assert_eq!(up(1.0 + 3.0 * 2f32.powi(-8)), 1.0 + 2f32.powi(-6));
+        // Half a unit in the last place: relative error at most 2^-8, over a sweep of magnitudes and signs.
+        for i in -3000..3000 {
+            let v = (i as f32 * 0.37).sin() * 10f32.powi(i % 7 - 3);
+            assert!((up(v) - v).abs() <= v.abs() * 2f32.powi(-8), "{v} -> {}", up(v));
+        }
+    }
 
     #[test]
     fn exp_and_erf_approximations_match_libm() {

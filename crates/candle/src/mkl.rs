@@ -16,6 +16,9 @@ use std::sync::OnceLock;
 
 /// `cblas_sgemm(layout, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)`.
 type Sgemm = unsafe extern "C" fn(i32, i32, i32, i32, i32, i32, f32, *const f32, i32, *const f32, i32, f32, *mut f32, i32);
+/// `cblas_gemm_bf16bf16f32(layout, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)`:
+/// bf16 operands (`MKL_BF16`, the upper half of an f32), f32 accumulation and result.
+type GemmBf16 = unsafe extern "C" fn(i32, i32, i32, i32, i32, i32, f32, *const u16, i32, *const u16, i32, f32, *mut f32, i32);
 /// `MKL_Set_Threading_Layer(layer)`.
 type SetThreadingLayer = unsafe extern "C" fn(i32) -> i32;
 
@@ -30,6 +33,7 @@ pub const LIBRARY: &str = "libmkl_rt.so.3";
 /// An opened MKL runtime.
 pub struct Mkl {
     sgemm: Sgemm,
+    gemm_bf16: Option<GemmBf16>,
     path: PathBuf,
     _library: libloading::Library,
 }
@@ -41,11 +45,13 @@ impl Mkl {
         let library = unsafe { libloading::Library::new(path) }.map_err(|e| format!("{}: {e}", path.display()))?;
         // SAFETY: the symbols have these C signatures in every MKL 2021+ runtime (mkl_cblas.h,
         // mkl_service.h); the pointers stay valid while `_library` is held in the same struct.
-        let (sgemm, set_layer) = unsafe {
+        let (sgemm, gemm_bf16, set_layer) = unsafe {
             let sgemm: Sgemm = *library.get::<Sgemm>(b"cblas_sgemm\0").map_err(|e| format!("{}: {e}", path.display()))?;
             let set_layer: SetThreadingLayer =
                 *library.get::<SetThreadingLayer>(b"MKL_Set_Threading_Layer\0").map_err(|e| format!("{}: {e}", path.display()))?;
-            (sgemm, set_layer)
+            // Absent from runtimes before MKL 2020; the bf16 path then is not offered.
+            let gemm_bf16 = library.get::<GemmBf16>(b"cblas_gemm_bf16bf16f32\0").ok().map(|f| *f);
+            (sgemm, gemm_bf16, set_layer)
         };
         // Before any other call: otherwise the first product loads the Intel OpenMP layer, which is
         // not installed, and MKL ends the process.
@@ -53,7 +59,7 @@ impl Mkl {
         if unsafe { set_layer(THREADING_SEQUENTIAL) } < 0 {
             return Err(format!("{}: MKL refused its sequential threading layer", path.display()));
         }
-        Ok(Self { sgemm, path: path.to_path_buf(), _library: library })
+        Ok(Self { sgemm, gemm_bf16, path: path.to_path_buf(), _library: library })
     }
 
     pub fn path(&self) -> &Path {
@@ -79,6 +85,32 @@ impl Mkl {
         let i = |v: usize| i32::try_from(v).expect("an encoder matrix dimension fits in 32 bits");
         // SAFETY: forwarded from the caller's contract; the arguments follow cblas_sgemm's.
         unsafe { (self.sgemm)(ROW_MAJOR, NO_TRANS, transb, i(m), i(n), i(k), 1.0, a, i(lda), b, i(ldb), beta, c, i(ldc)) }
+    }
+
+    /// Whether this runtime has the bf16 product ([`Self::gemm_bf16`]).
+    pub(crate) fn has_bf16(&self) -> bool {
+        self.gemm_bf16.is_some()
+    }
+
+    /// [`Self::gemm`] with bf16 operands and f32 accumulation: on CPUs with AMX (Sapphire Rapids and
+    /// later) MKL runs it on the tile units.
+    ///
+    /// # Safety
+    /// As [`Self::gemm`]; the runtime must have the product ([`Self::has_bf16`]).
+    pub(crate) unsafe fn gemm_bf16(
+        &self,
+        (m, n, k): (usize, usize, usize),
+        (a, lda): (*const u16, usize),
+        (b, ldb, b_transposed): (*const u16, usize, bool),
+        (c, ldc): (*mut f32, usize),
+        accumulate: bool,
+    ) {
+        let gemm = self.gemm_bf16.expect("gemm_bf16 is called only where has_bf16");
+        let beta = if accumulate { 1.0 } else { 0.0 };
+        let transb = if b_transposed { TRANS } else { NO_TRANS };
+        let i = |v: usize| i32::try_from(v).expect("an encoder matrix dimension fits in 32 bits");
+        // SAFETY: forwarded from the caller's contract; the arguments follow cblas_gemm_bf16bf16f32's.
+        unsafe { gemm(ROW_MAJOR, NO_TRANS, transb, i(m), i(n), i(k), 1.0, a, i(lda), b, i(ldb), beta, c, i(ldc)) }
     }
 }
 
