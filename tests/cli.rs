@@ -43,6 +43,63 @@ fn embed_answers_every_line_in_order_and_bad_lines_get_specific_errors() {
     assert!(stderr.contains("2 of 7 texts embedded (5 failed)"), "{stderr}");
 }
 
+/// `warpfold embed --cpu-precision PRECISION` on `input` with `WARPFOLD_MKL` set to `mkl`: the
+/// vectors, stderr and exit code.
+fn embed_at(precision: &str, mkl: &std::ffi::OsStr, input: &str) -> (Vec<Vec<f64>>, String, i32) {
+    let mut child = warpfold()
+        .args(["--cpu-precision", precision, "embed"])
+        .env("WARPFOLD_MKL", mkl)
+        .env("WARPFOLD_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let vectors = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["embedding"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap())
+                .collect()
+        })
+        .collect();
+    (vectors, String::from_utf8_lossy(&out.stderr).into_owned(), out.status.code().unwrap())
+}
+
+#[test]
+fn bf16_on_the_cpu_keeps_real_texts_within_cosine_0_9999_of_f32_or_says_what_it_needs() {
+    // Real prose: the README's longer lines.
+    let readme = std::fs::read_to_string(crate::common::repo().join("README.md")).unwrap();
+    let texts: Vec<&str> = readme.lines().filter(|l| l.len() > 80).take(48).collect();
+    assert!(texts.len() >= 16, "the README has prose to embed");
+    let input: String = texts.iter().map(|t| serde_json::json!({ "text": t }).to_string() + "\n").collect();
+    // Without MKL (turned off), bf16 is refused with the reason and nothing is embedded.
+    let (vectors, stderr, code) = embed_at("bf16", "off".as_ref(), &input);
+    assert!(code != 0 && vectors.is_empty(), "code {code}, {} vectors", vectors.len());
+    assert!(stderr.contains("bf16 on the CPU runs through Intel MKL, which is not loaded here"), "{stderr}");
+    // With the MKL that `warpfold models fetch` installs (scripts/test.sh does), on any CPU.
+    let mkl = crate::common::repo().join("models/mkl");
+    assert!(mkl.is_dir(), "scripts/test.sh fetches MKL into {}", mkl.display());
+    let (f32s, stderr, code) = embed_at("f32", mkl.as_os_str(), &input);
+    assert_eq!((code, f32s.len()), (0, texts.len()), "{stderr}");
+    let (bf16, stderr, code) = embed_at("bf16", mkl.as_os_str(), &input);
+    assert_eq!((code, bf16.len()), (0, texts.len()), "{stderr}");
+    let mut worst = 1f64;
+    for (a, b) in f32s.iter().zip(&bf16) {
+        assert_ne!(a, b, "bf16 products give other vectors than f32 ones");
+        let cos = a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>()
+            / (a.iter().map(|x| x * x).sum::<f64>() * b.iter().map(|y| y * y).sum::<f64>()).sqrt();
+        worst = worst.min(cos);
+    }
+    assert!(worst >= 0.9999, "bf16 against f32: worst cosine {worst}");
+}
+
 #[test]
 fn embed_output_is_the_same_packed_and_padded_and_the_json_report_counts_padding() {
     let input: String = (1..=40).map(|i| format!("{{\"text\": \"{}\"}}\n", "token ".repeat(i * 5))).collect();

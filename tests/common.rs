@@ -25,7 +25,7 @@ pub fn minilm_dir() -> ModelDir {
 }
 
 pub fn load(dir: &ModelDir) -> (BertBackend, TextEncoder) {
-    let backend = BertBackend::load(dir, &candle_core::Device::Cpu).expect("model loads");
+    let backend = BertBackend::load(dir, &candle_core::Device::Cpu, warpfold_candle::bert::CpuPrecision::F32).expect("model loads");
     let max = warpfold_backend::Backend::info(&backend).max_sequence_tokens;
     let encoder = TextEncoder::from_file(&dir.tokenizer, max).expect("tokenizer loads");
     (backend, encoder)

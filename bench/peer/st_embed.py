@@ -22,10 +22,14 @@ def main():
     ap.add_argument("--out-dir", required=True)
     ap.add_argument("--batch-size", type=int, default=32)  # sentence-transformers' default
     ap.add_argument("--device", default="cpu")
+    # bf16: the whole model cast to bfloat16, the one line a user adds for speed (AMX on Intel).
+    ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     args = ap.parse_args()
 
     texts = json.load(open(args.texts))
     model = SentenceTransformer(args.model, device=args.device)
+    if args.dtype == "bf16":
+        model = model.to(torch.bfloat16)
     tok = model.tokenizer
     # Count what each padded batch computes, with the library's own length sort and batching.
     lengths = [len(tok(t)["input_ids"]) for t in texts]
@@ -38,12 +42,13 @@ def main():
         batches += 1
     model.encode(texts[:16], batch_size=args.batch_size)  # warm-up, as warpfold does
     t0 = time.perf_counter()
-    emb = model.encode(texts, batch_size=args.batch_size, convert_to_numpy=True, normalize_embeddings=False)
+    emb = model.encode(texts, batch_size=args.batch_size, convert_to_tensor=True, normalize_embeddings=False)
     seconds = time.perf_counter() - t0
+    emb = emb.float().cpu().numpy()
     path = os.path.join(args.out_dir, "peer_embeddings.f32")
     emb.astype("<f4").tofile(path)
     print(json.dumps({
-        "system": f"sentence-transformers {__import__('sentence_transformers').__version__} (torch {torch.__version__}, {args.device}, {torch.get_num_threads()} threads, batch {args.batch_size})",
+        "system": f"sentence-transformers {__import__('sentence_transformers').__version__} (torch {torch.__version__}, {args.device}, {args.dtype}, {torch.get_num_threads()} threads, batch {args.batch_size})",
         "seconds": seconds,
         "tokens": sum(lengths),
         "padded_tokens": padded,

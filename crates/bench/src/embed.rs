@@ -18,6 +18,7 @@ use serde::Serialize;
 use warpfold_engine::packer::{aligned_len, pack};
 use warpfold_engine::tokenize::TextEncoder;
 use warpfold_engine::{Batching, Engine, EngineError, Lane, SchedulerConfig, StatsSnapshot};
+use warpfold_runtime::CpuPrecision;
 
 use crate::harness::Harness;
 
@@ -48,6 +49,10 @@ pub struct BenchArgs {
     /// default 32, and a GPU-sized batch such as 256 for the careful user's baseline.
     #[arg(long, value_delimiter = ',', default_value = "32")]
     pub peer_batch: Vec<usize>,
+    /// Precisions the peer runs in, at each batch size: f32, and bf16 (the model cast to bfloat16,
+    /// as a user would against `--cpu-precision bf16`). The ratio is against its fastest run.
+    #[arg(long, value_delimiter = ',', default_value = "f32")]
+    pub peer_precision: Vec<warpfold_runtime::CpuPrecision>,
     /// With --peer: run warpfold end to end and the peer this many times, taking turns, and
     /// compare their median runs. On a shared machine whose speed drifts during a run (a cloud
     /// VM), one run of each can differ by a third either way; turns and medians keep the drift
@@ -258,12 +263,14 @@ fn run_corpus(
     if args.peer {
         let device = if harness.engine.device.is_cuda() { "cuda" } else { "cpu" };
         // Taking turns: round r runs warpfold end to end, then the peer at each batch size.
-        let (mut ends, mut peers): (Vec<SystemRun>, Vec<Vec<SystemRun>>) = (Vec::new(), vec![Vec::new(); args.peer_batch.len()]);
+        let setups: Vec<(usize, CpuPrecision)> =
+            args.peer_batch.iter().flat_map(|&b| args.peer_precision.iter().map(move |&p| (b, p))).collect();
+        let (mut ends, mut peers): (Vec<SystemRun>, Vec<Vec<SystemRun>>) = (Vec::new(), vec![Vec::new(); setups.len()]);
         for _ in 0..args.rounds {
             let e2e = run_end_to_end(harness, dir, encoder, &texts, &packed_vecs)?;
             let mut best = 0f64;
-            for (runs, &batch) in peers.iter_mut().zip(&args.peer_batch) {
-                let p = run_peer(args, device, batch, dir, &texts, &packed_vecs, real_tokens)?;
+            for (runs, &(batch, precision)) in peers.iter_mut().zip(&setups) {
+                let p = run_peer(args, device, (batch, precision), dir, &texts, &packed_vecs, real_tokens)?;
                 best = best.max(p.tokens_per_second);
                 runs.push(p);
             }
@@ -432,7 +439,7 @@ struct PeerResult {
 fn run_peer(
     args: &BenchArgs,
     device: &str,
-    batch: usize,
+    (batch, precision): (usize, CpuPrecision),
     dir: &warpfold_runtime::models::ModelDir,
     texts: &[String],
     ours: &[Vec<f32>],
@@ -458,6 +465,8 @@ fn run_peer(
         .arg(device)
         .arg("--batch-size")
         .arg(batch.max(1).to_string())
+        .arg("--dtype")
+        .arg(precision.name())
         .output()
         .with_context(|| format!("running {} {}", args.peer_python.display(), script.display()))?;
     if !out.status.success() {

@@ -53,7 +53,7 @@ impl Harness {
 
     /// The embedding model in `dir`, loaded on the first device (to read what it is).
     pub fn load_encoder(&self, dir: &ModelDir) -> Result<BertBackend> {
-        Ok(warpfold_runtime::load_encoder(dir, &self.engine.device.first()?)?)
+        Ok(warpfold_runtime::load_encoder(dir, &self.engine.device.first()?, self.engine.cpu_precision)?)
     }
 
     /// The scheduler's settings for these options.

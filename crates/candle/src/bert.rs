@@ -675,16 +675,52 @@ impl BertModel {
     }
 }
 
+/// How the CPU encoder multiplies by its weights (the GPU's precision is its own: f16 or f32).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CpuPrecision {
+    /// f32 throughout (the default): the vectors of the reference implementation to f32 rounding.
+    #[default]
+    F32,
+    /// The weights' products with bf16 operands and f32 sums, through Intel MKL (on AMX tiles
+    /// where the CPU has them); attention, norms, GELU and pooling in f32. Faster where the CPU
+    /// has AMX or AVX512-BF16; the vectors move by bf16's rounding (BENCHMARKS.md, session 18).
+    Bf16,
+}
+
+impl CpuPrecision {
+    /// The name `from_str` reads: `f32` or `bf16`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CpuPrecision::F32 => "f32",
+            CpuPrecision::Bf16 => "bf16",
+        }
+    }
+}
+
+impl std::str::FromStr for CpuPrecision {
+    type Err = String;
+
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "f32" => Ok(CpuPrecision::F32),
+            "bf16" => Ok(CpuPrecision::Bf16),
+            other => Err(format!("{other:?} is not a CPU precision: f32 or bf16")),
+        }
+    }
+}
+
 /// Loads the model from safetensors files: f32, or f16 where FlashAttention-2 will run it. On the
 /// CPU the layers run fused ([`crate::bert_cpu`]), with MKL's matmul when it is installed beside the
-/// model folder `model_dir` ([`crate::mkl::for_model`]), else [`Gemm::without_mkl`]'s, unless `WARPFOLD_CPU_ENCODER=ops` asks for
-/// the candle-op layers (for side-by-side measurements).
+/// model folder `model_dir` ([`crate::mkl::for_model`]), else [`Gemm::without_mkl`]'s, unless
+/// `WARPFOLD_CPU_ENCODER=ops` asks for the candle-op layers (for side-by-side measurements).
+/// [`CpuPrecision::Bf16`] needs MKL's bf16 product and fails with the reason where it is missing.
 pub fn load(
     cfg: &Config,
     pooling: Pooling,
     weights: &[std::path::PathBuf],
     model_dir: Option<&std::path::Path>,
     device: &Device,
+    precision: CpuPrecision,
 ) -> Result<BertModel> {
     let dtype = if cfg!(feature = "flash-attn") && device.is_cuda() { DType::F16 } else { DType::F32 };
     // SAFETY: the files are memory-mapped read-only; warpfold does not modify model files while running.
@@ -692,11 +728,19 @@ pub fn load(
     let model = BertModel::new(cfg, pooling, vb)?;
     let ops = std::env::var("WARPFOLD_CPU_ENCODER").is_ok_and(|v| v == "ops");
     if device.is_cpu() && !ops {
-        let bf16 = std::env::var("WARPFOLD_CPU_PRECISION").is_ok_and(|v| v == "bf16");
-        let gemm = match crate::mkl::for_model(model_dir) {
-            Some(mkl) if bf16 && mkl.has_bf16() => Gemm::MklBf16(mkl),
-            Some(mkl) => Gemm::Mkl(mkl),
-            None => Gemm::without_mkl(),
+        let mkl = crate::mkl::for_model(model_dir);
+        let gemm = match (precision, mkl) {
+            (CpuPrecision::Bf16, Some(mkl)) if mkl.has_bf16() => Gemm::MklBf16(mkl),
+            (CpuPrecision::Bf16, Some(mkl)) => candle_core::bail!(
+                "bf16 on the CPU needs Intel MKL's cblas_gemm_bf16bf16f32, which {} lacks; run in f32",
+                mkl.path().display()
+            ),
+            (CpuPrecision::Bf16, None) => candle_core::bail!(
+                "bf16 on the CPU runs through Intel MKL, which is not loaded here (it is fetched beside the pinned models on \
+                 Intel CPUs, or named by WARPFOLD_MKL); run in f32"
+            ),
+            (CpuPrecision::F32, Some(mkl)) => Gemm::Mkl(mkl),
+            (CpuPrecision::F32, None) => Gemm::without_mkl(),
         };
         model.fused_for_cpu(gemm)
     } else {

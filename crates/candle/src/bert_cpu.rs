@@ -146,7 +146,7 @@ pub(crate) enum Gemm {
     /// Weights packed into panels at load for the kernel; other products (attention's, where it
     /// is not tiled) through the gemm crate.
     Panels(Kernel),
-    /// Opt-in bf16 (`WARPFOLD_CPU_PRECISION=bf16`): the weights' products with bf16 operands and
+    /// Opt-in bf16 ([`crate::bert::CpuPrecision::Bf16`]): the weights' products with bf16 operands and
     /// f32 sums through MKL (on AMX where the CPU has it); everything else, attention included, in
     /// f32.
     MklBf16(&'static Mkl),

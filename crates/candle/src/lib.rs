@@ -136,14 +136,15 @@ pub struct BertBackend {
 }
 
 impl BertBackend {
-    pub fn load(files: &ModelDir, device: &Device) -> Result<Self, BackendError> {
+    /// The encoder in `files` on `device`; `precision` applies on the CPU only.
+    pub fn load(files: &ModelDir, device: &Device, precision: bert::CpuPrecision) -> Result<Self, BackendError> {
         let cfg = read_config(&files.config)?;
         for w in &files.weights {
             if !w.is_file() {
                 return Err(BackendError::WeightsNotFound(w.display().to_string()));
             }
         }
-        let model = bert::load(&cfg, files.pooling, &files.weights, files.config.parent(), device)
+        let model = bert::load(&cfg, files.pooling, &files.weights, files.config.parent(), device, precision)
             .map_err(|e| BackendError::Start(format!("loading {}: {e}", files.name)))?;
         let max = files.max_seq_length.unwrap_or(cfg.max_position_embeddings).min(cfg.max_position_embeddings);
         let info = BackendInfo {

@@ -31,6 +31,7 @@ pub fn engine_options(global: &GlobalOptions) -> Result<EngineOptions> {
         bin_tokens: global.bin_tokens,
         vram_budget: global.vram_budget,
         align: global.align.max(1),
+        cpu_precision: global.cpu_precision,
         batching: match global.batching {
             BatchingArg::Packed => Batching::Packed,
             BatchingArg::Padded => Batching::Padded { batch_size: global.batch_size.max(1) },

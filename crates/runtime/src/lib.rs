@@ -20,6 +20,7 @@ use std::sync::Arc;
 use candle_core::Device;
 use serde::Serialize;
 use warpfold_backend::Backend;
+pub use warpfold_candle::bert::CpuPrecision;
 use warpfold_candle::{device_memory, BertBackend, DecoderBackend};
 use warpfold_engine::embed::Embedder;
 use warpfold_engine::multi::CostModel;
@@ -58,6 +59,8 @@ pub struct EngineOptions {
     /// When bulk work is packed: full bins while the devices are busy (adaptive, the default), or
     /// the source project's 16-sequences-or-5-ms trigger (fixed, for comparison).
     pub window: Window,
+    /// How the CPU encoder multiplies by its weights: f32 (default) or bf16 through Intel MKL.
+    pub cpu_precision: CpuPrecision,
     /// Wraps each device's backend before the engine takes it (given the device's index in the
     /// list); `None` in production. Failover benchmarks inject a failing device this way
     /// (`warpfold_bench::faults`).
@@ -86,6 +89,7 @@ impl Default for EngineOptions {
             align: 16,
             batching: Batching::Packed,
             window: Window::Adaptive,
+            cpu_precision: CpuPrecision::F32,
             wrap_device: None,
         }
     }
@@ -94,7 +98,8 @@ impl Default for EngineOptions {
 impl EngineOptions {
     /// The options of a front without a command line (the desktop app), from the environment:
     /// `WARPFOLD_DEVICE` (default `auto`: the GPU when there is one), `WARPFOLD_BIN_TOKENS`,
-    /// `WARPFOLD_VRAM_BUDGET` (e.g. `8GiB`), `WARPFOLD_ALIGN`.
+    /// `WARPFOLD_VRAM_BUDGET` (e.g. `8GiB`), `WARPFOLD_ALIGN`, `WARPFOLD_CPU_PRECISION` (`f32` or
+    /// `bf16`).
     pub fn from_env() -> Result<EngineOptions, RuntimeError> {
         Self::from_vars(|key| std::env::var(key).ok().filter(|v| !v.trim().is_empty()))
     }
@@ -117,6 +122,10 @@ impl EngineOptions {
             bin_tokens: number("WARPFOLD_BIN_TOKENS")?,
             vram_budget,
             align: number("WARPFOLD_ALIGN")?.unwrap_or(16).max(1),
+            cpu_precision: var("WARPFOLD_CPU_PRECISION")
+                .map(|t| t.parse().map_err(|e| setting("WARPFOLD_CPU_PRECISION", e)))
+                .transpose()?
+                .unwrap_or_default(),
             ..EngineOptions::default()
         })
     }
@@ -292,7 +301,7 @@ pub fn start_embedding_engine(
     mut config: SchedulerConfig,
 ) -> Result<StartedEngine, RuntimeError> {
     config.cost = cost_model(&dir.config);
-    start_engine_on(options, devices, |device: &Device| load_encoder(dir, device), config)
+    start_engine_on(options, devices, |device: &Device| load_encoder(dir, device, options.cpu_precision), config)
 }
 
 /// The decoder in `dir` (a Llama-family folder) on `devices`, with `config` (scoring).
@@ -391,11 +400,12 @@ pub fn embedding_model_dir(
 /// manifest's, in its models folder) first gets Intel MKL beside it for its matmuls (the manifest's
 /// `mkl` entry, where [`warpfold_candle::mkl::for_model`] looks), fetched on first use like a default
 /// model; that is optional: a failed fetch is logged and the `gemm` crate's kernels run.
-pub fn load_encoder(dir: &ModelDir, device: &Device) -> Result<BertBackend, RuntimeError> {
+/// `precision` applies on the CPU; bf16 there needs MKL, and fails with the reason without it.
+pub fn load_encoder(dir: &ModelDir, device: &Device, precision: CpuPrecision) -> Result<BertBackend, RuntimeError> {
     if device.is_cpu() {
         cpu_math_library(dir);
     }
-    BertBackend::load(dir, device).map_err(|e| RuntimeError::Model(format!("loading the model in {}: {e}", dir.dir.display())))
+    BertBackend::load(dir, device, precision).map_err(|e| RuntimeError::Model(format!("loading the model in {}: {e}", dir.dir.display())))
 }
 
 fn cpu_math_library(dir: &ModelDir) {
@@ -481,6 +491,11 @@ mod tests {
         let err = EngineOptions::from_vars(vars(&[("WARPFOLD_VRAM_BUDGET", "lots")])).unwrap_err();
         assert!(err.to_string().starts_with("WARPFOLD_VRAM_BUDGET:"), "{err}");
         assert!(EngineOptions::from_vars(vars(&[("WARPFOLD_DEVICE", "gpu")])).is_err());
+        assert_eq!(options.cpu_precision, CpuPrecision::F32);
+        let bf16 = EngineOptions::from_vars(vars(&[("WARPFOLD_CPU_PRECISION", "BF16")])).unwrap();
+        assert_eq!(bf16.cpu_precision, CpuPrecision::Bf16);
+        let err = EngineOptions::from_vars(vars(&[("WARPFOLD_CPU_PRECISION", "fp8")])).unwrap_err();
+        assert!(err.to_string().starts_with("WARPFOLD_CPU_PRECISION: \"fp8\" is not a CPU precision"), "{err}");
     }
 
     #[test]
