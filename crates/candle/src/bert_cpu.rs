@@ -30,7 +30,7 @@ use crate::bert::Activation;
 use crate::cpu_attention;
 use crate::cpu_ops::{self, Simd};
 use crate::cpu_panels::{Kernel, Panels};
-use crate::mkl::Mkl;
+use crate::mkl::{Mkl, PackedBf16};
 use crate::stage_profile::time as stage;
 
 /// Rows per task of the row phase: large enough for the matmul to run at speed (the `gemm` crate
@@ -41,7 +41,8 @@ use crate::stage_profile::time as stage;
 /// rows within 1% of each other (6,929-7,009 tokens/s, session 17).
 fn rows_per_task(gemm: Gemm) -> usize {
     match gemm {
-        Gemm::Mkl(_) | Gemm::MklBf16(_) => 128,
+        Gemm::Mkl(_) => 128,
+        Gemm::MklBf16(_) => 256,
         Gemm::Crate | Gemm::Panels(_) => 256,
     }
 }
@@ -65,8 +66,8 @@ enum Weight {
     Rows(Vec<f32>),
     /// Packed into panels at load ([`Gemm::Panels`]).
     Panels(Panels),
-    /// Out × in, row-major, rounded to bf16 at load ([`Gemm::MklBf16`]).
-    Bf16(Vec<u16>),
+    /// Rounded to bf16 and packed by MKL at load ([`Gemm::MklBf16`]).
+    Bf16(PackedBf16),
 }
 
 impl Dense {
@@ -75,7 +76,7 @@ impl Dense {
         let rows = linear.weight().flatten_all()?.to_vec1::<f32>()?;
         let weight = match gemm {
             Gemm::Panels(kernel) => Weight::Panels(Panels::new(&rows, outputs, inputs, kernel)),
-            Gemm::MklBf16(_) => Weight::Bf16(rows.iter().map(|&v| cpu_ops::bf16(v)).collect()),
+            Gemm::MklBf16(mkl) => Weight::Bf16(mkl.pack_bf16(&rows.iter().map(|&v| cpu_ops::bf16(v)).collect::<Vec<_>>(), outputs, inputs)),
             Gemm::Mkl(_) | Gemm::Crate => Weight::Rows(rows),
         };
         let bias = match linear.bias() {
@@ -107,19 +108,11 @@ impl Dense {
             Weight::Bf16(weight) => {
                 let Gemm::MklBf16(mkl) = gemm else { unreachable!("bf16 weights are made only for Gemm::MklBf16") };
                 BF16_ROWS.with_borrow_mut(|rounded| {
-                    rounded.clear();
-                    rounded.extend(src.iter().map(|&v| cpu_ops::bf16(v)));
+                    rounded.resize(src.len(), 0);
+                    cpu_ops::to_bf16(cpu_ops::simd(), src, rounded);
                     // SAFETY: as for `Rows` below, with `rounded` holding the rows × inputs of `src`;
                     // `Gemm::MklBf16` is chosen only where the runtime has the product.
-                    unsafe {
-                        mkl.gemm_bf16(
-                            (rows, self.outputs, self.inputs),
-                            (rounded.as_ptr(), self.inputs),
-                            (weight.as_ptr(), self.inputs, true),
-                            (dst.as_mut_ptr(), self.outputs),
-                            true,
-                        )
-                    }
+                    unsafe { mkl.gemm_bf16_packed(rows, (rounded.as_ptr(), self.inputs), weight, (dst.as_mut_ptr(), self.outputs), true) }
                 })
             }
             // SAFETY: `src` holds rows × inputs, `dst` rows × outputs (checked above) and `weight`
@@ -287,23 +280,28 @@ impl CpuLayer {
 }
 
 /// How a head's attention is computed.
-#[derive(Clone, Copy, PartialEq, Debug)]
+#[derive(Clone, Copy)]
 enum Attention {
     /// [`cpu_attention::head`].
     Tiled,
     /// q·kᵀ and p·v through [`Gemm`], the softmax between them by [`cpu_ops::softmax`].
     Products,
+    /// As `Products`, with q, k, v and the probabilities rounded to bf16 and both products through
+    /// MKL's bf16 product ([`Gemm::MklBf16`] only): on AMX the products leave the f32 FMA units.
+    Bf16Products(&'static Mkl),
 }
 
 impl Attention {
-    /// The tiled kernel where it runs for `head_dim`, unless `WARPFOLD_CPU_ATTENTION=products` asks
-    /// for the products (for side-by-side measurements).
-    fn for_head(head_dim: usize) -> Self {
-        let products = std::env::var("WARPFOLD_CPU_ATTENTION").is_ok_and(|v| v == "products");
-        if !products && cpu_attention::available(head_dim) {
-            Attention::Tiled
-        } else {
-            Attention::Products
+    /// With bf16 products, attention's products in bf16 too; else the tiled kernel where it runs
+    /// for `head_dim`. `WARPFOLD_CPU_ATTENTION=products` (or `tiled`) asks for the f32 products (or
+    /// the tiled f32 kernel where it runs) instead, for side-by-side measurements.
+    fn for_head(head_dim: usize, gemm: Gemm) -> Self {
+        let asked = std::env::var("WARPFOLD_CPU_ATTENTION").unwrap_or_default();
+        match (asked.as_str(), gemm) {
+            ("products", _) => Attention::Products,
+            ("tiled", _) | (_, Gemm::Mkl(_) | Gemm::Crate | Gemm::Panels(_)) if cpu_attention::available(head_dim) => Attention::Tiled,
+            (_, Gemm::MklBf16(mkl)) if asked != "tiled" => Attention::Bf16Products(mkl),
+            _ => Attention::Products,
         }
     }
 }
@@ -317,12 +315,22 @@ pub(crate) struct CpuEncoder {
     eps: f32,
     gemm: Gemm,
     attention: Attention,
+    /// A bin's q/k/v, context and bf16 q/k/v buffers, kept between bins: fresh ones cost page
+    /// faults and the kernel's zeroing of their pages (6% of a bf16 run's cycles in `perf`).
+    buffers: std::sync::Mutex<Buffers>,
+}
+
+#[derive(Default)]
+struct Buffers {
+    qkv: Vec<f32>,
+    ctx: Vec<f32>,
+    qkv16: Vec<u16>,
 }
 
 impl CpuEncoder {
     pub(crate) fn new(layers: Vec<CpuLayer>, hidden: usize, heads: usize, eps: f64, gemm: Gemm) -> Self {
-        let attention = Attention::for_head(hidden / heads);
-        Self { layers, hidden, heads, eps: eps as f32, gemm, attention }
+        let attention = Attention::for_head(hidden / heads, gemm);
+        Self { layers, hidden, heads, eps: eps as f32, gemm, attention, buffers: Default::default() }
     }
 
     /// The attention kernel and the matrix product, in words.
@@ -330,6 +338,7 @@ impl CpuEncoder {
         let attention = match self.attention {
             Attention::Tiled => "tiled AVX2 attention",
             Attention::Products => "attention as two products",
+            Attention::Bf16Products(_) => "attention as two bf16 products",
         };
         format!("{attention} per sequence and head over its real tokens, {}", self.gemm.describe())
     }
@@ -347,16 +356,28 @@ impl CpuEncoder {
         let Some(first) = self.layers.first() else {
             return Tensor::from_vec(x, (t, h), embedded.device());
         };
-        let mut qkv = vec![0f32; t * 3 * h];
+        let mut buffers = self.buffers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Buffers { qkv, ctx, qkv16 } = &mut *buffers;
+        // Every row of q/k/v is written by the projections before it is read.
+        qkv.resize(t * 3 * h, 0.0);
         // Pad rows of the context are never written: zero from here on.
-        let mut ctx = vec![0f32; t * h];
+        ctx.clear();
+        ctx.resize(t * h, 0.0);
+        // q, k and v rounded to bf16 for attention's bf16 products (resized where they run).
         stage("q/k/v projection (first layer)", || {
             x.par_chunks(rows * h).zip(qkv.par_chunks_mut(rows * 3 * h)).for_each(|(x, qkv)| first.qkv.forward_into(gemm, x, qkv));
             Ok(())
         })?;
         for (i, layer) in self.layers.iter().enumerate() {
             stage("attention", || {
-                self.attention(simd, bin, &qkv, &mut ctx);
+                if let Attention::Bf16Products(_) = self.attention {
+                    qkv16.resize(qkv.len(), 0);
+                    qkv16
+                        .par_chunks_mut(rows * 3 * h)
+                        .zip(qkv.par_chunks(rows * 3 * h))
+                        .for_each(|(to, from)| cpu_ops::to_bf16(simd, from, to));
+                }
+                self.attention(simd, bin, qkv, qkv16, ctx);
                 Ok(())
             })?;
             let next = self.layers.get(i + 1);
@@ -390,7 +411,8 @@ impl CpuEncoder {
 
     /// Block-diagonal attention over the real tokens of each slot: `ctx` rows of real tokens are
     /// overwritten, pad rows left as they are.
-    fn attention(&self, simd: Simd, bin: &Bin, qkv: &[f32], ctx: &mut [f32]) {
+    /// `qkv16` is `qkv` rounded to bf16 for [`Attention::Bf16Products`] (unread otherwise).
+    fn attention(&self, simd: Simd, bin: &Bin, qkv: &[f32], qkv16: &[u16], ctx: &mut [f32]) {
         let h = self.hidden;
         let dh = h / self.heads;
         let scale = 1.0 / (dh as f32).sqrt();
@@ -404,11 +426,15 @@ impl CpuEncoder {
         let qkv_ptr = Shared(qkv.as_ptr().cast_mut());
         let ctx_ptr = Shared(ctx.as_mut_ptr());
         let (qkv_len, ctx_len) = (qkv.len(), ctx.len());
+        if let Attention::Bf16Products(_) = self.attention {
+            assert_eq!(qkv16.len(), qkv_len, "q, k and v in bf16 beside the f32 ones");
+        }
         tasks.par_iter().for_each_init(cpu_attention::Scratch::default, |scratch, &(start, real, head)| {
             let (qkv_ptr, ctx_ptr) = (qkv_ptr, ctx_ptr);
             assert!((start + real) * 3 * h <= qkv_len && (start + real) * h <= ctx_len, "slot inside the tape");
             // SAFETY: every offset below addresses rows start..start + real (checked against both
-            // buffers above) and columns of this head; `qkv` is only read; each task writes the
+            // buffers above, and `qkv16` is as long as `qkv` where read) and columns of this head;
+            // `qkv` and `qkv16` are only read; each task writes the
             // (rows of its slot) × (columns of its head) block of `ctx`, which no other task
             // touches, and its own scratch.
             unsafe {
@@ -429,6 +455,23 @@ impl CpuEncoder {
                         }
                         // ctx (real × dh) = P (real × real) · V (real × dh)
                         self.gemm.run((real, dh, real), (scores.as_ptr(), real), (v, 3 * h, false), (out, h), false);
+                    }
+                    Attention::Bf16Products(mkl) => {
+                        let q16 = qkv16.as_ptr().add(start * 3 * h + head * dh);
+                        let (k16, v16) = (q16.add(h), q16.add(2 * h));
+                        let scores = &mut scratch.scores;
+                        scores.resize(real * real, 0.0);
+                        mkl.gemm_bf16((real, real, dh), (q16, 3 * h), (k16, 3 * h, true), (scores.as_mut_ptr(), real), false);
+                        // P unnormalised in bf16; the output rows scaled by 1 / each row's sum after.
+                        let mut inv_sums = vec![0f32; real];
+                        BF16_ROWS.with_borrow_mut(|probs| {
+                            probs.resize(scores.len(), 0);
+                            cpu_ops::exp_rows_bf16(simd, scores, real, scale, probs, &mut inv_sums);
+                            mkl.gemm_bf16((real, dh, real), (probs.as_ptr(), real), (v16, 3 * h, false), (out, h), false);
+                        });
+                        for (r, inv) in inv_sums.into_iter().enumerate() {
+                            std::slice::from_raw_parts_mut(out.add(r * h), dh).iter_mut().for_each(|o| *o *= inv);
+                        }
                     }
                 }
             }

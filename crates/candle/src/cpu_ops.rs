@@ -111,6 +111,16 @@ macro_rules! simd_kernel {
 }
 
 simd_kernel! {
+    /// `dst = src` rounded to bf16 ([`bf16`]), lane by lane: the operands of the bf16 products.
+    fn to_bf16(src: &[f32], dst: &mut [u16]) {
+        assert_eq!(src.len(), dst.len(), "as many bf16s as f32s");
+        for (to, &from) in dst.iter_mut().zip(src) {
+            *to = bf16(from);
+        }
+    }
+}
+
+simd_kernel! {
     /// GELU in place, exact (erf) form: BERT's `hidden_act: "gelu"`.
     fn gelu_erf(xs: &mut [f32]) {
         for x in xs.iter_mut() {
@@ -165,9 +175,38 @@ simd_kernel! {
     }
 }
 
+simd_kernel! {
+    /// For each `real`-wide row of `scores`: e^(scale·s − the row's largest) rounded to bf16 in the
+    /// same place of `probs`, and 1 / the row's sum of those (as rounded) in `inv_sums`. The softmax
+    /// left unnormalised, for bf16 products whose output rows are scaled by `inv_sums` after.
+    fn exp_rows_bf16(scores: &[f32], real: usize, scale: f32, probs: &mut [u16], inv_sums: &mut [f32]) {
+        assert_eq!((scores.len(), probs.len()), (inv_sums.len() * real, inv_sums.len() * real), "whole rows");
+        for ((row, out), inv) in scores.chunks_exact(real).zip(probs.chunks_exact_mut(real)).zip(inv_sums.iter_mut()) {
+            let shift = row_max(row) * scale;
+            let exp16 = |v: f32, sum: &mut f32| {
+                let p = bf16(exp_approx(v * scale - shift));
+                *sum += f32::from_bits(u32::from(p) << 16);
+                p
+            };
+            let mut lane_sum = [0f32; LANES];
+            let (mut keys, mut outs) = (row.chunks_exact(LANES), out.chunks_exact_mut(LANES));
+            for (c, o) in keys.by_ref().zip(outs.by_ref()) {
+                for ((s, &v), p) in lane_sum.iter_mut().zip(c).zip(o.iter_mut()) {
+                    *p = exp16(v, s);
+                }
+            }
+            let mut sum = 0f32;
+            for (&v, p) in keys.remainder().iter().zip(outs.into_remainder()) {
+                *p = exp16(v, &mut sum);
+            }
+            *inv = 1.0 / (sum + lane_sum.iter().sum::<f32>());
+        }
+    }
+}
+
+/// The largest of `keys` (−∞ for none), through LANES partial maxima the compiler vectorises.
 #[inline(always)]
-fn softmax_row(row: &mut [f32], real: usize, scale: f32) {
-    let (keys, pads) = row.split_at_mut(real);
+fn row_max(keys: &[f32]) -> f32 {
     let mut lane_max = [f32::NEG_INFINITY; LANES];
     let mut chunks = keys.chunks_exact(LANES);
     for c in chunks.by_ref() {
@@ -175,11 +214,14 @@ fn softmax_row(row: &mut [f32], real: usize, scale: f32) {
             *m = if v > *m { v } else { *m };
         }
     }
-    let mut max = chunks.remainder().iter().fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m });
-    for m in lane_max {
-        max = if m > max { m } else { max };
-    }
-    let shift = max * scale;
+    let max = chunks.remainder().iter().fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m });
+    lane_max.into_iter().fold(max, |max, m| if m > max { m } else { max })
+}
+
+#[inline(always)]
+fn softmax_row(row: &mut [f32], real: usize, scale: f32) {
+    let (keys, pads) = row.split_at_mut(real);
+    let shift = row_max(keys) * scale;
     let mut lane_sum = [0f32; LANES];
     let mut chunks = keys.chunks_exact_mut(LANES);
     for c in chunks.by_ref() {
@@ -287,6 +329,25 @@ mod tests {
             softmax(simd, &mut padded, 2, 0.5);
             assert_eq!(padded[2], 0.0, "pad key has probability 0");
             assert!((padded[0] + padded[1] - 1.0).abs() < 1e-6);
+        }
+    }
+
+    #[test]
+    fn bf16_exp_rows_times_their_inverse_sums_are_the_softmax() {
+        // Rows of 37 (two full lanes of 16 and a remainder of 5), with large and negative scores.
+        let real = 37;
+        let scores: Vec<f32> = (0..3 * real).map(|i| ((i * 7919) % 113) as f32 * 0.61 - 30.0).collect();
+        for simd in [simd(), Simd::Portable] {
+            let (mut probs, mut inv) = (vec![0u16; scores.len()], vec![0f32; 3]);
+            exp_rows_bf16(simd, &scores, real, 0.3, &mut probs, &mut inv);
+            for (r, row) in scores.chunks(real).enumerate() {
+                let mut reference = row.to_vec();
+                softmax(simd, &mut reference, real, 0.3);
+                for (c, want) in reference.iter().enumerate() {
+                    let got = f32::from_bits(u32::from(probs[r * real + c]) << 16) * inv[r];
+                    assert!((got - want).abs() <= want * 2f32.powi(-7) + 1e-7, "row {r}, key {c}: {got} against {want}");
+                }
+            }
         }
     }
 

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The CPU encoder's matrix-product paths on an Intel CPU (issue 17, session 18), each with
+# sentence-transformers in the same `warpfold bench --peer` run, taking turns ROUNDS times (default
+# 3). VARIANTS (default "mkl panels gemm bf16"; names are the logs'):
+#   mkl     the default where MKL is installed (`warpfold models fetch`): MKL sgemm, f32;
+#   panels  MKL turned off (WARPFOLD_MKL=off): the weights in AVX-512 panels (cpu_panels.rs);
+#   gemm    MKL off and the panels off: the gemm crate's AVX-512 kernels (session 17's default);
+#   bf16    --cpu-precision bf16 (MKL's bf16 products, AMX where the CPU has it), against the peer in
+#           f32 and cast to bfloat16 (--peer-precision f32,bf16), both in the same rounds.
+# PAIRS rounds of the variants in alternation (default 2), as a VM's speed drifts. The CPU is
+# recorded in OUTPUT_DIR/cpu.txt.
+#   bash bench/peer/setup.sh && bash bench/cpu/run-intel-ab.sh bench/results/cpu-DATE
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+O=${1:?usage: run-intel-ab.sh OUTPUT_DIR}
+mkdir -p "$O"
+lscpu > "$O/cpu.txt"
+run() {
+  local name=$1
+  shift
+  ./target/release/warpfold bench --peer --rounds "${ROUNDS:-3}" --documents 64 --packer-sequences 100000 \
+    --out "$O/$name.json" "$@" > "$O/$name.log" 2>&1
+}
+for pair in $(seq 1 "${PAIRS:-2}"); do
+  for v in ${VARIANTS:-mkl panels gemm bf16}; do
+    case $v in
+      mkl) run "mkl-$pair" ;;
+      panels) WARPFOLD_MKL=off run "panels-$pair" ;;
+      gemm) WARPFOLD_MKL=off WARPFOLD_CPU_PANELS=off run "gemm-$pair" ;;
+      bf16) WARPFOLD_CPU_PRECISION=bf16 run "bf16-$pair" --peer-precision f32,bf16 ;;
+    esac
+  done
+done
