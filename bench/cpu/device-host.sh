@@ -16,6 +16,11 @@
 #          bash bench/cpu/device-host.sh run avx512 gemm ...  (the weights' products, session 18: AVX-512
 #                                                             panels, the gemm crate, AVX2 panels; `profile-V`
 #                                                             for WARPFOLD_PROFILE's stage times of variant V)
+# Intel MKL (session 18: f32 `sgemm` and the bf16 path, which need it) travels in more parts:
+#   here:  bash bench/cpu/device-host.sh pack-mkl             -> .gpu-extra/intel/mkl.part-*
+#   there: bash bench/cpu/device-host.sh put-mkl              (one call per part, each carrying one part,
+#                                                             in order; the last one unpacks)
+#          bash bench/cpu/device-host.sh run mkl bf16         (MKL f32; bf16 against the peer in f32 and bf16)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 P=.gpu-extra/intel
@@ -35,6 +40,18 @@ case ${1:?usage: device-host.sh pack|put1|put2|test|run [VARIANT...]} in
     (cd "models/$M" && sha256sum model.safetensors) > "$P/stage/SHA256"
     tar -C "$P/stage" -cf "$P/part-1.tar" . && rm -rf "$P/stage"
     ls -l "$P" ;;
+  pack-mkl)
+    # The libraries MKL opens on an AVX-512 Xeon (runtime, core, sequential layer, LP64 interface,
+    # the AVX-512 and AVX10 kernels), compressed and cut under a call's 64 MiB with the tree.
+    rm -f "$P"/mkl.part-*
+    tar -C models/mkl -cf - libmkl_rt.so.3 libmkl_core.so.3 libmkl_sequential.so.3 libmkl_intel_lp64.so.3 \
+      libmkl_avx512.so.3 libmkl_avx10.so.3 | xz -T2 -6 | split -b 50M - "$P/mkl.part-"
+    ls -l "$P"/mkl.part-* ;;
+  put-mkl)
+    mkdir -p $D/mkl-parts && cp $P/mkl.part-* $D/mkl-parts/
+    if [ -n "${LAST:-}" ]; then
+      mkdir -p $D/models/mkl && cat $D/mkl-parts/mkl.part-* | xz -dc | tar -C $D/models/mkl -xf - && ls -l $D/models/mkl
+    fi ;;
   put1)
     rm -rf $D && mkdir -p $D && tar -C $D -xf $P/part-1.tar && ls $D ;;
   put2)
@@ -58,23 +75,27 @@ case ${1:?usage: device-host.sh pack|put1|put2|test|run [VARIANT...]} in
     echo "pinned to CPUs $cpus" | tee "$OUT/pinning.txt"
     export WARPFOLD_MODELS_DIR=$D/models WARPFOLD_LOG=warn
     run() {
+      local name=$1
+      shift
       taskset -c "$cpus" $D/warpfold bench --peer --peer-python /opt/torch/.venv/bin/python --rounds "${ROUNDS:-3}" \
-        --documents 64 --packer-sequences 100000 --out "$OUT/$1.json" > "$OUT/$1.log" 2>&1
-      grep -E "kernels|sentence-transformers|end to end|median|ratio" "$OUT/$1.log" | head -20
+        --documents 64 --packer-sequences 100000 --out "$OUT/$name.json" "$@" > "$OUT/$name.log" 2>&1
+      grep -E "kernels|sentence-transformers|end to end|median|ratio|x$" "$OUT/$name.log" | head -24
     }
     shift
     [ $# -gt 0 ] || set -- tiled products
     for variant in "$@"; do
       case $variant in
         probe) /opt/torch/.venv/bin/python bench/cpu/amx_probe.py $D/models/$M --cpus "$cpus" | tee "$OUT/amx-probe.txt" ;;
-        tiled|avx512) run "$variant" ;;
-        products) WARPFOLD_CPU_ATTENTION=products run products ;;
-        gemm) WARPFOLD_CPU_PANELS=off run gemm ;;
-        avx2) WARPFOLD_CPU_PANELS=avx2 run avx2 ;;
+        tiled|avx512) WARPFOLD_MKL=off run "$variant" ;;
+        products) WARPFOLD_MKL=off WARPFOLD_CPU_ATTENTION=products run products ;;
+        gemm) WARPFOLD_MKL=off WARPFOLD_CPU_PANELS=off run gemm ;;
+        mkl) [ -f $D/models/mkl/libmkl_rt.so.3 ] || { echo "MKL is not there: put-mkl first" >&2; exit 2; }; run mkl ;;
+        bf16) WARPFOLD_CPU_PRECISION=bf16 run bf16 --peer-precision f32,bf16 ;;
+        avx2) WARPFOLD_MKL=off WARPFOLD_CPU_PANELS=avx2 run avx2 ;;
         profile-*)
           v=${variant#profile-}
           panels=$([ "$v" = gemm ] && echo off || echo "$v")
-          WARPFOLD_PROFILE=1 WARPFOLD_CPU_PANELS=$panels taskset -c "$cpus" $D/warpfold bench --corpus stress --documents 16 \
+          WARPFOLD_MKL=off WARPFOLD_PROFILE=1 WARPFOLD_CPU_PANELS=$panels taskset -c "$cpus" $D/warpfold bench --corpus stress --documents 16 \
             > "$OUT/$variant.out" 2> "$OUT/$variant.err"
           # Totals over the run's bins: tokens, timed ms, and the row phase's and attention's ms.
           sed 's/\x1b\[[0-9;]*m//g' "$OUT/$variant.err" | awk -v v="$variant" '

@@ -502,8 +502,13 @@ impl BertModel {
     }
 
     /// Which attention its bins run through, in words.
+    /// The attention, in words, for the device views; on the CPU in bf16 it says so.
     pub fn attention(&self) -> String {
-        crate::flash::describe(&self.device, self.head_dim(), self.dtype, false)
+        let attention = crate::flash::describe(&self.device, self.head_dim(), self.dtype, false);
+        match &self.cpu {
+            Some(cpu) if cpu.bf16() => format!("{attention}, products in bf16 (MKL)"),
+            _ => attention,
+        }
     }
 
     /// The attention and, on the CPU, the fused layers' matrix product, in words (for benchmarks).

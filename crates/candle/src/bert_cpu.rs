@@ -333,6 +333,11 @@ impl CpuEncoder {
         Self { layers, hidden, heads, eps: eps as f32, gemm, attention, buffers: Default::default() }
     }
 
+    /// Whether the products run in bf16 ([`Gemm::MklBf16`]).
+    pub(crate) fn bf16(&self) -> bool {
+        matches!(self.gemm, Gemm::MklBf16(_))
+    }
+
     /// The attention kernel and the matrix product, in words.
     pub(crate) fn describe(&self) -> String {
         let attention = match self.attention {
