@@ -5,11 +5,15 @@ use std::process::Stdio;
 
 use crate::common::warpfold;
 
+/// `cmd` run with `input` on its stdin, its output captured.
+fn run_with_stdin(cmd: &mut std::process::Command, input: &[u8]) -> std::process::Output {
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
 fn run_embed(stdin: &[u8], extra: &[&str]) -> (Vec<serde_json::Value>, String, i32) {
-    let mut child =
-        warpfold().arg("embed").args(extra).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_stdin(warpfold().arg("embed").args(extra), stdin);
     let lines = String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     (lines, String::from_utf8_lossy(&out.stderr).into_owned(), out.status.code().unwrap())
 }
@@ -46,17 +50,9 @@ fn embed_answers_every_line_in_order_and_bad_lines_get_specific_errors() {
 /// `warpfold embed --cpu-precision PRECISION` on `input` with `WARPFOLD_MKL` set to `mkl`: the
 /// vectors, stderr and exit code.
 fn embed_at(precision: &str, mkl: &std::ffi::OsStr, input: &str) -> (Vec<Vec<f64>>, String, i32) {
-    let mut child = warpfold()
-        .args(["--cpu-precision", precision, "embed"])
-        .env("WARPFOLD_MKL", mkl)
-        .env("WARPFOLD_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let mut cmd = warpfold();
+    cmd.args(["--cpu-precision", precision, "embed"]).env("WARPFOLD_MKL", mkl).env("WARPFOLD_LOG", "warn");
+    let out = run_with_stdin(&mut cmd, input.as_bytes());
     let vectors = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -155,16 +151,7 @@ fn score_matches_transformers_on_the_reference_decoders() {
             input.push('\n');
         }
         input.push_str("{\"text\": \"no tokenizer in this folder\"}\n");
-        let mut child = warpfold()
-            .args(["score", "--decoder"])
-            .arg(&dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
+        let out = run_with_stdin(warpfold().args(["score", "--decoder"]).arg(&dir), input.as_bytes());
         assert_eq!(out.status.code(), Some(1), "one line could not be scored");
         let lines: Vec<serde_json::Value> =
             String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();

@@ -16,10 +16,12 @@
 //!
 //! The matmuls are Intel MKL's `sgemm` where it is installed on an Intel CPU ([`crate::mkl`]), else
 //! the weights packed once into AVX2 or AVX-512 panels ([`crate::cpu_panels`]), else (no AVX2) the
-//! `gemm` crate's kernels; the row kernels are [`crate::cpu_ops`]. Opt-in, the weights' products
-//! run with bf16 operands and f32 sums through MKL ([`Gemm::MklBf16`]): on a CPU with AMX that is
-//! 2.3× the f32 rate, its vectors within cosine 0.99996 of f32 ones (BENCHMARKS.md, session 18). The result equals the candle-op forward
-//! ([`crate::bert::BertModel`] on other devices) to f32 rounding: the tests compare the two.
+//! `gemm` crate's kernels; the row kernels are [`crate::cpu_ops`]. The result equals the candle-op
+//! forward ([`crate::bert::BertModel`] on other devices) to f32 rounding: the tests compare the two.
+//!
+//! Opt-in, the products (the weights' and attention's) run with bf16 operands and f32 sums through
+//! MKL ([`Gemm::MklBf16`]): on a 2-core Xeon with AMX 2.4× MKL's f32 rate, the vectors within cosine
+//! 0.99996 of f32 ones (BENCHMARKS.md, "CPU on Intel with AMX ... session 18").
 
 use candle_core::{Result, Tensor};
 use candle_nn::{LayerNorm, Linear};

@@ -63,7 +63,7 @@ pub struct GlobalOptions {
     #[arg(long, global = true, value_parser = parse_size)]
     pub vram_budget: Option<u64>,
     /// How the CPU encoder multiplies by its weights: f32, or bf16 (bf16 operands, f32 sums,
-    /// through Intel MKL: about 2.3x faster on a CPU with AMX, cosine to f32 vectors >= 0.9999 in
+    /// through Intel MKL: about 2.4x MKL's f32 speed on a CPU with AMX, cosine to f32 vectors >= 0.9999 in
     /// BENCHMARKS.md). No effect on a GPU.
     #[arg(long, global = true, default_value = "f32", env = "WARPFOLD_CPU_PRECISION")]
     pub cpu_precision: warpfold_runtime::CpuPrecision,

@@ -427,8 +427,8 @@ fn cpu_math_library(dir: &ModelDir) {
     tracing::info!("fetching Intel MKL for the CPU encoder (PyPI mkl=={}, about 230 MB)", entry.version);
     if let Err(e) = models::fetch(entry, models_root) {
         tracing::warn!(
-            "Intel MKL was not fetched ({e}); the CPU encoder runs the gemm crate's kernels (tried again in a day, or now with \
-             `warpfold models fetch mkl`)"
+            "Intel MKL was not fetched ({e}); where no copy is in the models folder, the CPU encoder runs its own kernels and \
+             refuses bf16 (tried again in a day, or now with `warpfold models fetch mkl`)"
         );
         let _ = std::fs::write(&failed, e.to_string());
     }
