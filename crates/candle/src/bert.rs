@@ -907,6 +907,9 @@ pub(crate) mod tests {
         let f32s = BertModel::new(&cfg, Pooling::Mean, vb.clone()).unwrap().fused_for_cpu(Gemm::Mkl(mkl)).unwrap();
         let bf16 = BertModel::new(&cfg, Pooling::Mean, vb).unwrap().fused_for_cpu(Gemm::MklBf16(mkl)).unwrap();
         assert!(bf16.kernels().contains("bf16"), "{}", bf16.kernels());
+        // The device views (desktop and web UI) read this line to show the bf16 pill.
+        assert_eq!(bf16.attention(), "masked attention per slot (CPU), products in bf16 (MKL)");
+        assert_eq!(f32s.attention(), "masked attention per slot (CPU)");
         let (a, b) = (f32s.fetch(&f32s.embed(&bin).unwrap()).unwrap(), bf16.fetch(&bf16.embed(&bin).unwrap()).unwrap());
         let (mut worst_cos, mut largest) = (1f32, 0f32);
         for (x, y) in a.chunks(cfg.hidden_size).zip(b.chunks(cfg.hidden_size)) {

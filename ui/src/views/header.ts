@@ -81,8 +81,14 @@ function drawDevice() {
   const kind = (d.kind || "").toUpperCase();
   const name = d.name || kind || "–";
   const flash = (d.attention ?? "").startsWith("FlashAttention-2");
+  // The CPU encoder's opt-in bf16 products (WARPFOLD_CPU_PRECISION=bf16) say so in the attention line.
+  const bf16 = (d.attention ?? "").includes("products in bf16");
   const attention = d.attention
-    ? [" ", h("span", { class: flash ? "pill pill-accent" : "pill", title: d.attention, "data-testid": "attention" }, flash ? "FA-2" : "masked attention")]
+    ? [
+        " ",
+        h("span", { class: flash ? "pill pill-accent" : "pill", title: d.attention, "data-testid": "attention" }, flash ? "FA-2" : "masked attention"),
+        bf16 ? [" ", h("span", { class: "pill", title: "matrix products in bf16 with f32 sums (Intel MKL)", "data-testid": "precision" }, "bf16")] : [],
+      ]
     : [];
   replace($("device-name"), name, kind && name.toUpperCase() !== kind ? [" ", h("span", { class: "pill" }, kind)] : [], attention);
   const cap = $("device-capacity");
