@@ -40,12 +40,12 @@ use crate::stage_profile::time as stage;
 /// feed-forward intermediate stay in cache. Measured on a 2-core Xeon, stress corpus: MKL 128 rows
 /// 6,471 tokens/s, 256 6,180, 512 5,638; the gemm crate 64 rows 4,167, 128 4,868, 256 5,981, 512
 /// 5,832-6,362, 1024 5,520. The panels on a 2-core Zen 3 EPYC (no packing per call): 96, 128 and 256
-/// rows within 1% of each other (6,929-7,009 tokens/s, session 17).
+/// rows within 1% of each other (6,929-7,009 tokens/s, session 17). MKL's bf16 products on a Xeon
+/// with AMX: 256 rows about 5% under 128 and 512 in the stage profile's timed ms (session 18).
 fn rows_per_task(gemm: Gemm) -> usize {
     match gemm {
         Gemm::Mkl(_) => 128,
-        Gemm::MklBf16(_) => 256,
-        Gemm::Crate | Gemm::Panels(_) => 256,
+        Gemm::MklBf16(_) | Gemm::Crate | Gemm::Panels(_) => 256,
     }
 }
 
@@ -142,8 +142,8 @@ pub(crate) enum Gemm {
     /// is not tiled) through the gemm crate.
     Panels(Kernel),
     /// Opt-in bf16 ([`crate::bert::CpuPrecision::Bf16`]): the weights' products with bf16 operands and
-    /// f32 sums through MKL (on AMX where the CPU has it); everything else, attention included, in
-    /// f32.
+    /// f32 sums through MKL (on AMX where the CPU has it), attention's through
+    /// [`Attention::Bf16Products`]; norms, GELU, residuals and the softmax's sums in f32.
     MklBf16(&'static Mkl),
 }
 
