@@ -52,7 +52,7 @@ pub struct BenchArgs {
     /// Precisions the peer runs in, at each batch size: f32, and bf16 (the model cast to bfloat16,
     /// as a user would against `--cpu-precision bf16`). The ratio is against its fastest run.
     #[arg(long, value_delimiter = ',', default_value = "f32")]
-    pub peer_precision: Vec<warpfold_runtime::CpuPrecision>,
+    pub peer_precision: Vec<CpuPrecision>,
     /// With --peer: run warpfold end to end and the peer this many times, taking turns, and
     /// compare their median runs. On a shared machine whose speed drifts during a run (a cloud
     /// VM), one run of each can differ by a third either way; turns and medians keep the drift

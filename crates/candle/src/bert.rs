@@ -501,8 +501,8 @@ impl BertModel {
         crate::flash::uses_flash(&self.device, self.head_dim(), self.dtype, false)
     }
 
-    /// Which attention its bins run through, in words.
-    /// The attention, in words, for the device views; on the CPU in bf16 it says so.
+    /// Which attention its bins run through, in words, for the device views; on the CPU in bf16 it
+    /// says so.
     pub fn attention(&self) -> String {
         let attention = crate::flash::describe(&self.device, self.head_dim(), self.dtype, false);
         match &self.cpu {
@@ -686,9 +686,10 @@ pub enum CpuPrecision {
     /// f32 throughout (the default): the vectors of the reference implementation to f32 rounding.
     #[default]
     F32,
-    /// The weights' products with bf16 operands and f32 sums, through Intel MKL (on AMX tiles
-    /// where the CPU has them); attention, norms, GELU and pooling in f32. Faster where the CPU
-    /// has AMX or AVX512-BF16; the vectors move by bf16's rounding (BENCHMARKS.md, session 18).
+    /// The products (the weights' and attention's) with bf16 operands and f32 sums, through Intel
+    /// MKL (on AMX tiles where the CPU has them); norms, GELU, residuals and pooling in f32. Faster
+    /// where the CPU has AMX or AVX512-BF16; the vectors move by bf16's rounding (BENCHMARKS.md,
+    /// session 18).
     Bf16,
 }
 

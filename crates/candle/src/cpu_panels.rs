@@ -39,15 +39,10 @@ impl Kernel {
 
     /// Whether this CPU has the kernel's instructions.
     pub(crate) fn runs_here(self) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        {
-            match self {
-                Kernel::Avx2 => std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma"),
-                Kernel::Avx512 => std::is_x86_feature_detected!("avx512f"),
-            }
+        match self {
+            Kernel::Avx2 => cpu_ops::simd() != Simd::Portable,
+            Kernel::Avx512 => cpu_ops::simd() == Simd::Avx512,
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        false
     }
 
     /// Output columns per panel.
@@ -111,7 +106,7 @@ pub(crate) mod x86 {
     use super::{Panels, NR};
 
     /// Rows of an AVX-512 register tile: with two accumulators a row, 24 of the 32 zmm registers
-    /// (the two panel vectors and the broadcast row value take three more; 14 rows spilled).
+    /// (the two panel vectors and the broadcast row value take three more; 14 rows would spill).
     const MR512: usize = 12;
     /// Columns of an AVX-512 panel and tile.
     const NR512: usize = 2 * NR;

@@ -96,11 +96,11 @@ impl Mkl {
         (c, ldc): (*mut f32, usize),
         accumulate: bool,
     ) {
-        let beta = if accumulate { 1.0 } else { 0.0 };
         let transb = if b_transposed { TRANS } else { NO_TRANS };
-        let i = |v: usize| i32::try_from(v).expect("an encoder matrix dimension fits in 32 bits");
         // SAFETY: forwarded from the caller's contract; the arguments follow cblas_sgemm's.
-        unsafe { (self.sgemm)(ROW_MAJOR, NO_TRANS, transb, i(m), i(n), i(k), 1.0, a, i(lda), b, i(ldb), beta, c, i(ldc)) }
+        unsafe {
+            (self.sgemm)(ROW_MAJOR, NO_TRANS, transb, dim(m), dim(n), dim(k), 1.0, a, dim(lda), b, dim(ldb), beta(accumulate), c, dim(ldc))
+        }
     }
 
     /// Whether this runtime has the bf16 product ([`Self::gemm_bf16`]).
@@ -122,11 +122,9 @@ impl Mkl {
         accumulate: bool,
     ) {
         let gemm = self.gemm_bf16.as_ref().expect("gemm_bf16 is called only where has_bf16").gemm;
-        let beta = if accumulate { 1.0 } else { 0.0 };
         let transb = if b_transposed { TRANS } else { NO_TRANS };
-        let i = |v: usize| i32::try_from(v).expect("an encoder matrix dimension fits in 32 bits");
         // SAFETY: forwarded from the caller's contract; the arguments follow cblas_gemm_bf16bf16f32's.
-        unsafe { gemm(ROW_MAJOR, NO_TRANS, transb, i(m), i(n), i(k), 1.0, a, i(lda), b, i(ldb), beta, c, i(ldc)) }
+        unsafe { gemm(ROW_MAJOR, NO_TRANS, transb, dim(m), dim(n), dim(k), 1.0, a, dim(lda), b, dim(ldb), beta(accumulate), c, dim(ldc)) }
     }
 }
 
@@ -152,13 +150,12 @@ impl Mkl {
     pub(crate) fn pack_bf16(&self, weight: &[u16], outputs: usize, inputs: usize) -> PackedBf16 {
         assert_eq!(weight.len(), outputs * inputs, "a whole weight");
         let f = self.gemm_bf16.as_ref().expect("pack_bf16 is called only where has_bf16");
-        let i = |v: usize| i32::try_from(v).expect("an encoder matrix dimension fits in 32 bits");
         // SAFETY: plain queries and a pack into a buffer of the size MKL asked for (in u64s, so
         // 8-byte aligned); `weight` holds outputs × inputs values with row stride `inputs`.
         unsafe {
-            let bytes = (f.pack_get_size)(B_MATRIX, 1, i(outputs), i(inputs));
+            let bytes = (f.pack_get_size)(B_MATRIX, 1, dim(outputs), dim(inputs));
             let mut buffer = vec![0u64; bytes.div_ceil(8)];
-            (f.pack)(ROW_MAJOR, B_MATRIX, TRANS, 1, i(outputs), i(inputs), weight.as_ptr(), i(inputs), buffer.as_mut_ptr().cast());
+            (f.pack)(ROW_MAJOR, B_MATRIX, TRANS, 1, dim(outputs), dim(inputs), weight.as_ptr(), dim(inputs), buffer.as_mut_ptr().cast());
             PackedBf16 { buffer, outputs, inputs }
         }
     }
@@ -177,13 +174,40 @@ impl Mkl {
         accumulate: bool,
     ) {
         let f = self.gemm_bf16.as_ref().expect("packed products exist only where has_bf16");
-        let beta = if accumulate { 1.0 } else { 0.0 };
-        let i = |v: usize| i32::try_from(v).expect("an encoder matrix dimension fits in 32 bits");
         let (n, k) = (packed.outputs, packed.inputs);
         // SAFETY: forwarded from the caller's contract; `packed` was packed for n and k.
         unsafe {
-            (f.compute)(ROW_MAJOR, NO_TRANS, PACKED, i(m), i(n), i(k), 1.0, a, i(lda), packed.buffer.as_ptr().cast(), i(k), beta, c, i(ldc))
+            (f.compute)(
+                ROW_MAJOR,
+                NO_TRANS,
+                PACKED,
+                dim(m),
+                dim(n),
+                dim(k),
+                1.0,
+                a,
+                dim(lda),
+                packed.buffer.as_ptr().cast(),
+                dim(k),
+                beta(accumulate),
+                c,
+                dim(ldc),
+            )
         }
+    }
+}
+
+/// A matrix dimension or stride as MKL's 32-bit `MKL_INT`.
+fn dim(v: usize) -> i32 {
+    i32::try_from(v).expect("an encoder matrix dimension fits in 32 bits")
+}
+
+/// `beta` of `c = a·b + beta·c`: 1 to add to `c`, 0 to overwrite it.
+fn beta(accumulate: bool) -> f32 {
+    if accumulate {
+        1.0
+    } else {
+        0.0
     }
 }
 
