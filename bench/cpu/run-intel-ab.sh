@@ -6,7 +6,9 @@
 #   panels  MKL turned off (WARPFOLD_MKL=off): the weights in AVX-512 panels (cpu_panels.rs);
 #   gemm    MKL off and the panels off: the gemm crate's AVX-512 kernels (session 17's default);
 #   bf16    --cpu-precision bf16 (MKL's bf16 products, AMX where the CPU has it), against the peer in
-#           f32 and cast to bfloat16 (--peer-precision f32,bf16), both in the same rounds.
+#           f32 and cast to bfloat16 (--peer-precision f32,bf16), both in the same rounds;
+#   bf16x3  --cpu-precision bf16x3 (session 19: the weights' products as three bf16 products of split
+#           f32s, about 16 bits of each; attention in f32), against the peer in f32.
 # PAIRS rounds of the variants in alternation (default 2), as a VM's speed drifts. The CPU is
 # recorded in OUTPUT_DIR/cpu.txt.
 #   bash bench/peer/setup.sh && bash bench/cpu/run-intel-ab.sh bench/results/cpu-DATE
@@ -28,6 +30,7 @@ for pair in $(seq 1 "${PAIRS:-2}"); do
       panels) WARPFOLD_MKL=off run "panels-$pair" ;;
       gemm) WARPFOLD_MKL=off WARPFOLD_CPU_PANELS=off run "gemm-$pair" ;;
       bf16) WARPFOLD_CPU_PRECISION=bf16 run "bf16-$pair" --peer-precision f32,bf16 ;;
+      bf16x3) WARPFOLD_CPU_PRECISION=bf16x3 run "bf16x3-$pair" ;;
     esac
   done
 done

@@ -177,11 +177,12 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       assert.notEqual((await page.getByTestId("model-name").textContent()).trim(), "–");
       assert.match(await page.getByTestId("device-capacity").textContent(), /\d tokens/);
       // which attention the model runs through, and on the CPU why it is the masked path
-      // (WARPFOLD_CPU_PRECISION=bf16 in the environment runs the server's CPU encoder in bf16: it says so)
-      const bf16 = process.env.WARPFOLD_CPU_PRECISION === "bf16";
-      const cpuAttention = bf16 ? /^masked attention per slot \(CPU\), products in bf16 \(MKL\)$/ : /^masked attention per slot \(CPU\)$/;
-      assert.match(await page.getByTestId("attention").getAttribute("title"), cpuAttention);
-      assert.equal(await page.getByTestId("precision").count(), bf16 ? 1 : 0, "a bf16 pill exactly when bf16 runs");
+      // (WARPFOLD_CPU_PRECISION=bf16 or bf16x3 in the environment runs the server's CPU encoder so: it says so)
+      const precision = ["bf16", "bf16x3"].find((p) => p === process.env.WARPFOLD_CPU_PRECISION);
+      const cpuAttention = precision ? `masked attention per slot (CPU), products in ${precision} (MKL)` : "masked attention per slot (CPU)";
+      assert.equal(await page.getByTestId("attention").getAttribute("title"), cpuAttention);
+      assert.equal(await page.getByTestId("precision").count(), precision ? 1 : 0, "a precision pill exactly when bf16 or bf16x3 runs");
+      if (precision) assert.equal((await page.getByTestId("precision").textContent()).trim(), precision);
       await page.getByTestId("queue-progress-label").waitFor();
       await shot(page, "empty");
       // the token survives a reload (sessionStorage)

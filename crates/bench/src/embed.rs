@@ -51,7 +51,7 @@ pub struct BenchArgs {
     pub peer_batch: Vec<usize>,
     /// Precisions the peer runs in, at each batch size: f32, and bf16 (the model cast to bfloat16,
     /// as a user would against `--cpu-precision bf16`). The ratio is against its fastest run.
-    #[arg(long, value_delimiter = ',', default_value = "f32")]
+    #[arg(long, value_delimiter = ',', default_value = "f32", value_parser = peer_precision)]
     pub peer_precision: Vec<CpuPrecision>,
     /// With --peer: run warpfold end to end and the peer this many times, taking turns, and
     /// compare their median runs. On a shared machine whose speed drifts during a run (a cloud
@@ -76,6 +76,14 @@ pub struct BenchArgs {
     /// token ids scored in windows, as `warpfold score` does).
     #[arg(long, requires = "devices_compare")]
     pub decoder: Option<PathBuf>,
+}
+
+/// A precision the peer can run in: f32 or bf16 (torch has no bf16x3 for it to match).
+fn peer_precision(text: &str) -> std::result::Result<CpuPrecision, String> {
+    match text.parse()? {
+        CpuPrecision::Bf16x3 => Err("the peer runs in f32 or bf16; bf16x3 is warpfold's own (compare it with the f32 peer)".into()),
+        precision => Ok(precision),
+    }
 }
 
 #[derive(Serialize, Debug, Clone)]

@@ -501,12 +501,15 @@ impl BertModel {
         crate::flash::uses_flash(&self.device, self.head_dim(), self.dtype, false)
     }
 
-    /// Which attention its bins run through, in words, for the device views; on the CPU in bf16 it
-    /// says so.
+    /// Which attention its bins run through, in words, for the device views; on the CPU in bf16 or
+    /// bf16x3 it says so.
     pub fn attention(&self) -> String {
         let attention = crate::flash::describe(&self.device, self.head_dim(), self.dtype, false);
         match &self.cpu {
-            Some(cpu) if cpu.bf16() => format!("{attention}, products in bf16 (MKL)"),
+            Some(cpu) => match cpu.reduced_products() {
+                Some(products) => format!("{attention}, products in {products} (MKL)"),
+                None => attention,
+            },
             _ => attention,
         }
     }
@@ -691,14 +694,21 @@ pub enum CpuPrecision {
     /// where the CPU has AMX or AVX512-BF16; the vectors move by bf16's rounding (BENCHMARKS.md,
     /// session 18).
     Bf16,
+    /// The weights' products as three bf16 products with f32 sums (each f32 split into a high and a
+    /// low bf16: hi·hi + hi·lo + lo·hi, about 16 of f32's 24 bits), through Intel MKL; attention,
+    /// norms, GELU, residuals and pooling in f32. Faster than f32 only where the CPU has AMX (bf16
+    /// products there run at several times the f32 rate); the vectors stay within about 1e-5 of the
+    /// f32 ones (BENCHMARKS.md, session 19).
+    Bf16x3,
 }
 
 impl CpuPrecision {
-    /// The name `from_str` reads: `f32` or `bf16`.
+    /// The name `from_str` reads: `f32`, `bf16` or `bf16x3`.
     pub fn name(self) -> &'static str {
         match self {
             CpuPrecision::F32 => "f32",
             CpuPrecision::Bf16 => "bf16",
+            CpuPrecision::Bf16x3 => "bf16x3",
         }
     }
 }
@@ -710,7 +720,8 @@ impl std::str::FromStr for CpuPrecision {
         match text.trim().to_ascii_lowercase().as_str() {
             "f32" => Ok(CpuPrecision::F32),
             "bf16" => Ok(CpuPrecision::Bf16),
-            other => Err(format!("{other:?} is not a CPU precision: f32 or bf16")),
+            "bf16x3" => Ok(CpuPrecision::Bf16x3),
+            other => Err(format!("{other:?} is not a CPU precision: f32, bf16 or bf16x3")),
         }
     }
 }
@@ -719,7 +730,8 @@ impl std::str::FromStr for CpuPrecision {
 /// CPU the layers run fused ([`crate::bert_cpu`]), with MKL's matmul when it is installed beside the
 /// model folder `model_dir` ([`crate::mkl::for_model`]), else [`Gemm::without_mkl`]'s, unless
 /// `WARPFOLD_CPU_ENCODER=ops` asks for the candle-op layers (for side-by-side measurements).
-/// [`CpuPrecision::Bf16`] needs MKL's bf16 product and fails with the reason where it is missing.
+/// [`CpuPrecision::Bf16`] and [`CpuPrecision::Bf16x3`] need MKL's bf16 product and fail with the
+/// reason where it is missing.
 pub fn load(
     cfg: &Config,
     pooling: Pooling,
@@ -736,17 +748,20 @@ pub fn load(
     if device.is_cpu() && !ops {
         let mkl = crate::mkl::for_model(model_dir);
         let gemm = match (precision, mkl) {
-            (CpuPrecision::Bf16, Some(mkl)) if mkl.has_bf16() => Gemm::MklBf16(mkl),
-            (CpuPrecision::Bf16, Some(mkl)) => candle_core::bail!(
-                "bf16 on the CPU needs Intel MKL's cblas_gemm_bf16bf16f32, which {} lacks; run in f32",
-                mkl.path().display()
-            ),
-            (CpuPrecision::Bf16, None) => candle_core::bail!(
-                "bf16 on the CPU runs through Intel MKL, which is not loaded here (it is fetched beside the pinned models on \
-                 Intel CPUs, or named by WARPFOLD_MKL); run in f32"
-            ),
             (CpuPrecision::F32, Some(mkl)) => Gemm::Mkl(mkl),
             (CpuPrecision::F32, None) => Gemm::without_mkl(),
+            (CpuPrecision::Bf16, Some(mkl)) if mkl.has_bf16() => Gemm::MklBf16(mkl),
+            (CpuPrecision::Bf16x3, Some(mkl)) if mkl.has_bf16() => Gemm::MklBf16x3(mkl),
+            (_, Some(mkl)) => candle_core::bail!(
+                "{} on the CPU needs Intel MKL's cblas_gemm_bf16bf16f32, which {} lacks; run in f32",
+                precision.name(),
+                mkl.path().display()
+            ),
+            (_, None) => candle_core::bail!(
+                "{} on the CPU runs through Intel MKL, which is not loaded here (it is fetched beside the pinned models on \
+                 Intel CPUs, or named by WARPFOLD_MKL); run in f32",
+                precision.name()
+            ),
         };
         model.fused_for_cpu(gemm)
     } else {
@@ -893,7 +908,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn bf16_products_keep_the_vectors_within_bf16_rounding() {
+    fn bf16_products_keep_the_vectors_within_bf16_rounding_and_bf16x3_within_sixteen_bits() {
         let Some(mkl) = repo_mkl().filter(|mkl| mkl.has_bf16()) else {
             eprintln!("no MKL with cblas_gemm_bf16bf16f32 here: the bf16 comparison is left out");
             return;
@@ -906,21 +921,39 @@ pub(crate) mod tests {
         .unwrap();
         let vb = VarBuilder::from_tensors(random_weights(&cfg), DType::F32, &Device::Cpu);
         let f32s = BertModel::new(&cfg, Pooling::Mean, vb.clone()).unwrap().fused_for_cpu(Gemm::Mkl(mkl)).unwrap();
-        let bf16 = BertModel::new(&cfg, Pooling::Mean, vb).unwrap().fused_for_cpu(Gemm::MklBf16(mkl)).unwrap();
+        let bf16 = BertModel::new(&cfg, Pooling::Mean, vb.clone()).unwrap().fused_for_cpu(Gemm::MklBf16(mkl)).unwrap();
         assert!(bf16.kernels().contains("bf16"), "{}", bf16.kernels());
         // The device views (desktop and web UI) read this line to show the bf16 pill.
         assert_eq!(bf16.attention(), "masked attention per slot (CPU), products in bf16 (MKL)");
         assert_eq!(f32s.attention(), "masked attention per slot (CPU)");
-        let (a, b) = (f32s.fetch(&f32s.embed(&bin).unwrap()).unwrap(), bf16.fetch(&bf16.embed(&bin).unwrap()).unwrap());
-        let (mut worst_cos, mut largest) = (1f32, 0f32);
-        for (x, y) in a.chunks(cfg.hidden_size).zip(b.chunks(cfg.hidden_size)) {
-            worst_cos = worst_cos.min(x.iter().zip(y).map(|(p, q)| p * q).sum());
-            largest = x.iter().zip(y).fold(largest, |m, (p, q)| m.max((p - q).abs()));
-        }
+        let (worst_cos, largest) = against_f32(&f32s, &bf16, &bin, cfg.hidden_size);
         // The products really ran in bf16 (8 significant bits: the vectors move), and the f32 sums
         // keep the pooled vectors close.
         assert!(largest > 1e-5, "the bf16 path gave the f32 vectors exactly: largest difference {largest}");
         assert!(worst_cos > 0.999, "cosine to the f32 vectors {worst_cos}");
+
+        // bf16x3: the weights' products from split operands, about 16 bits of each f32.
+        let x3 = BertModel::new(&cfg, Pooling::Mean, vb).unwrap().fused_for_cpu(Gemm::MklBf16x3(mkl)).unwrap();
+        assert!(x3.kernels().contains("bf16x3"), "{}", x3.kernels());
+        assert_eq!(x3.attention(), "masked attention per slot (CPU), products in bf16x3 (MKL)");
+        let (worst_x3, largest_x3) = against_f32(&f32s, &x3, &bin, cfg.hidden_size);
+        eprintln!("against f32: bf16 cosine {worst_cos}, largest difference {largest}; bf16x3 {worst_x3}, {largest_x3}");
+        // Not the f32 products (they moved), but some hundred times closer to them than bf16's.
+        assert!(largest_x3 > 0.0, "the bf16x3 path gave the f32 vectors exactly");
+        assert!(largest_x3 < largest / 30.0, "bf16x3 largest difference {largest_x3}, bf16's {largest}");
+        assert!(worst_x3 > 0.999_999, "bf16x3 cosine to the f32 vectors {worst_x3}");
+    }
+
+    /// The worst cosine and the largest element difference of `model`'s pooled vectors to `f32s`'
+    /// on `bin`.
+    fn against_f32(f32s: &BertModel, model: &BertModel, bin: &Bin, hidden: usize) -> (f32, f32) {
+        let (a, b) = (f32s.fetch(&f32s.embed(bin).unwrap()).unwrap(), model.fetch(&model.embed(bin).unwrap()).unwrap());
+        let (mut worst_cos, mut largest) = (1f32, 0f32);
+        for (x, y) in a.chunks(hidden).zip(b.chunks(hidden)) {
+            worst_cos = worst_cos.min(x.iter().zip(y).map(|(p, q)| p * q).sum());
+            largest = x.iter().zip(y).fold(largest, |m, (p, q)| m.max((p - q).abs()));
+        }
+        (worst_cos, largest)
     }
 
     /// MKL from the checkout's models/mkl, opened once; `None` where it is not installed, except in CI

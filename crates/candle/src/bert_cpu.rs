@@ -11,7 +11,7 @@
 //!    bias, residual and layer norm; feed-forward, bias and GELU; second projection, bias, residual
 //!    and layer norm; and the next layer's q/k/v projection.
 //!
-//! Attention runs through the tiled AVX2 + FMA kernel of [`crate::cpu_attention`] where the CPU has
+//! Attention runs through the tiled AVX-512 or AVX2 + FMA kernel of [`crate::cpu_attention`] where the CPU has
 //! it and the head size is a multiple of 16, else as two matrix products and a softmax.
 //!
 //! The matmuls are Intel MKL's `sgemm` where it is installed on an Intel CPU ([`crate::mkl`]), else
@@ -45,12 +45,13 @@ use crate::stage_profile::time as stage;
 fn rows_per_task(gemm: Gemm) -> usize {
     match gemm {
         Gemm::Mkl(_) => 128,
-        Gemm::MklBf16(_) | Gemm::Crate | Gemm::Panels(_) => 256,
+        Gemm::MklBf16(_) | Gemm::MklBf16x3(_) | Gemm::Crate | Gemm::Panels(_) => 256,
     }
 }
 
 thread_local! {
-    /// A task's rows rounded to bf16 for [`Gemm::MklBf16`]'s products (kept between calls).
+    /// A task's rows rounded to bf16 for [`Gemm::MklBf16`]'s products, or split for
+    /// [`Gemm::MklBf16x3`]'s (kept between calls).
     static BF16_ROWS: std::cell::RefCell<Vec<u16>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
@@ -68,7 +69,9 @@ enum Weight {
     Rows(Vec<f32>),
     /// Packed into panels at load ([`Gemm::Panels`]).
     Panels(Panels),
-    /// Rounded to bf16 and packed by MKL at load ([`Gemm::MklBf16`]).
+    /// Rounded to bf16 and packed by MKL at load ([`Gemm::MklBf16`]); for [`Gemm::MklBf16x3`] each
+    /// row split into high and low bf16s laid out high, low, high ([`cpu_ops::split_bf16x3`]'s
+    /// partner), three times as wide.
     Bf16(PackedBf16),
 }
 
@@ -79,6 +82,16 @@ impl Dense {
         let weight = match gemm {
             Gemm::Panels(kernel) => Weight::Panels(Panels::new(&rows, outputs, inputs, kernel)),
             Gemm::MklBf16(mkl) => Weight::Bf16(mkl.pack_bf16(&rows.iter().map(|&v| cpu_ops::bf16(v)).collect::<Vec<_>>(), outputs, inputs)),
+            Gemm::MklBf16x3(mkl) => {
+                let mut split = Vec::with_capacity(3 * rows.len());
+                for row in rows.chunks_exact(inputs) {
+                    let (high, low): (Vec<u16>, Vec<u16>) = row.iter().map(|&v| cpu_ops::bf16_pair(v)).unzip();
+                    split.extend_from_slice(&high);
+                    split.extend_from_slice(&low);
+                    split.extend_from_slice(&high);
+                }
+                Weight::Bf16(mkl.pack_bf16(&split, outputs, 3 * inputs))
+            }
             Gemm::Mkl(_) | Gemm::Crate => Weight::Rows(rows),
         };
         let bias = match linear.bias() {
@@ -107,16 +120,24 @@ impl Dense {
         assert_eq!((src.len(), dst.len()), (rows * self.inputs, rows * self.outputs), "whole rows in and out");
         match &self.weight {
             Weight::Panels(panels) => panels.accumulate(src, dst),
-            Weight::Bf16(weight) => {
-                let Gemm::MklBf16(mkl) = gemm else { unreachable!("bf16 weights are made only for Gemm::MklBf16") };
-                BF16_ROWS.with_borrow_mut(|rounded| {
-                    rounded.resize(src.len(), 0);
-                    cpu_ops::to_bf16(cpu_ops::simd(), src, rounded);
-                    // SAFETY: as for `Rows` below, with `rounded` holding the rows × inputs of `src`;
-                    // `Gemm::MklBf16` is chosen only where the runtime has the product.
-                    unsafe { mkl.gemm_bf16_packed(rows, (rounded.as_ptr(), self.inputs), weight, (dst.as_mut_ptr(), self.outputs), true) }
-                })
-            }
+            Weight::Bf16(weight) => BF16_ROWS.with_borrow_mut(|operand| {
+                let (mkl, width) = match gemm {
+                    Gemm::MklBf16(mkl) => {
+                        operand.resize(src.len(), 0);
+                        cpu_ops::to_bf16(cpu_ops::simd(), src, operand);
+                        (mkl, self.inputs)
+                    }
+                    Gemm::MklBf16x3(mkl) => {
+                        operand.resize(3 * src.len(), 0);
+                        cpu_ops::split_bf16x3(cpu_ops::simd(), src, self.inputs, operand);
+                        (mkl, 3 * self.inputs)
+                    }
+                    _ => unreachable!("bf16 weights are made only for Gemm::MklBf16 and Gemm::MklBf16x3"),
+                };
+                // SAFETY: as for `Rows` below, with `operand` holding rows × `width` bf16s, the width
+                // `weight` was packed for; the bf16 gemms are chosen only where the runtime has the product.
+                unsafe { mkl.gemm_bf16_packed(rows, (operand.as_ptr(), width), weight, (dst.as_mut_ptr(), self.outputs), true) }
+            }),
             // SAFETY: `src` holds rows × inputs, `dst` rows × outputs (checked above) and `weight`
             // outputs × inputs contiguous f32s; `dst` is a distinct, exclusive borrow.
             Weight::Rows(weight) => unsafe {
@@ -145,6 +166,10 @@ pub(crate) enum Gemm {
     /// f32 sums through MKL (on AMX where the CPU has it), attention's through
     /// [`Attention::Bf16Products`]; norms, GELU, residuals and the softmax's sums in f32.
     MklBf16(&'static Mkl),
+    /// [`crate::bert::CpuPrecision::Bf16x3`]: the weights' products as one bf16 product of three
+    /// times the width (each f32 operand split into high and low bf16s: hi·hi + hi·lo + lo·hi, f32
+    /// sums), about 16 bits of the f32 product; attention in f32 as with [`Gemm::Mkl`].
+    MklBf16x3(&'static Mkl),
 }
 
 impl Gemm {
@@ -164,6 +189,7 @@ impl Gemm {
         match self {
             Gemm::Mkl(mkl) => format!("MKL sgemm ({})", mkl.path().display()),
             Gemm::MklBf16(mkl) => format!("MKL bf16 products of f32 sums ({})", mkl.path().display()),
+            Gemm::MklBf16x3(mkl) => format!("MKL bf16x3 products (f32 split into two bf16s, f32 sums) ({})", mkl.path().display()),
             Gemm::Crate => "gemm crate".into(),
             Gemm::Panels(kernel) => format!("weights in {} panels packed at load", kernel.name()),
         }
@@ -188,7 +214,9 @@ impl Gemm {
         }
         match self {
             // SAFETY: forwarded from the caller's contract.
-            Gemm::Mkl(mkl) | Gemm::MklBf16(mkl) => unsafe { mkl.gemm((m, n, k), (a, lda), (b, ldb, b_transposed), (c, ldc), accumulate) },
+            Gemm::Mkl(mkl) | Gemm::MklBf16(mkl) | Gemm::MklBf16x3(mkl) => unsafe {
+                mkl.gemm((m, n, k), (a, lda), (b, ldb, b_transposed), (c, ldc), accumulate)
+            },
             Gemm::Crate | Gemm::Panels(_) => {
                 let (b_rs, b_cs) = if b_transposed { (1, ldb as isize) } else { (ldb as isize, 1) };
                 // SAFETY: forwarded from the caller's contract; gemm takes (column, row) strides.
@@ -284,8 +312,8 @@ impl CpuLayer {
 /// How a head's attention is computed.
 #[derive(Clone, Copy)]
 enum Attention {
-    /// [`cpu_attention::head`].
-    Tiled,
+    /// [`cpu_attention::head`] on these tiles.
+    Tiled(cpu_attention::Tiles),
     /// q·kᵀ and p·v through [`Gemm`], the softmax between them by [`cpu_ops::softmax`].
     Products,
     /// As `Products`, with q, k, v and the probabilities rounded to bf16 and both products through
@@ -294,15 +322,20 @@ enum Attention {
 }
 
 impl Attention {
-    /// With bf16 products, attention's products in bf16 too; else the tiled kernel where it runs
-    /// for `head_dim`. `WARPFOLD_CPU_ATTENTION=products` (or `tiled`) asks for the f32 products (or
-    /// the tiled f32 kernel where it runs) instead, for side-by-side measurements.
+    /// With bf16 products, attention's products in bf16 too; else the widest tiled kernel that
+    /// runs for `head_dim`. `WARPFOLD_CPU_ATTENTION=products` (`tiled`, `avx2`) asks for the f32
+    /// products (the widest tiles, the AVX2 tiles where they run) instead, for side-by-side
+    /// measurements.
     fn for_head(head_dim: usize, gemm: Gemm) -> Self {
         let asked = std::env::var("WARPFOLD_CPU_ATTENTION").unwrap_or_default();
-        match (asked.as_str(), gemm) {
-            ("products", _) => Attention::Products,
-            ("tiled", _) | (_, Gemm::Mkl(_) | Gemm::Crate | Gemm::Panels(_)) if cpu_attention::available(head_dim) => Attention::Tiled,
-            (_, Gemm::MklBf16(mkl)) if asked != "tiled" => Attention::Bf16Products(mkl),
+        let tiles = match asked.as_str() {
+            "avx2" => Some(cpu_attention::Tiles::Avx2).filter(|t| t.run_here(head_dim)),
+            _ => cpu_attention::tiles_for(head_dim),
+        };
+        match (asked.as_str(), gemm, tiles) {
+            ("products", _, _) => Attention::Products,
+            (_, Gemm::MklBf16(mkl), _) if asked.is_empty() => Attention::Bf16Products(mkl),
+            (_, _, Some(tiles)) => Attention::Tiled(tiles),
             _ => Attention::Products,
         }
     }
@@ -335,17 +368,22 @@ impl CpuEncoder {
         Self { layers, hidden, heads, eps: eps as f32, gemm, attention, buffers: Default::default() }
     }
 
-    /// Whether the products run in bf16 ([`Gemm::MklBf16`]).
-    pub(crate) fn bf16(&self) -> bool {
-        matches!(self.gemm, Gemm::MklBf16(_))
+    /// How the products run where not in f32: `bf16` ([`Gemm::MklBf16`]) or `bf16x3`
+    /// ([`Gemm::MklBf16x3`]).
+    pub(crate) fn reduced_products(&self) -> Option<&'static str> {
+        match self.gemm {
+            Gemm::MklBf16(_) => Some("bf16"),
+            Gemm::MklBf16x3(_) => Some("bf16x3"),
+            Gemm::Mkl(_) | Gemm::Crate | Gemm::Panels(_) => None,
+        }
     }
 
     /// The attention kernel and the matrix product, in words.
     pub(crate) fn describe(&self) -> String {
         let attention = match self.attention {
-            Attention::Tiled => "tiled AVX2 attention",
-            Attention::Products => "attention as two products",
-            Attention::Bf16Products(_) => "attention as two bf16 products",
+            Attention::Tiled(tiles) => format!("tiled {} attention", tiles.name()),
+            Attention::Products => "attention as two products".into(),
+            Attention::Bf16Products(_) => "attention as two bf16 products".into(),
         };
         format!("{attention} per sequence and head over its real tokens, {}", self.gemm.describe())
     }
@@ -450,8 +488,8 @@ impl CpuEncoder {
                 let v = q.add(2 * h);
                 let out = ctx_ptr.0.add(start * h + head * dh);
                 match self.attention {
-                    // `Tiled` was chosen only where `cpu_attention::available(dh)`.
-                    Attention::Tiled => cpu_attention::head(q, k, v, 3 * h, out, h, real, dh, scale, scratch),
+                    // `Tiled` was chosen only where its tiles run for `dh`.
+                    Attention::Tiled(tiles) => cpu_attention::head(tiles, q, k, v, 3 * h, out, h, real, dh, scale, scratch),
                     Attention::Products => {
                         let scores = &mut scratch.scores;
                         scores.resize(real * real, 0.0);

@@ -9,9 +9,12 @@
 //! sequences: 66 → 96 GFLOP/s on both cores (BENCHMARKS.md, "CPU: attention tiled ... session 17").
 //!
 //! The tiles are 6 rows × 16 columns: twelve 256-bit accumulators, two loads and six broadcasts per
-//! step, the shape of a register-blocked matrix product on a 16-register ISA. Head sizes must be a
-//! multiple of 16 ([`available`]); others (and CPUs without AVX2 + FMA) take the gemm-crate path.
-//! The result equals the gemm-crate path to f32 rounding (the tests here and in `bert.rs`).
+//! step, the shape of a register-blocked matrix product on a 16-register ISA. On AVX-512 they are
+//! 12 rows × 32 columns: 24 of the 32 512-bit registers, twice the lanes per instruction (session 19:
+//! attention was a fifth of a bin's time on a Xeon once the weights' products ran on AMX). Head
+//! sizes must be a multiple of 16, of 32 for the AVX-512 tiles ([`tiles_for`]); others (and CPUs
+//! without AVX2 + FMA) take the gemm-crate path. The result equals the gemm-crate path to f32
+//! rounding (the tests here and in `bert.rs`).
 
 /// Per-thread buffers: kᵀ of one head, and the scores of one block of rows.
 #[derive(Default)]
@@ -20,20 +23,44 @@ pub(crate) struct Scratch {
     pub(crate) scores: Vec<f32>,
 }
 
-/// Whether [`head`] runs for head size `head_dim` on this CPU.
-pub(crate) fn available(head_dim: usize) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        head_dim > 0
-            && head_dim.is_multiple_of(crate::cpu_panels::NR)
-            && std::is_x86_feature_detected!("avx2")
-            && std::is_x86_feature_detected!("fma")
+/// The register tiles [`head`] runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tiles {
+    /// 6 × 16 in 8-lane registers (AVX2 + FMA); head sizes a multiple of 16.
+    Avx2,
+    /// 12 × 32 in 16-lane registers (AVX-512F); head sizes a multiple of 32.
+    Avx512,
+}
+
+impl Tiles {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Tiles::Avx2 => "AVX2",
+            Tiles::Avx512 => "AVX-512",
+        }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = head_dim;
-        false
+
+    /// Whether these tiles run for head size `head_dim` on this CPU.
+    pub(crate) fn run_here(self, head_dim: usize) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let simd = crate::cpu_ops::simd();
+            match self {
+                Tiles::Avx2 => head_dim > 0 && head_dim.is_multiple_of(16) && simd != crate::cpu_ops::Simd::Portable,
+                Tiles::Avx512 => head_dim > 0 && head_dim.is_multiple_of(32) && simd == crate::cpu_ops::Simd::Avx512,
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = head_dim;
+            false
+        }
     }
+}
+
+/// The widest tiles [`head`] runs for head size `head_dim` on this CPU, if any.
+pub(crate) fn tiles_for(head_dim: usize) -> Option<Tiles> {
+    [Tiles::Avx512, Tiles::Avx2].into_iter().find(|t| t.run_here(head_dim))
 }
 
 /// Softmax attention of one head over `len` tokens: `out[i] = Σ_j softmax_j(scale · q_i·k_j) v_j`,
@@ -41,11 +68,12 @@ pub(crate) fn available(head_dim: usize) -> bool {
 /// each `head_dim` wide.
 ///
 /// # Safety
-/// [`available`]`(head_dim)` is true; q, k and v each address `len` rows of `head_dim` readable f32s
+/// `tiles.run_here(head_dim)` is true; q, k and v each address `len` rows of `head_dim` readable f32s
 /// `ld` apart, `out` `len` rows of `head_dim` writable f32s `ld_out` apart, which nothing else reads
 /// or writes while this runs.
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn head(
+    tiles: Tiles,
     q: *const f32,
     k: *const f32,
     v: *const f32,
@@ -58,14 +86,18 @@ pub(crate) unsafe fn head(
     scratch: &mut Scratch,
 ) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: forwarded from the caller's contract, which includes AVX2 + FMA.
+    // SAFETY: forwarded from the caller's contract, which includes the tiles' instructions.
     unsafe {
-        x86::head(x86::Head { q, k, v, ld, out, ld_out, len, head_dim, scale }, scratch)
+        let h = x86::Head { q, k, v, ld, out, ld_out, len, head_dim, scale };
+        match tiles {
+            Tiles::Avx2 => x86::head(h, scratch),
+            Tiles::Avx512 => x86_512::head512(h, scratch),
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (q, k, v, ld, out, ld_out, len, head_dim, scale, scratch);
-        unreachable!("tiled attention runs only where `available` said so: x86-64 with AVX2 + FMA")
+        let _ = (tiles, q, k, v, ld, out, ld_out, len, head_dim, scale, scratch);
+        unreachable!("tiled attention runs only where `Tiles::run_here` said so: x86-64 with AVX2 + FMA")
     }
 }
 
@@ -203,6 +235,157 @@ mod x86 {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+mod x86_512 {
+    use std::arch::x86_64::*;
+
+    use super::x86::Head;
+    use super::Scratch;
+    use crate::cpu_ops::{EXP_MAX, EXP_MIN, EXP_POLY, LN2_HI, LN2_LO, ROUND_SHIFT};
+
+    /// Rows and columns of a tile: two accumulators a row, 24 of the 32 registers.
+    const MR: usize = 12;
+    const NR: usize = 32;
+
+    /// `Σ_i a[r·lda + i] · b[i·ldb .. i·ldb + NR]` for each row `r < R` over `i < k`, as two 16-lane
+    /// sums a row.
+    ///
+    /// # Safety
+    /// Inlined into a function with AVX-512F enabled; `a` addresses `R` rows of `k` readable f32s
+    /// `lda` apart, `b` `k` rows of `NR` readable f32s `ldb` apart.
+    #[inline(always)]
+    unsafe fn tile_sums<const R: usize>(a: *const f32, lda: usize, b: *const f32, ldb: usize, k: usize) -> [[__m512; 2]; R] {
+        let mut acc = [[_mm512_setzero_ps(); 2]; R];
+        for i in 0..k {
+            // SAFETY: row i < k of b and column i < k of rows r < R of a (the caller's contract).
+            unsafe {
+                let b0 = _mm512_loadu_ps(b.add(i * ldb));
+                let b1 = _mm512_loadu_ps(b.add(i * ldb + 16));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let x = _mm512_set1_ps(*a.add(r * lda + i));
+                    acc[0] = _mm512_fmadd_ps(x, b0, acc[0]);
+                    acc[1] = _mm512_fmadd_ps(x, b1, acc[1]);
+                }
+            }
+        }
+        acc
+    }
+
+    /// [`crate::cpu_ops::exp_approx`] on sixteen lanes.
+    #[inline(always)]
+    unsafe fn exp16(x: __m512) -> __m512 {
+        let x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(EXP_MAX)), _mm512_set1_ps(EXP_MIN));
+        let shift = _mm512_set1_ps(ROUND_SHIFT);
+        let t = _mm512_fmadd_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E), shift);
+        let n = _mm512_sub_ps(t, shift);
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), x);
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
+        let mut p = _mm512_set1_ps(EXP_POLY[0]);
+        for &c in &EXP_POLY[1..] {
+            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+        }
+        // n sits in the low mantissa bits of t: t's bits minus the shift's are n, exactly.
+        let n = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_castps_si512(shift));
+        let two_n = _mm512_slli_epi32::<23>(_mm512_add_epi32(n, _mm512_set1_epi32(127)));
+        _mm512_mul_ps(p, _mm512_castsi512_ps(two_n))
+    }
+
+    /// The first `n` of 16 lanes.
+    fn lanes(n: usize) -> __mmask16 {
+        ((1u32 << n.min(16)) - 1) as __mmask16
+    }
+
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn head512(h: Head, scratch: &mut Scratch) {
+        // kᵀ (head_dim × padded), the columns past `len` zero: whole tiles of keys.
+        let padded = h.len.div_ceil(NR) * NR;
+        let keys_t = &mut scratch.keys_t;
+        keys_t.clear();
+        keys_t.resize(h.head_dim * padded, 0.0);
+        for j in 0..h.len {
+            // SAFETY: row j < len of k, head_dim wide (the caller's contract).
+            let row = unsafe { std::slice::from_raw_parts(h.k.add(j * h.ld), h.head_dim) };
+            for (d, &x) in row.iter().enumerate() {
+                keys_t[d * padded + j] = x;
+            }
+        }
+        scratch.scores.resize(MR * padded, 0.0);
+        let (keys_t, scores) = (keys_t.as_ptr(), scratch.scores.as_mut_ptr());
+        let mut i = 0;
+        // SAFETY (every call below): rows i..i + R < len of q and out; keys_t is head_dim × padded
+        // and scores MR × padded, both ours.
+        while i + MR <= h.len {
+            unsafe { rows::<MR>(&h, i, keys_t, padded, scores) };
+            i += MR;
+        }
+        unsafe {
+            match h.len - i {
+                0 => {}
+                1 => rows::<1>(&h, i, keys_t, padded, scores),
+                2 => rows::<2>(&h, i, keys_t, padded, scores),
+                3 => rows::<3>(&h, i, keys_t, padded, scores),
+                4 => rows::<4>(&h, i, keys_t, padded, scores),
+                5 => rows::<5>(&h, i, keys_t, padded, scores),
+                6 => rows::<6>(&h, i, keys_t, padded, scores),
+                7 => rows::<7>(&h, i, keys_t, padded, scores),
+                8 => rows::<8>(&h, i, keys_t, padded, scores),
+                9 => rows::<9>(&h, i, keys_t, padded, scores),
+                10 => rows::<10>(&h, i, keys_t, padded, scores),
+                _ => rows::<11>(&h, i, keys_t, padded, scores),
+            }
+        }
+    }
+
+    /// Query rows `first..first + R`: their scores against every key, softmax, and p·v into `out`.
+    #[inline(always)]
+    unsafe fn rows<const R: usize>(h: &Head, first: usize, keys_t: *const f32, padded: usize, scores: *mut f32) {
+        unsafe {
+            let q = h.q.add(first * h.ld);
+            // scores (R × padded) = q (R × head_dim) · kᵀ (head_dim × padded)
+            for col in (0..padded).step_by(NR) {
+                let acc = tile_sums::<R>(q, h.ld, keys_t.add(col), padded, h.head_dim);
+                for (r, acc) in acc.iter().enumerate() {
+                    _mm512_storeu_ps(scores.add(r * padded + col), acc[0]);
+                    _mm512_storeu_ps(scores.add(r * padded + col + 16), acc[1]);
+                }
+            }
+            // Each row over its real keys: e^(scale · (s - max)) in place, and 1 / the sum; the
+            // last partial vector through a mask.
+            let (whole, tail) = (h.len / 16 * 16, lanes(h.len % 16));
+            let mut inv_sum = [0f32; R];
+            for (r, inv_sum) in inv_sum.iter_mut().enumerate() {
+                let row = scores.add(r * padded);
+                let mut max16 = _mm512_mask_loadu_ps(_mm512_set1_ps(f32::NEG_INFINITY), tail, row.add(whole));
+                for j in (0..whole).step_by(16) {
+                    max16 = _mm512_max_ps(max16, _mm512_loadu_ps(row.add(j)));
+                }
+                let max = _mm512_reduce_max_ps(max16);
+                let (scale, shift) = (_mm512_set1_ps(h.scale), _mm512_set1_ps(max * h.scale));
+                let mut sum16 = _mm512_setzero_ps();
+                for j in (0..whole).step_by(16) {
+                    let e = exp16(_mm512_fmsub_ps(_mm512_loadu_ps(row.add(j)), scale, shift));
+                    _mm512_storeu_ps(row.add(j), e);
+                    sum16 = _mm512_add_ps(sum16, e);
+                }
+                let e = exp16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(tail, row.add(whole)), scale, shift));
+                _mm512_mask_storeu_ps(row.add(whole), tail, e);
+                sum16 = _mm512_mask_add_ps(sum16, tail, sum16, e);
+                *inv_sum = 1.0 / _mm512_reduce_add_ps(sum16);
+            }
+            // out (R × head_dim) = e (R × len) · v (len × head_dim) / sum, 32 columns at a time.
+            let out = h.out.add(first * h.ld_out);
+            for col in (0..h.head_dim).step_by(NR) {
+                let acc = tile_sums::<R>(scores, padded, h.v.add(col), h.ld, h.len);
+                for (r, acc) in acc.iter().enumerate() {
+                    let k = _mm512_set1_ps(inv_sum[r]);
+                    _mm512_storeu_ps(out.add(r * h.ld_out + col), _mm512_mul_ps(acc[0], k));
+                    _mm512_storeu_ps(out.add(r * h.ld_out + col + 16), _mm512_mul_ps(acc[1], k));
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,15 +409,17 @@ mod tests {
 
     #[test]
     fn tiled_head_equals_plain_attention_for_every_row_remainder() {
-        if !available(16) {
+        if tiles_for(16).is_none() {
             eprintln!("no AVX2 + FMA on this CPU: the tiled kernel is not used here, nothing to test");
             return;
         }
         let mut scratch = Scratch::default();
-        // Lengths with every remainder of the 6-row and 16-column tiles; head sizes of MiniLM (32),
-        // BERT-base (64) and the smallest tile (16); q/k/v of 2 heads side by side, as in a projection.
-        for dh in [16, 32, 64] {
-            for len in [1, 2, 5, 6, 7, 13, 16, 17, 31, 100, 257] {
+        // Lengths with every remainder of the 6- and 12-row and 16- and 32-column tiles; head sizes
+        // of MiniLM (32), BERT-base (64) and the smallest tile (16); q/k/v of 2 heads side by side,
+        // as in a projection. Each kind of tile this CPU runs for the head size.
+        let kinds = |dh: usize| [Tiles::Avx2, Tiles::Avx512].into_iter().filter(move |t| t.run_here(dh));
+        for (dh, tiles) in [16, 32, 64].into_iter().flat_map(|dh| kinds(dh).map(move |t| (dh, t))) {
+            for len in [1, 2, 5, 6, 7, 11, 12, 13, 16, 17, 23, 31, 32, 33, 100, 257] {
                 let heads = 2;
                 let ld = 3 * heads * dh;
                 // Scores up to ~±20 after scaling, so the max shift and exp's range both matter.
@@ -245,10 +430,11 @@ mod tests {
                 // Layout of this test: [q heads | k heads | v heads] per row, each heads × dh wide.
                 let (q, k, v) = (offset, heads * dh + offset, 2 * heads * dh + offset);
                 let mut out = vec![f32::NAN; len * heads * dh];
-                // SAFETY: available(dh) checked above; every row of q, k and v lies in qkv (len rows
+                // SAFETY: `run_here(dh)` checked above; every row of q, k and v lies in qkv (len rows
                 // of ld), every row of out in out (len rows of heads × dh).
                 unsafe {
                     head(
+                        tiles,
                         qkv.as_ptr().add(q),
                         qkv.as_ptr().add(k),
                         qkv.as_ptr().add(v),
@@ -273,7 +459,7 @@ mod tests {
                     // The other head's columns are never written.
                     assert!(out[i * heads * dh..i * heads * dh + dh].iter().all(|x| x.is_nan()), "head 0 written");
                 }
-                assert!(worst < 2e-5, "head size {dh}, {len} tokens: largest difference {worst}");
+                assert!(worst < 2e-5, "{} tiles, head size {dh}, {len} tokens: largest difference {worst}", tiles.name());
             }
         }
     }

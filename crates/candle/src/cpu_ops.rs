@@ -120,6 +120,32 @@ simd_kernel! {
     }
 }
 
+/// `v` as two bf16s whose sum is `v` to about 16 significant bits: `v` rounded ([`bf16`]), and what
+/// that rounding left (exact in f32) rounded in turn. Relative error at most about 2^-16.
+#[inline(always)]
+pub(crate) fn bf16_pair(v: f32) -> (u16, u16) {
+    let hi = bf16(v);
+    (hi, bf16(v - f32::from_bits(u32::from(hi) << 16)))
+}
+
+simd_kernel! {
+    /// For each `inputs`-wide row of `src`, a `3 · inputs`-wide row of `dst`: the row's high bf16s
+    /// twice, then its low ones ([`bf16_pair`]). Against a weight split the same way and laid out
+    /// high, low, high along its inputs, one bf16 product of the tripled width sums
+    /// hi·hi + hi·lo + lo·hi: the f32 product to about 16 bits ([`crate::bert::CpuPrecision::Bf16x3`]).
+    fn split_bf16x3(src: &[f32], inputs: usize, dst: &mut [u16]) {
+        assert_eq!(src.len() * 3, dst.len(), "three bf16s for each f32");
+        for (row, out) in src.chunks_exact(inputs).zip(dst.chunks_exact_mut(3 * inputs)) {
+            let (first, rest) = out.split_at_mut(inputs);
+            let (second, low) = rest.split_at_mut(inputs);
+            for (((&v, a), b), l) in row.iter().zip(first.iter_mut()).zip(second.iter_mut()).zip(low.iter_mut()) {
+                let (hi, lo) = bf16_pair(v);
+                (*a, *b, *l) = (hi, hi, lo);
+            }
+        }
+    }
+}
+
 simd_kernel! {
     /// GELU in place, exact (erf) form: BERT's `hidden_act: "gelu"`.
     fn gelu_erf(xs: &mut [f32]) {
@@ -285,6 +311,30 @@ mod tests {
         for i in -3000..3000 {
             let v = (i as f32 * 0.37).sin() * 10f32.powi(i % 7 - 3);
             assert!((up(v) - v).abs() <= v.abs() * 2f32.powi(-8), "{v} -> {}", up(v));
+        }
+    }
+
+    #[test]
+    fn bf16_pairs_keep_sixteen_bits_and_rows_split_high_high_low() {
+        let up = |b: u16| f32::from_bits(u32::from(b) << 16);
+        for i in -3000..3000 {
+            let v = (i as f32 * 0.37).sin() * 10f32.powi(i % 7 - 3);
+            let (hi, lo) = bf16_pair(v);
+            assert_eq!(hi, bf16(v), "the high half is the plain rounding");
+            assert!((up(hi) + up(lo) - v).abs() <= v.abs() * 2f32.powi(-16), "{v}: {} + {}", up(hi), up(lo));
+        }
+        // A value bf16 holds exactly has nothing left over.
+        assert_eq!(bf16_pair(-2.5), (bf16(-2.5), 0));
+        let src: Vec<f32> = (0..2 * 19).map(|i| (i as f32 * 1.3).cos() * 3.1 + 0.001 * i as f32).collect();
+        for simd in [simd(), Simd::Portable] {
+            let mut dst = vec![0u16; src.len() * 3];
+            split_bf16x3(simd, &src, 19, &mut dst);
+            for (row, out) in src.chunks(19).zip(dst.chunks(57)) {
+                for (c, &v) in row.iter().enumerate() {
+                    let (hi, lo) = bf16_pair(v);
+                    assert_eq!((out[c], out[19 + c], out[38 + c]), (hi, hi, lo), "column {c} of {v}");
+                }
+            }
         }
     }
 

@@ -81,13 +81,17 @@ function drawDevice() {
   const kind = (d.kind || "").toUpperCase();
   const name = d.name || kind || "–";
   const flash = (d.attention ?? "").startsWith("FlashAttention-2");
-  // The CPU encoder's opt-in bf16 products (WARPFOLD_CPU_PRECISION=bf16) say so in the attention line.
-  const bf16 = (d.attention ?? "").includes("products in bf16");
+  // The CPU encoder's bf16 or bf16x3 products (WARPFOLD_CPU_PRECISION) say so in the attention line.
+  const products = /products in (bf16x3|bf16) \(MKL\)/.exec(d.attention ?? "")?.[1];
+  const productsTitle =
+    products === "bf16x3"
+      ? "matrix products as three bf16 products of split f32s, f32 sums (Intel MKL): about 16 of f32's 24 bits"
+      : "matrix products in bf16 with f32 sums (Intel MKL)";
   const attention = d.attention
     ? [
         " ",
         h("span", { class: flash ? "pill pill-accent" : "pill", title: d.attention, "data-testid": "attention" }, flash ? "FA-2" : "masked attention"),
-        bf16 ? [" ", h("span", { class: "pill", title: "matrix products in bf16 with f32 sums (Intel MKL)", "data-testid": "precision" }, "bf16")] : [],
+        products ? [" ", h("span", { class: "pill", title: productsTitle, "data-testid": "precision" }, products)] : [],
       ]
     : [];
   replace($("device-name"), name, kind && name.toUpperCase() !== kind ? [" ", h("span", { class: "pill" }, kind)] : [], attention);
