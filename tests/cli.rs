@@ -69,7 +69,7 @@ fn embed_at(precision: &str, mkl: &std::ffi::OsStr, input: &str) -> (Vec<Vec<f64
 }
 
 #[test]
-fn bf16_on_the_cpu_keeps_real_texts_within_cosine_0_9999_of_f32_or_says_what_it_needs() {
+fn bf16_and_bf16x3_on_the_cpu_keep_real_texts_near_f32_or_say_what_they_need() {
     // Real prose: the README's longer lines.
     let readme = std::fs::read_to_string(crate::common::repo().join("README.md")).unwrap();
     let texts: Vec<&str> = readme.lines().filter(|l| l.len() > 80).take(48).collect();
@@ -94,6 +94,28 @@ fn bf16_on_the_cpu_keeps_real_texts_within_cosine_0_9999_of_f32_or_says_what_it_
         worst = worst.min(cos);
     }
     assert!(worst >= 0.9999, "bf16 against f32: worst cosine {worst}");
+    // bf16x3 (three bf16 products of split f32s): refused the same way without MKL, and with it
+    // some hundred times closer to the f32 vectors than bf16.
+    let (vectors, stderr, code) = embed_at("bf16x3", "off".as_ref(), &input);
+    assert!(code != 0 && vectors.is_empty(), "code {code}, {} vectors", vectors.len());
+    assert!(stderr.contains("bf16x3 on the CPU runs through Intel MKL, which is not loaded here"), "{stderr}");
+    let (x3, stderr, code) = embed_at("bf16x3", mkl.as_os_str(), &input);
+    assert_eq!((code, x3.len()), (0, texts.len()), "{stderr}");
+    let largest =
+        |other: &[Vec<f64>]| f32s.iter().zip(other).flat_map(|(a, b)| a.iter().zip(b).map(|(x, y)| (x - y).abs())).fold(0f64, f64::max);
+    let (largest_bf16, largest_x3) = (largest(&bf16), largest(&x3));
+    assert!(largest_x3 > 0.0, "bf16x3 products give other vectors than f32 ones");
+    assert!(largest_x3 < largest_bf16 / 30.0, "largest difference to f32: bf16x3 {largest_x3}, bf16 {largest_bf16}");
+    for (a, b) in f32s.iter().zip(&x3) {
+        let cos = a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>()
+            / (a.iter().map(|x| x * x).sum::<f64>() * b.iter().map(|y| y * y).sum::<f64>()).sqrt();
+        assert!(cos >= 0.999_999, "bf16x3 against f32: cosine {cos}");
+    }
+    // The default, auto: bf16x3 where the CPU has AMX's bf16 tiles (MKL is there), else f32.
+    let (auto, stderr, code) = embed_at("auto", mkl.as_os_str(), &input);
+    assert_eq!(code, 0, "{stderr}");
+    let amx = std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|info| info.split_whitespace().any(|flag| flag == "amx_bf16"));
+    assert!(auto == if amx { x3 } else { f32s }, "auto ran {} (AMX: {amx})", if amx { "not bf16x3" } else { "not f32" });
 }
 
 #[test]

@@ -89,8 +89,9 @@ case ${1:?usage: device-host.sh pack|put1|put2|test|run [VARIANT...]} in
         tiled|avx512) WARPFOLD_MKL=off run "$variant" ;;
         products) WARPFOLD_MKL=off WARPFOLD_CPU_ATTENTION=products run products ;;
         gemm) WARPFOLD_MKL=off WARPFOLD_CPU_PANELS=off run gemm ;;
-        mkl) [ -f $D/models/mkl/libmkl_rt.so.3 ] || { echo "MKL is not there: put-mkl first" >&2; exit 2; }; run mkl ;;
+        mkl) [ -f $D/models/mkl/libmkl_rt.so.3 ] || { echo "MKL is not there: put-mkl first" >&2; exit 2; }; WARPFOLD_CPU_PRECISION=f32 run mkl ;;
         bf16) WARPFOLD_CPU_PRECISION=bf16 run bf16 --peer-precision f32,bf16 ;;
+        bf16x3) WARPFOLD_CPU_PRECISION=bf16x3 run bf16x3 ;;
         avx2) WARPFOLD_MKL=off WARPFOLD_CPU_PANELS=avx2 run avx2 ;;
         profile-*)
           v=${variant#profile-}

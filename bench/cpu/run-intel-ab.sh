@@ -2,7 +2,9 @@
 # The CPU encoder's matrix-product paths on an Intel CPU (issue 17, session 18), each with
 # sentence-transformers in the same `warpfold bench --peer` run, taking turns ROUNDS times (default
 # 3). VARIANTS (default "mkl panels gemm bf16"; names are the logs'):
-#   mkl     the default where MKL is installed (`warpfold models fetch`): MKL sgemm, f32;
+#   mkl     --cpu-precision f32 where MKL is installed (`warpfold models fetch`): MKL sgemm (the
+#           default before session 19, and still where the CPU has no AMX);
+#   auto    the default (session 19): bf16x3 on a CPU with AMX where MKL is installed, else f32;
 #   panels  MKL turned off (WARPFOLD_MKL=off): the weights in AVX-512 panels (cpu_panels.rs);
 #   gemm    MKL off and the panels off: the gemm crate's AVX-512 kernels (session 17's default);
 #   bf16    --cpu-precision bf16 (MKL's bf16 products, AMX where the CPU has it), against the peer in
@@ -26,7 +28,8 @@ run() {
 for pair in $(seq 1 "${PAIRS:-2}"); do
   for v in ${VARIANTS:-mkl panels gemm bf16}; do
     case $v in
-      mkl) run "mkl-$pair" ;;
+      mkl) WARPFOLD_CPU_PRECISION=f32 run "mkl-$pair" ;;
+      auto) run "auto-$pair" ;;
       panels) WARPFOLD_MKL=off run "panels-$pair" ;;
       gemm) WARPFOLD_MKL=off WARPFOLD_CPU_PANELS=off run "gemm-$pair" ;;
       bf16) WARPFOLD_CPU_PRECISION=bf16 run "bf16-$pair" --peer-precision f32,bf16 ;;

@@ -12,7 +12,7 @@
 
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync, createWriteStream } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, createWriteStream } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
@@ -21,6 +21,18 @@ import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
+
+/** The CPU encoder's products the server's attention line should name: bf16 or bf16x3 when asked for
+ * through WARPFOLD_CPU_PRECISION; with auto (the default), bf16x3 on a CPU with AMX's bf16 tiles where
+ * `warpfold models fetch` installed MKL (and WARPFOLD_MKL does not turn it off); else none (f32). */
+function expectedCpuPrecision() {
+  const asked = (process.env.WARPFOLD_CPU_PRECISION ?? "").trim().toLowerCase();
+  if (asked === "bf16" || asked === "bf16x3") return asked;
+  if (asked !== "" && asked !== "auto") return undefined;
+  const amx = existsSync("/proc/cpuinfo") && /\bamx_bf16\b/.test(readFileSync("/proc/cpuinfo", "utf8"));
+  const mkl = process.env.WARPFOLD_MKL !== "off" && existsSync(resolve(here, "../../models/mkl/libmkl_rt.so.3"));
+  return amx && mkl ? "bf16x3" : undefined;
+}
 const repo = resolve(here, "../..");
 const WARPFOLD = resolve(repo, process.env.WARPFOLD ?? "target/release/warpfold");
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
@@ -177,8 +189,9 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       assert.notEqual((await page.getByTestId("model-name").textContent()).trim(), "–");
       assert.match(await page.getByTestId("device-capacity").textContent(), /\d tokens/);
       // which attention the model runs through, and on the CPU why it is the masked path
-      // (WARPFOLD_CPU_PRECISION=bf16 or bf16x3 in the environment runs the server's CPU encoder so: it says so)
-      const precision = ["bf16", "bf16x3"].find((p) => p === process.env.WARPFOLD_CPU_PRECISION);
+      // (WARPFOLD_CPU_PRECISION=bf16 or bf16x3 in the environment runs the server's CPU encoder so, and
+      // the default, auto, runs bf16x3 on a CPU with AMX where MKL is installed: it says so)
+      const precision = expectedCpuPrecision();
       const cpuAttention = precision ? `masked attention per slot (CPU), products in ${precision} (MKL)` : "masked attention per slot (CPU)";
       assert.equal(await page.getByTestId("attention").getAttribute("title"), cpuAttention);
       assert.equal(await page.getByTestId("precision").count(), precision ? 1 : 0, "a precision pill exactly when bf16 or bf16x3 runs");

@@ -81,7 +81,9 @@ pub struct BenchArgs {
 /// A precision the peer can run in: f32 or bf16 (torch has no bf16x3 for it to match).
 fn peer_precision(text: &str) -> std::result::Result<CpuPrecision, String> {
     match text.parse()? {
-        CpuPrecision::Bf16x3 => Err("the peer runs in f32 or bf16; bf16x3 is warpfold's own (compare it with the f32 peer)".into()),
+        CpuPrecision::Bf16x3 | CpuPrecision::Auto => {
+            Err("the peer runs in f32 or bf16; bf16x3 and auto are warpfold's own (compare them with the f32 peer)".into())
+        }
         precision => Ok(precision),
     }
 }

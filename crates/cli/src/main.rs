@@ -62,11 +62,12 @@ pub struct GlobalOptions {
     /// Cap the GPU memory warpfold plans for, as if the card had only this much (e.g. 8GiB).
     #[arg(long, global = true, value_parser = parse_size)]
     pub vram_budget: Option<u64>,
-    /// How the CPU encoder multiplies by its weights: f32; bf16 (bf16 operands, f32 sums, through
-    /// Intel MKL: about 2.4x MKL's f32 speed on a CPU with AMX, cosine to f32 vectors >= 0.9999 in
-    /// BENCHMARKS.md); or bf16x3 (each f32 split into two bf16s, three products, f32 sums: about 16
-    /// of f32's 24 bits, faster than f32 where the CPU has AMX). No effect on a GPU.
-    #[arg(long, global = true, default_value = "f32", env = "WARPFOLD_CPU_PRECISION")]
+    /// How the CPU encoder multiplies by its weights: auto (bf16x3 on a CPU with AMX where MKL is
+    /// installed, else f32); f32; bf16x3 (each f32 split into two bf16s, three bf16 products, f32
+    /// sums: about 16 of f32's 24 bits, vectors within ~1e-5 of f32's); or bf16 (bf16 operands, f32
+    /// sums: about 2.4x MKL's f32 speed on a CPU with AMX, cosine to f32 vectors >= 0.9999 in
+    /// BENCHMARKS.md). bf16 and bf16x3 run through Intel MKL. No effect on a GPU.
+    #[arg(long, global = true, default_value = "auto", env = "WARPFOLD_CPU_PRECISION")]
     pub cpu_precision: warpfold_runtime::CpuPrecision,
 }
 

@@ -59,7 +59,8 @@ pub struct EngineOptions {
     /// When bulk work is packed: full bins while the devices are busy (adaptive, the default), or
     /// the source project's 16-sequences-or-5-ms trigger (fixed, for comparison).
     pub window: Window,
-    /// How the CPU encoder multiplies by its weights: f32 (default) or bf16 through Intel MKL.
+    /// How the CPU encoder multiplies by its weights: `auto` (default: bf16x3 on a CPU with AMX where
+    /// MKL is installed, else f32), f32, or bf16x3 or bf16 through Intel MKL.
     pub cpu_precision: CpuPrecision,
     /// Wraps each device's backend before the engine takes it (given the device's index in the
     /// list); `None` in production. Failover benchmarks inject a failing device this way
@@ -89,7 +90,7 @@ impl Default for EngineOptions {
             align: 16,
             batching: Batching::Packed,
             window: Window::Adaptive,
-            cpu_precision: CpuPrecision::F32,
+            cpu_precision: CpuPrecision::Auto,
             wrap_device: None,
         }
     }
@@ -98,8 +99,8 @@ impl Default for EngineOptions {
 impl EngineOptions {
     /// The options of a front without a command line (the desktop app), from the environment:
     /// `WARPFOLD_DEVICE` (default `auto`: the GPU when there is one), `WARPFOLD_BIN_TOKENS`,
-    /// `WARPFOLD_VRAM_BUDGET` (e.g. `8GiB`), `WARPFOLD_ALIGN`, `WARPFOLD_CPU_PRECISION` (`f32` or
-    /// `bf16`).
+    /// `WARPFOLD_VRAM_BUDGET` (e.g. `8GiB`), `WARPFOLD_ALIGN`, `WARPFOLD_CPU_PRECISION` (`auto`,
+    /// `f32`, `bf16x3` or `bf16`).
     pub fn from_env() -> Result<EngineOptions, RuntimeError> {
         Self::from_vars(|key| std::env::var(key).ok().filter(|v| !v.trim().is_empty()))
     }
@@ -491,7 +492,7 @@ mod tests {
         let err = EngineOptions::from_vars(vars(&[("WARPFOLD_VRAM_BUDGET", "lots")])).unwrap_err();
         assert!(err.to_string().starts_with("WARPFOLD_VRAM_BUDGET:"), "{err}");
         assert!(EngineOptions::from_vars(vars(&[("WARPFOLD_DEVICE", "gpu")])).is_err());
-        assert_eq!(options.cpu_precision, CpuPrecision::F32);
+        assert_eq!(options.cpu_precision, CpuPrecision::Auto);
         let bf16 = EngineOptions::from_vars(vars(&[("WARPFOLD_CPU_PRECISION", "BF16")])).unwrap();
         assert_eq!(bf16.cpu_precision, CpuPrecision::Bf16);
         let err = EngineOptions::from_vars(vars(&[("WARPFOLD_CPU_PRECISION", "fp8")])).unwrap_err();
