@@ -35,8 +35,10 @@ case ${1:?usage: device-host.sh pack|put1|put2|test|run [VARIANT...]} in
       python3 -c 'import json,sys; print([j["executable"] for j in map(json.loads, sys.stdin) if j.get("profile", {}).get("test")][-1])')
     xz -T2 -3 -c "$tests" > "$P/stage/candle-tests.xz"
     tar -C "models/$M" --exclude=./model.safetensors -cf - . | tar -C "$P/stage/models/$M" -xf -
-    head -c 48000000 "models/$M/model.safetensors" > "$P/stage/weights-1"
-    tail -c +48000001 "models/$M/model.safetensors" > "$P/part-2"
+    # Where the weights are cut: each part and the tree (~8.6 MB in session 19) under 64 MiB.
+    cut=40000000
+    head -c $cut "models/$M/model.safetensors" > "$P/stage/weights-1"
+    tail -c +$((cut + 1)) "models/$M/model.safetensors" > "$P/part-2"
     (cd "models/$M" && sha256sum model.safetensors) > "$P/stage/SHA256"
     tar -C "$P/stage" -cf "$P/part-1.tar" . && rm -rf "$P/stage"
     ls -l "$P" ;;
