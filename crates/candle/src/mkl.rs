@@ -139,6 +139,11 @@ struct Bf16Products {
 /// A weight (out × in, bf16) packed by MKL as the right-hand side `Wᵀ` of `x · Wᵀ`, once at load:
 /// the products then skip MKL's per-call reformatting of the weight (11% of a bf16 run's cycles in
 /// `perf` before). MKL forbids moving a packed buffer; the `Vec`'s heap block never moves.
+///
+/// MKL asks for 12-20 MB for each of MiniLM's weights whatever its size (4-14 times the bf16s), and
+/// writes only part of it: the buffer is reserved, never zeroed, so the pages MKL does not write
+/// stay unmapped (zeroed, they made a bf16x3 encoder's peak RSS 570-650 MiB in session 19). Its
+/// length stays 0: Rust never reads it, MKL reads only what it wrote.
 pub(crate) struct PackedBf16 {
     buffer: Vec<u64>,
     outputs: usize,
@@ -150,11 +155,12 @@ impl Mkl {
     pub(crate) fn pack_bf16(&self, weight: &[u16], outputs: usize, inputs: usize) -> PackedBf16 {
         assert_eq!(weight.len(), outputs * inputs, "a whole weight");
         let f = self.gemm_bf16.as_ref().expect("pack_bf16 is called only where has_bf16");
-        // SAFETY: plain queries and a pack into a buffer of the size MKL asked for (in u64s, so
-        // 8-byte aligned); `weight` holds outputs × inputs values with row stride `inputs`.
+        // SAFETY: plain queries and a pack into an allocation of the size MKL asked for (in u64s,
+        // so 8-byte aligned; MKL writes it before it reads it); `weight` holds outputs × inputs
+        // values with row stride `inputs`.
         unsafe {
             let bytes = (f.pack_get_size)(B_MATRIX, 1, dim(outputs), dim(inputs));
-            let mut buffer = vec![0u64; bytes.div_ceil(8)];
+            let mut buffer = Vec::<u64>::with_capacity(bytes.div_ceil(8));
             (f.pack)(ROW_MAJOR, B_MATRIX, TRANS, 1, dim(outputs), dim(inputs), weight.as_ptr(), dim(inputs), buffer.as_mut_ptr().cast());
             PackedBf16 { buffer, outputs, inputs }
         }
