@@ -101,6 +101,30 @@ pub(crate) unsafe fn head(
     }
 }
 
+/// The body of a tiled head: kᵀ staged ([`x86::Head::stage`]), then `rows::<MR>` (the calling
+/// module's) over each whole block of `MR` query rows and `rows::<R>` over the `R` rows left, for
+/// each `R` in the list (every remainder of `MR`).
+/// Expands to unsafe calls: the head's contract applies.
+#[cfg(target_arch = "x86_64")]
+macro_rules! by_row_blocks {
+    ($h:ident, $scratch:ident, $mr:ident, $nr:ident, [$($r:literal),*]) => {{
+        let padded = $h.stage($mr, $nr, $scratch);
+        let (keys_t, scores) = ($scratch.keys_t.as_ptr(), $scratch.scores.as_mut_ptr());
+        let mut i = 0;
+        // Rows i..i + R < len of q and out; keys_t is head_dim × padded and scores MR × padded,
+        // both ours.
+        while i + $mr <= $h.len {
+            rows::<$mr>(&$h, i, keys_t, padded, scores);
+            i += $mr;
+        }
+        match $h.len - i {
+            0 => {}
+            $($r => rows::<$r>(&$h, i, keys_t, padded, scores),)*
+            _ => unreachable!("fewer than MR rows are left"),
+        }
+    }};
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
@@ -120,6 +144,29 @@ mod x86 {
         pub len: usize,
         pub head_dim: usize,
         pub scale: f32,
+    }
+
+    impl Head {
+        /// Lays out kᵀ (head_dim × padded, `len` rounded up to whole tiles of `columns`, the columns
+        /// past `len` zero) in `scratch` and sizes its scores for `rows` query rows; returns padded.
+        ///
+        /// # Safety
+        /// `k` addresses `len` rows of `head_dim` readable f32s `ld` apart.
+        pub(super) unsafe fn stage(&self, rows: usize, columns: usize, scratch: &mut Scratch) -> usize {
+            let padded = self.len.div_ceil(columns) * columns;
+            let keys_t = &mut scratch.keys_t;
+            keys_t.clear();
+            keys_t.resize(self.head_dim * padded, 0.0);
+            for j in 0..self.len {
+                // SAFETY: row j < len of k, head_dim wide (the caller's contract).
+                let row = unsafe { std::slice::from_raw_parts(self.k.add(j * self.ld), self.head_dim) };
+                for (d, &x) in row.iter().enumerate() {
+                    keys_t[d * padded + j] = x;
+                }
+            }
+            scratch.scores.resize(rows * padded, 0.0);
+            padded
+        }
     }
 
     /// [`exp_approx`] on eight lanes.
@@ -150,37 +197,8 @@ mod x86 {
 
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn head(h: Head, scratch: &mut Scratch) {
-        // kᵀ (head_dim × padded), the columns past `len` zero: whole tiles of keys.
-        let padded = h.len.div_ceil(NR) * NR;
-        let keys_t = &mut scratch.keys_t;
-        keys_t.clear();
-        keys_t.resize(h.head_dim * padded, 0.0);
-        for j in 0..h.len {
-            // SAFETY: row j < len of k, head_dim wide (the caller's contract).
-            let row = unsafe { std::slice::from_raw_parts(h.k.add(j * h.ld), h.head_dim) };
-            for (d, &x) in row.iter().enumerate() {
-                keys_t[d * padded + j] = x;
-            }
-        }
-        scratch.scores.resize(MR * padded, 0.0);
-        let (keys_t, scores) = (keys_t.as_ptr(), scratch.scores.as_mut_ptr());
-        let mut i = 0;
-        // SAFETY (every call below): rows i..i + R < len of q and out; keys_t is head_dim × padded
-        // and scores MR × padded, both ours.
-        while i + MR <= h.len {
-            unsafe { rows::<MR>(&h, i, keys_t, padded, scores) };
-            i += MR;
-        }
-        unsafe {
-            match h.len - i {
-                0 => {}
-                1 => rows::<1>(&h, i, keys_t, padded, scores),
-                2 => rows::<2>(&h, i, keys_t, padded, scores),
-                3 => rows::<3>(&h, i, keys_t, padded, scores),
-                4 => rows::<4>(&h, i, keys_t, padded, scores),
-                _ => rows::<5>(&h, i, keys_t, padded, scores),
-            }
-        }
+        // SAFETY: the caller's contract.
+        unsafe { by_row_blocks!(h, scratch, MR, NR, [1, 2, 3, 4, 5]) }
     }
 
     /// Query rows `first..first + R`: their scores against every key, softmax, and p·v into `out`.
@@ -242,34 +260,7 @@ mod x86_512 {
     use super::x86::Head;
     use super::Scratch;
     use crate::cpu_ops::{EXP_MAX, EXP_MIN, EXP_POLY, LN2_HI, LN2_LO, ROUND_SHIFT};
-
-    /// Rows and columns of a tile: two accumulators a row, 24 of the 32 registers.
-    const MR: usize = 12;
-    const NR: usize = 32;
-
-    /// `Σ_i a[r·lda + i] · b[i·ldb .. i·ldb + NR]` for each row `r < R` over `i < k`, as two 16-lane
-    /// sums a row.
-    ///
-    /// # Safety
-    /// Inlined into a function with AVX-512F enabled; `a` addresses `R` rows of `k` readable f32s
-    /// `lda` apart, `b` `k` rows of `NR` readable f32s `ldb` apart.
-    #[inline(always)]
-    unsafe fn tile_sums<const R: usize>(a: *const f32, lda: usize, b: *const f32, ldb: usize, k: usize) -> [[__m512; 2]; R] {
-        let mut acc = [[_mm512_setzero_ps(); 2]; R];
-        for i in 0..k {
-            // SAFETY: row i < k of b and column i < k of rows r < R of a (the caller's contract).
-            unsafe {
-                let b0 = _mm512_loadu_ps(b.add(i * ldb));
-                let b1 = _mm512_loadu_ps(b.add(i * ldb + 16));
-                for (r, acc) in acc.iter_mut().enumerate() {
-                    let x = _mm512_set1_ps(*a.add(r * lda + i));
-                    acc[0] = _mm512_fmadd_ps(x, b0, acc[0]);
-                    acc[1] = _mm512_fmadd_ps(x, b1, acc[1]);
-                }
-            }
-        }
-        acc
-    }
+    use crate::cpu_panels::x86::{tile_sums512, MR512 as MR, NR512 as NR};
 
     /// [`crate::cpu_ops::exp_approx`] on sixteen lanes.
     #[inline(always)]
@@ -297,43 +288,8 @@ mod x86_512 {
 
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn head512(h: Head, scratch: &mut Scratch) {
-        // kᵀ (head_dim × padded), the columns past `len` zero: whole tiles of keys.
-        let padded = h.len.div_ceil(NR) * NR;
-        let keys_t = &mut scratch.keys_t;
-        keys_t.clear();
-        keys_t.resize(h.head_dim * padded, 0.0);
-        for j in 0..h.len {
-            // SAFETY: row j < len of k, head_dim wide (the caller's contract).
-            let row = unsafe { std::slice::from_raw_parts(h.k.add(j * h.ld), h.head_dim) };
-            for (d, &x) in row.iter().enumerate() {
-                keys_t[d * padded + j] = x;
-            }
-        }
-        scratch.scores.resize(MR * padded, 0.0);
-        let (keys_t, scores) = (keys_t.as_ptr(), scratch.scores.as_mut_ptr());
-        let mut i = 0;
-        // SAFETY (every call below): rows i..i + R < len of q and out; keys_t is head_dim × padded
-        // and scores MR × padded, both ours.
-        while i + MR <= h.len {
-            unsafe { rows::<MR>(&h, i, keys_t, padded, scores) };
-            i += MR;
-        }
-        unsafe {
-            match h.len - i {
-                0 => {}
-                1 => rows::<1>(&h, i, keys_t, padded, scores),
-                2 => rows::<2>(&h, i, keys_t, padded, scores),
-                3 => rows::<3>(&h, i, keys_t, padded, scores),
-                4 => rows::<4>(&h, i, keys_t, padded, scores),
-                5 => rows::<5>(&h, i, keys_t, padded, scores),
-                6 => rows::<6>(&h, i, keys_t, padded, scores),
-                7 => rows::<7>(&h, i, keys_t, padded, scores),
-                8 => rows::<8>(&h, i, keys_t, padded, scores),
-                9 => rows::<9>(&h, i, keys_t, padded, scores),
-                10 => rows::<10>(&h, i, keys_t, padded, scores),
-                _ => rows::<11>(&h, i, keys_t, padded, scores),
-            }
-        }
+        // SAFETY: the caller's contract.
+        unsafe { by_row_blocks!(h, scratch, MR, NR, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]) }
     }
 
     /// Query rows `first..first + R`: their scores against every key, softmax, and p·v into `out`.
@@ -343,7 +299,7 @@ mod x86_512 {
             let q = h.q.add(first * h.ld);
             // scores (R × padded) = q (R × head_dim) · kᵀ (head_dim × padded)
             for col in (0..padded).step_by(NR) {
-                let acc = tile_sums::<R>(q, h.ld, keys_t.add(col), padded, h.head_dim);
+                let acc = tile_sums512::<R>(q, (h.ld, 1), keys_t.add(col), padded, h.head_dim);
                 for (r, acc) in acc.iter().enumerate() {
                     _mm512_storeu_ps(scores.add(r * padded + col), acc[0]);
                     _mm512_storeu_ps(scores.add(r * padded + col + 16), acc[1]);
@@ -375,7 +331,7 @@ mod x86_512 {
             // out (R × head_dim) = e (R × len) · v (len × head_dim) / sum, 32 columns at a time.
             let out = h.out.add(first * h.ld_out);
             for col in (0..h.head_dim).step_by(NR) {
-                let acc = tile_sums::<R>(scores, padded, h.v.add(col), h.ld, h.len);
+                let acc = tile_sums512::<R>(scores, (padded, 1), h.v.add(col), h.ld, h.len);
                 for (r, acc) in acc.iter().enumerate() {
                     let k = _mm512_set1_ps(inv_sum[r]);
                     _mm512_storeu_ps(out.add(r * h.ld_out + col), _mm512_mul_ps(acc[0], k));

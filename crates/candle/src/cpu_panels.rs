@@ -107,9 +107,9 @@ pub(crate) mod x86 {
 
     /// Rows of an AVX-512 register tile: with two accumulators a row, 24 of the 32 zmm registers
     /// (the two panel vectors and the broadcast row value take three more; 14 rows would spill).
-    const MR512: usize = 12;
+    pub(crate) const MR512: usize = 12;
     /// Columns of an AVX-512 panel and tile.
-    const NR512: usize = 2 * NR;
+    pub(crate) const NR512: usize = 2 * NR;
 
     /// Rows of a register tile: with two accumulators a row, twelve of AVX2's sixteen registers.
     pub(crate) const MR: usize = 6;
@@ -196,23 +196,44 @@ pub(crate) mod x86 {
         }
     }
 
-    /// `c (stored × width) += a (k × MR512, packed) ᵀ · panel (k × NR512)`: the first `stored`
-    /// rows and `width ≤ NR512` columns of c written, through masks.
+    /// [`tile_sums`] in 16-lane registers, `NR512` columns: `Σ_i a[r·rs + i·cs] · b[i·ldb .. i·ldb +
+    /// NR512]` for each row `r < R` over `i < k`, as two sums a row. The panels read `a` packed (rs 1,
+    /// cs MR512: fixed offsets, inlined as constants), the tiled attention in place (rs a row's
+    /// stride, cs 1).
+    ///
+    /// # Safety
+    /// Inlined into a function with AVX-512F enabled; `a` addresses the `R × k` readable f32s so
+    /// described, `b` `k` rows of `NR512` readable f32s `ldb` apart.
     #[inline(always)]
-    unsafe fn tile512(a: *const f32, k: usize, panel: *const f32, c: *mut f32, ldc: usize, stored: usize, width: usize) {
-        let mut acc = [[_mm512_setzero_ps(); 2]; MR512];
+    pub(crate) unsafe fn tile_sums512<const R: usize>(
+        a: *const f32,
+        (rs, cs): (usize, usize),
+        b: *const f32,
+        ldb: usize,
+        k: usize,
+    ) -> [[__m512; 2]; R] {
+        let mut acc = [[_mm512_setzero_ps(); 2]; R];
         for i in 0..k {
-            // SAFETY: row i < k of the panel and of the packed tile.
+            // SAFETY: row i < k of b and column i < k of rows r < R of a (the caller's contract).
             unsafe {
-                let b0 = _mm512_loadu_ps(panel.add(i * NR512));
-                let b1 = _mm512_loadu_ps(panel.add(i * NR512 + 16));
+                let b0 = _mm512_loadu_ps(b.add(i * ldb));
+                let b1 = _mm512_loadu_ps(b.add(i * ldb + 16));
                 for (r, acc) in acc.iter_mut().enumerate() {
-                    let x = _mm512_set1_ps(*a.add(i * MR512 + r));
+                    let x = _mm512_set1_ps(*a.add(r * rs + i * cs));
                     acc[0] = _mm512_fmadd_ps(x, b0, acc[0]);
                     acc[1] = _mm512_fmadd_ps(x, b1, acc[1]);
                 }
             }
         }
+        acc
+    }
+
+    /// `c (stored × width) += a (k × MR512, packed) ᵀ · panel (k × NR512)`: the first `stored`
+    /// rows and `width ≤ NR512` columns of c written, through masks.
+    #[inline(always)]
+    unsafe fn tile512(a: *const f32, k: usize, panel: *const f32, c: *mut f32, ldc: usize, stored: usize, width: usize) {
+        // SAFETY: the packed tile holds k × MR512 floats and the panel k × NR512 (the caller's).
+        let acc = unsafe { tile_sums512::<MR512>(a, (1, MR512), panel, NR512, k) };
         let lanes = |n: usize| -> __mmask16 { ((1u32 << n.min(16)) - 1) as __mmask16 };
         let (m0, m1) = (lanes(width), lanes(width.saturating_sub(16)));
         for (r, acc) in acc.iter().enumerate().take(stored) {
