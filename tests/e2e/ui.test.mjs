@@ -22,16 +22,15 @@ import { chromium } from "playwright-core";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
 
-/** The CPU encoder's products the server's attention line should name: bf16 or bf16x3 when asked for
- * through WARPFOLD_CPU_PRECISION; with auto (the default), bf16x3 on a CPU with AMX's bf16 tiles where
- * `warpfold models fetch` installed MKL (and WARPFOLD_MKL does not turn it off); else none (f32). */
-function expectedCpuPrecision() {
+/** Checks the CPU encoder's products that the server's attention line names (`undefined` for f32)
+ * against WARPFOLD_CPU_PRECISION: bf16 or bf16x3 when asked for, none for f32, and with auto (the
+ * default) bf16x3 or none, bf16x3 only on a CPU with AMX's bf16 tiles (where MKL's products run there). */
+function checkCpuPrecision(products) {
   const asked = (process.env.WARPFOLD_CPU_PRECISION ?? "").trim().toLowerCase();
-  if (asked === "bf16" || asked === "bf16x3") return asked;
-  if (asked !== "" && asked !== "auto") return undefined;
+  if (asked === "bf16" || asked === "bf16x3") return assert.equal(products, asked);
+  if (asked === "f32") return assert.equal(products, undefined);
   const amx = existsSync("/proc/cpuinfo") && /\bamx_bf16\b/.test(readFileSync("/proc/cpuinfo", "utf8"));
-  const mkl = process.env.WARPFOLD_MKL !== "off" && existsSync(resolve(here, "../../models/mkl/libmkl_rt.so.3"));
-  return amx && mkl ? "bf16x3" : undefined;
+  assert.ok(products === undefined || (products === "bf16x3" && amx), `auto ran ${products} (AMX: ${amx})`);
 }
 const repo = resolve(here, "../..");
 const WARPFOLD = resolve(repo, process.env.WARPFOLD ?? "target/release/warpfold");
@@ -189,13 +188,15 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       assert.notEqual((await page.getByTestId("model-name").textContent()).trim(), "–");
       assert.match(await page.getByTestId("device-capacity").textContent(), /\d tokens/);
       // which attention the model runs through, and on the CPU why it is the masked path
-      // (WARPFOLD_CPU_PRECISION=bf16 or bf16x3 in the environment runs the server's CPU encoder so, and
-      // the default, auto, runs bf16x3 on a CPU with AMX where MKL is installed: it says so)
-      const precision = expectedCpuPrecision();
-      const cpuAttention = precision ? `masked attention per slot (CPU), products in ${precision} (MKL)` : "masked attention per slot (CPU)";
-      assert.equal(await page.getByTestId("attention").getAttribute("title"), cpuAttention);
-      assert.equal(await page.getByTestId("precision").count(), precision ? 1 : 0, "a precision pill exactly when bf16 or bf16x3 runs");
-      if (precision) assert.equal((await page.getByTestId("precision").textContent()).trim(), precision);
+      // (the CPU encoder's products when not f32: WARPFOLD_CPU_PRECISION=bf16 or bf16x3 in the
+      // environment, or the default, auto, on a CPU with AMX; the line says so and a pill shows it)
+      const title = await page.getByTestId("attention").getAttribute("title");
+      const line = /^masked attention per slot \(CPU\)(?:, products in (bf16x3|bf16) \(MKL\))?$/.exec(title);
+      assert.ok(line, `attention line: ${title}`);
+      const products = line[1];
+      checkCpuPrecision(products);
+      assert.equal(await page.getByTestId("precision").count(), products ? 1 : 0, "a precision pill exactly when bf16 or bf16x3 runs");
+      if (products) assert.equal((await page.getByTestId("precision").textContent()).trim(), products);
       await page.getByTestId("queue-progress-label").waitFor();
       await shot(page, "empty");
       // the token survives a reload (sessionStorage)

@@ -686,9 +686,9 @@ impl BertModel {
 /// How the CPU encoder multiplies by its weights (the GPU's precision is its own: f16 or f32).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CpuPrecision {
-    /// The default: [`CpuPrecision::Bf16x3`] where the CPU has AMX's bf16 tiles and MKL is loaded
-    /// with its bf16 product (there it is faster than f32, its vectors within about 1e-5 of f32's),
-    /// else [`CpuPrecision::F32`].
+    /// The default: [`CpuPrecision::Bf16x3`] where MKL is loaded and its bf16 products run on AMX
+    /// ([`crate::mkl::Mkl::bf16_on_amx`]; there it is faster than f32, its vectors within a few
+    /// millionths of f32's), else [`CpuPrecision::F32`].
     #[default]
     Auto,
     /// f32 throughout: the vectors of the reference implementation to f32 rounding.
@@ -754,19 +754,19 @@ pub fn load(
     if device.is_cpu() && !ops {
         let mkl = crate::mkl::for_model(model_dir);
         let gemm = match (precision, mkl) {
-            (CpuPrecision::Auto, Some(mkl)) if mkl.has_bf16() && crate::mkl::amx_bf16() => Gemm::MklBf16x3(mkl),
+            (CpuPrecision::Auto, Some(mkl)) if mkl.bf16_on_amx() => Gemm::MklBf16x3(mkl),
             (CpuPrecision::F32 | CpuPrecision::Auto, Some(mkl)) => Gemm::Mkl(mkl),
             (CpuPrecision::F32 | CpuPrecision::Auto, None) => Gemm::without_mkl(),
             (CpuPrecision::Bf16, Some(mkl)) if mkl.has_bf16() => Gemm::MklBf16(mkl),
             (CpuPrecision::Bf16x3, Some(mkl)) if mkl.has_bf16() => Gemm::MklBf16x3(mkl),
             (_, Some(mkl)) => candle_core::bail!(
-                "{} on the CPU needs Intel MKL's cblas_gemm_bf16bf16f32, which {} lacks; run in f32",
+                "{} on the CPU needs Intel MKL's cblas_gemm_bf16bf16f32, which {} lacks; choose the CPU precision f32 or auto",
                 precision.name(),
                 mkl.path().display()
             ),
             (_, None) => candle_core::bail!(
                 "{} on the CPU runs through Intel MKL, which is not loaded here (it is fetched beside the pinned models on \
-                 Intel CPUs, or named by WARPFOLD_MKL); run in f32",
+                 Intel CPUs, or named by WARPFOLD_MKL); choose the CPU precision f32 or auto",
                 precision.name()
             ),
         };

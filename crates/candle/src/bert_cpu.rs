@@ -14,14 +14,17 @@
 //! Attention runs through the tiled AVX-512 or AVX2 + FMA kernel of [`crate::cpu_attention`] where the CPU has
 //! it and the head size is a multiple of 16, else as two matrix products and a softmax.
 //!
-//! The matmuls are Intel MKL's `sgemm` where it is installed on an Intel CPU ([`crate::mkl`]), else
+//! In f32 the matmuls are Intel MKL's `sgemm` where it is installed on an Intel CPU ([`crate::mkl`]), else
 //! the weights packed once into AVX2 or AVX-512 panels ([`crate::cpu_panels`]), else (no AVX2) the
 //! `gemm` crate's kernels; the row kernels are [`crate::cpu_ops`]. The result equals the candle-op
 //! forward ([`crate::bert::BertModel`] on other devices) to f32 rounding: the tests compare the two.
 //!
-//! Opt-in, the products (the weights' and attention's) run with bf16 operands and f32 sums through
-//! MKL ([`Gemm::MklBf16`]): on a 2-core Xeon with AMX 2.4× MKL's f32 rate, the vectors within cosine
-//! 0.99996 of f32 ones (BENCHMARKS.md, "CPU on Intel with AMX ... session 18").
+//! Where MKL's bf16 products run on AMX, the default runs the weights' products as bf16x3
+//! ([`Gemm::MklBf16x3`]: each f32 split into two bf16s, three bf16 products with f32 sums, about 16
+//! bits of each f32; 1.51-1.62× sentence-transformers on a 2-core Xeon against 1.25-1.32× with
+//! `sgemm`, BENCHMARKS.md, session 19). Opt-in, the products (the weights' and attention's) run with
+//! plain bf16 operands and f32 sums ([`Gemm::MklBf16`]): on that Xeon 2.4× MKL's f32 rate, the vectors
+//! within cosine 0.99996 of f32 ones (session 18).
 
 use candle_core::{Result, Tensor};
 use candle_nn::{LayerNorm, Linear};
@@ -134,8 +137,10 @@ impl Dense {
                     }
                     _ => unreachable!("bf16 weights are made only for Gemm::MklBf16 and Gemm::MklBf16x3"),
                 };
+                assert_eq!(width, weight.inputs(), "the products' width is the one the weight was packed for");
                 // SAFETY: as for `Rows` below, with `operand` holding rows × `width` bf16s, the width
-                // `weight` was packed for; the bf16 gemms are chosen only where the runtime has the product.
+                // `weight` was packed for (checked); the bf16 gemms are chosen only where the runtime
+                // has the product.
                 unsafe { mkl.gemm_bf16_packed(rows, (operand.as_ptr(), width), weight, (dst.as_mut_ptr(), self.outputs), true) }
             }),
             // SAFETY: `src` holds rows × inputs, `dst` rows × outputs (checked above) and `weight`
@@ -334,7 +339,7 @@ impl Attention {
         };
         match (asked.as_str(), gemm, tiles) {
             ("products", _, _) => Attention::Products,
-            (_, Gemm::MklBf16(mkl), _) if asked.is_empty() => Attention::Bf16Products(mkl),
+            (_, Gemm::MklBf16(mkl), _) if asked != "tiled" && asked != "avx2" => Attention::Bf16Products(mkl),
             (_, _, Some(tiles)) => Attention::Tiled(tiles),
             _ => Attention::Products,
         }

@@ -46,7 +46,12 @@ impl Tiles {
         {
             let simd = crate::cpu_ops::simd();
             match self {
-                Tiles::Avx2 => head_dim > 0 && head_dim.is_multiple_of(16) && simd != crate::cpu_ops::Simd::Portable,
+                Tiles::Avx2 => {
+                    head_dim > 0
+                        && head_dim.is_multiple_of(16)
+                        && std::is_x86_feature_detected!("avx2")
+                        && std::is_x86_feature_detected!("fma")
+                }
                 Tiles::Avx512 => head_dim > 0 && head_dim.is_multiple_of(32) && simd == crate::cpu_ops::Simd::Avx512,
             }
         }
@@ -375,7 +380,7 @@ mod tests {
         // as in a projection. Each kind of tile this CPU runs for the head size.
         let kinds = |dh: usize| [Tiles::Avx2, Tiles::Avx512].into_iter().filter(move |t| t.run_here(dh));
         for (dh, tiles) in [16, 32, 64].into_iter().flat_map(|dh| kinds(dh).map(move |t| (dh, t))) {
-            for len in [1, 2, 5, 6, 7, 11, 12, 13, 16, 17, 23, 31, 32, 33, 100, 257] {
+            for len in [1, 2, 5, 6, 7, 11, 12, 13, 15, 16, 17, 22, 23, 31, 32, 33, 100, 257] {
                 let heads = 2;
                 let ld = 3 * heads * dh;
                 // Scores up to ~±20 after scaling, so the max shift and exp's range both matter.

@@ -121,7 +121,8 @@ simd_kernel! {
 }
 
 /// `v` as two bf16s whose sum is `v` to about 16 significant bits: `v` rounded ([`bf16`]), and what
-/// that rounding left (exact in f32) rounded in turn. Relative error at most about 2^-16.
+/// that rounding left (exact in f32) rounded in turn. Relative error at most about 2^-16. Finite
+/// inputs below bf16's largest finite value (~3.39e38; the encoder's are far below it).
 #[inline(always)]
 pub(crate) fn bf16_pair(v: f32) -> (u16, u16) {
     let hi = bf16(v);

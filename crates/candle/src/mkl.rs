@@ -108,6 +108,14 @@ impl Mkl {
         self.gemm_bf16.is_some()
     }
 
+    /// Whether its bf16 products run on AMX here: the runtime has them, the CPU has AMX's bf16 tiles
+    /// ([`amx_bf16`]), and neither `MKL_ENABLE_INSTRUCTIONS` nor `MKL_CBWR` is set (either can hold
+    /// MKL to older instructions, where three bf16 products cost more than one f32 product). What
+    /// [`crate::bert::CpuPrecision::Auto`] asks before it picks bf16x3.
+    pub(crate) fn bf16_on_amx(&self) -> bool {
+        self.has_bf16() && amx_bf16() && ["MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR"].iter().all(|v| std::env::var_os(v).is_none())
+    }
+
     /// [`Self::gemm`] with bf16 operands and f32 accumulation: on CPUs with AMX (Sapphire Rapids and
     /// later) MKL runs it on the tile units.
     ///
@@ -141,13 +149,21 @@ struct Bf16Products {
 /// `perf` before). MKL forbids moving a packed buffer; the `Vec`'s heap block never moves.
 ///
 /// MKL asks for 12-20 MB for each of MiniLM's weights whatever its size (4-14 times the bf16s), and
-/// writes only part of it: the buffer is reserved, never zeroed, so the pages MKL does not write
-/// stay unmapped (zeroed, they made a bf16x3 encoder's peak RSS 570-650 MiB in session 19). Its
-/// length stays 0: Rust never reads it, MKL reads only what it wrote.
+/// writes only part of it: the buffer is reserved, never zeroed, so the pages MKL does not write need
+/// not be mapped (with mimalloc, the CLI's allocator: a bf16x3 encoder's peak RSS 400-430 MiB, against
+/// 570-650 MiB zeroed, session 19). Its length stays 0: Rust never reads it, MKL reads only what it
+/// wrote.
 pub(crate) struct PackedBf16 {
     buffer: Vec<u64>,
     outputs: usize,
     inputs: usize,
+}
+
+impl PackedBf16 {
+    /// The width of the rows it multiplies (its `k`).
+    pub(crate) fn inputs(&self) -> usize {
+        self.inputs
+    }
 }
 
 impl Mkl {

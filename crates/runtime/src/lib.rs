@@ -401,12 +401,17 @@ pub fn embedding_model_dir(
 /// manifest's, in its models folder) first gets Intel MKL beside it for its matmuls (the manifest's
 /// `mkl` entry, where [`warpfold_candle::mkl::for_model`] looks), fetched on first use like a default
 /// model; that is optional: a failed fetch is logged and the `gemm` crate's kernels run.
-/// `precision` applies on the CPU; bf16 there needs MKL, and fails with the reason without it.
+/// `precision` applies on the CPU; bf16 and bf16x3 there need MKL, and fail with the reason without
+/// it (auto then runs f32).
 pub fn load_encoder(dir: &ModelDir, device: &Device, precision: CpuPrecision) -> Result<BertBackend, RuntimeError> {
     if device.is_cpu() {
         cpu_math_library(dir);
     }
-    BertBackend::load(dir, device, precision).map_err(|e| RuntimeError::Model(format!("loading the model in {}: {e}", dir.dir.display())))
+    let backend = BertBackend::load(dir, device, precision)
+        .map_err(|e| RuntimeError::Model(format!("loading the model in {}: {e}", dir.dir.display())))?;
+    // What `auto` and MKL's presence resolved to, in the log.
+    tracing::info!("encoder kernels: {}", backend.kernels());
+    Ok(backend)
 }
 
 fn cpu_math_library(dir: &ModelDir) {
@@ -429,7 +434,7 @@ fn cpu_math_library(dir: &ModelDir) {
     if let Err(e) = models::fetch(entry, models_root) {
         tracing::warn!(
             "Intel MKL was not fetched ({e}); where no copy is in the models folder, the CPU encoder runs its own kernels and \
-             refuses bf16 (tried again in a day, or now with `warpfold models fetch mkl`)"
+             refuses bf16 and bf16x3 (tried again in a day, or now with `warpfold models fetch mkl`)"
         );
         let _ = std::fs::write(&failed, e.to_string());
     }
