@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::process::Stdio;
 
-use crate::common::warpfold;
+use crate::common::{cosine, max_abs_diff, warpfold};
 
 /// `cmd` run with `input` on its stdin, its output captured.
 fn run_with_stdin(cmd: &mut std::process::Command, input: &[u8]) -> std::process::Output {
@@ -49,7 +49,7 @@ fn embed_answers_every_line_in_order_and_bad_lines_get_specific_errors() {
 
 /// `warpfold embed --cpu-precision PRECISION` on `input` with `WARPFOLD_MKL` set to `mkl`: the
 /// vectors, stderr and exit code.
-fn embed_at(precision: &str, mkl: &std::ffi::OsStr, input: &str) -> (Vec<Vec<f64>>, String, i32) {
+fn embed_at(precision: &str, mkl: &std::ffi::OsStr, input: &str) -> (Vec<Vec<f32>>, String, i32) {
     let mut cmd = warpfold();
     // `info`: the log names the kernels the precision resolved to.
     cmd.args(["--cpu-precision", precision, "embed"]).env("WARPFOLD_MKL", mkl).env("WARPFOLD_LOG", "info");
@@ -62,7 +62,7 @@ fn embed_at(precision: &str, mkl: &std::ffi::OsStr, input: &str) -> (Vec<Vec<f64
                 .as_array()
                 .unwrap()
                 .iter()
-                .map(|v| v.as_f64().unwrap())
+                .map(|v| v.as_f64().unwrap() as f32)
                 .collect()
         })
         .collect();
@@ -87,13 +87,10 @@ fn bf16_and_bf16x3_on_the_cpu_keep_real_texts_near_f32_or_say_what_they_need() {
     assert_eq!((code, f32s.len()), (0, texts.len()), "{stderr}");
     let (bf16, stderr, code) = embed_at("bf16", mkl.as_os_str(), &input);
     assert_eq!((code, bf16.len()), (0, texts.len()), "{stderr}");
-    let mut worst = 1f64;
     for (a, b) in f32s.iter().zip(&bf16) {
         assert_ne!(a, b, "bf16 products give other vectors than f32 ones");
-        let cos = a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>()
-            / (a.iter().map(|x| x * x).sum::<f64>() * b.iter().map(|y| y * y).sum::<f64>()).sqrt();
-        worst = worst.min(cos);
     }
+    let worst = f32s.iter().zip(&bf16).map(|(a, b)| cosine(a, b)).fold(1f64, f64::min);
     assert!(worst >= 0.9999, "bf16 against f32: worst cosine {worst}");
     // bf16x3 (three bf16 products of split f32s): refused the same way without MKL, and with it
     // some hundred times closer to the f32 vectors than bf16.
@@ -102,14 +99,11 @@ fn bf16_and_bf16x3_on_the_cpu_keep_real_texts_near_f32_or_say_what_they_need() {
     assert!(stderr.contains("bf16x3 on the CPU runs through Intel MKL, which is not loaded here"), "{stderr}");
     let (x3, stderr, code) = embed_at("bf16x3", mkl.as_os_str(), &input);
     assert_eq!((code, x3.len()), (0, texts.len()), "{stderr}");
-    let largest =
-        |other: &[Vec<f64>]| f32s.iter().zip(other).flat_map(|(a, b)| a.iter().zip(b).map(|(x, y)| (x - y).abs())).fold(0f64, f64::max);
-    let (largest_bf16, largest_x3) = (largest(&bf16), largest(&x3));
+    let (largest_bf16, largest_x3) = (largest_difference(&f32s, &bf16), largest_difference(&f32s, &x3));
     assert!(largest_x3 > 0.0, "bf16x3 products give other vectors than f32 ones");
     assert!(largest_x3 < largest_bf16 / 30.0, "largest difference to f32: bf16x3 {largest_x3}, bf16 {largest_bf16}");
     for (a, b) in f32s.iter().zip(&x3) {
-        let cos = a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>()
-            / (a.iter().map(|x| x * x).sum::<f64>() * b.iter().map(|y| y * y).sum::<f64>()).sqrt();
+        let cos = cosine(a, b);
         assert!(cos >= 0.999_999, "bf16x3 against f32: cosine {cos}");
     }
     // The default, auto: bf16x3 where MKL's bf16 products run on AMX, else f32 (MKL's sgemm here).
@@ -122,8 +116,14 @@ fn bf16_and_bf16x3_on_the_cpu_keep_real_texts_near_f32_or_say_what_they_need() {
     let amx = std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|info| info.split_whitespace().any(|flag| flag == "amx_bf16"));
     assert!(amx || !ran_x3, "auto ran bf16x3 on a CPU without AMX");
     let same = if ran_x3 { &x3 } else { &f32s };
-    let apart = auto.iter().zip(same).flat_map(|(a, b)| a.iter().zip(b).map(|(x, y)| (x - y).abs())).fold(0f64, f64::max);
-    assert!(auto.len() == same.len() && apart < 1e-5, "auto against {}: {apart}", if ran_x3 { "bf16x3" } else { "f32" });
+    assert_eq!(auto.len(), same.len());
+    let apart = largest_difference(&auto, same);
+    assert!(apart < 1e-5, "auto against {}: {apart}", if ran_x3 { "bf16x3" } else { "f32" });
+}
+
+/// The largest element difference between two lists of vectors.
+fn largest_difference(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| max_abs_diff(x, y)).fold(0.0, f32::max)
 }
 
 #[test]

@@ -21,17 +21,6 @@ import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
-
-/** Checks the CPU encoder's products that the server's attention line names (`undefined` for f32)
- * against WARPFOLD_CPU_PRECISION: bf16 or bf16x3 when asked for, none for f32, and with auto (the
- * default) bf16x3 or none, bf16x3 only on a CPU with AMX's bf16 tiles (where MKL's products run there). */
-function checkCpuPrecision(products) {
-  const asked = (process.env.WARPFOLD_CPU_PRECISION ?? "").trim().toLowerCase();
-  if (asked === "bf16" || asked === "bf16x3") return assert.equal(products, asked);
-  if (asked === "f32") return assert.equal(products, undefined);
-  const amx = existsSync("/proc/cpuinfo") && /\bamx_bf16\b/.test(readFileSync("/proc/cpuinfo", "utf8"));
-  assert.ok(products === undefined || (products === "bf16x3" && amx), `auto ran ${products} (AMX: ${amx})`);
-}
 const repo = resolve(here, "../..");
 const WARPFOLD = resolve(repo, process.env.WARPFOLD ?? "target/release/warpfold");
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
@@ -45,6 +34,17 @@ mkdirSync(ARTIFACTS, { recursive: true });
 // the committed pictures show the real server, refreshed only when asked (scripts/screenshots.sh)
 const WRITE_SHOTS = process.env.E2E_SCREENSHOTS === "1";
 if (WRITE_SHOTS) mkdirSync(SHOTS, { recursive: true });
+
+/** Checks the CPU encoder's products that the server's attention line names (`undefined` for f32)
+ * against WARPFOLD_CPU_PRECISION: bf16 or bf16x3 when asked for, none for f32, and with auto (the
+ * default) bf16x3 or none, bf16x3 only on a CPU with AMX's bf16 tiles (where MKL's products run there). */
+function checkCpuPrecision(products) {
+  const asked = (process.env.WARPFOLD_CPU_PRECISION ?? "").trim().toLowerCase();
+  if (asked === "bf16" || asked === "bf16x3") return assert.equal(products, asked);
+  if (asked === "f32") return assert.equal(products, undefined);
+  const amx = existsSync("/proc/cpuinfo") && /\bamx_bf16\b/.test(readFileSync("/proc/cpuinfo", "utf8"));
+  assert.ok(products === undefined || (products === "bf16x3" && amx), `auto ran ${products} (AMX: ${amx})`);
+}
 
 function freePort() {
   return new Promise((res, rej) => {

@@ -505,12 +505,9 @@ impl BertModel {
     /// bf16x3 it says so.
     pub fn attention(&self) -> String {
         let attention = crate::flash::describe(&self.device, self.head_dim(), self.dtype, false);
-        match &self.cpu {
-            Some(cpu) => match cpu.reduced_products() {
-                Some(products) => format!("{attention}, products in {products} (MKL)"),
-                None => attention,
-            },
-            _ => attention,
+        match self.cpu.as_ref().and_then(CpuEncoder::reduced_products) {
+            Some(products) => format!("{attention}, products in {products} (MKL)"),
+            None => attention,
         }
     }
 

@@ -44,7 +44,6 @@ impl Tiles {
     pub(crate) fn run_here(self, head_dim: usize) -> bool {
         #[cfg(target_arch = "x86_64")]
         {
-            let simd = crate::cpu_ops::simd();
             match self {
                 Tiles::Avx2 => {
                     head_dim > 0
@@ -52,7 +51,7 @@ impl Tiles {
                         && std::is_x86_feature_detected!("avx2")
                         && std::is_x86_feature_detected!("fma")
                 }
-                Tiles::Avx512 => head_dim > 0 && head_dim.is_multiple_of(32) && simd == crate::cpu_ops::Simd::Avx512,
+                Tiles::Avx512 => head_dim > 0 && head_dim.is_multiple_of(32) && crate::cpu_ops::simd() == crate::cpu_ops::Simd::Avx512,
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
