@@ -10,7 +10,10 @@
 #   bf16    --cpu-precision bf16 (MKL's bf16 products, AMX where the CPU has it), against the peer in
 #           f32 and cast to bfloat16 (--peer-precision f32,bf16), both in the same rounds;
 #   bf16x3  --cpu-precision bf16x3 (session 19: the weights' products as three bf16 products of split
-#           f32s, about 16 bits of each; attention in f32), against the peer in f32.
+#           f32s, about 16 bits of each; session 20: attention's too, on AMX's tiles where they
+#           run), against the peer in f32;
+#   tiled   the default with attention in f32 AVX-512 tiles (WARPFOLD_CPU_ATTENTION=tiled): on a
+#           CPU with AMX, the default's attention before session 20.
 # PAIRS rounds of the variants in alternation (default 2), as a VM's speed drifts. The CPU is
 # recorded in OUTPUT_DIR/cpu.txt.
 #   bash bench/peer/setup.sh && bash bench/cpu/run-intel-ab.sh bench/results/cpu-DATE
@@ -34,6 +37,7 @@ for pair in $(seq 1 "${PAIRS:-2}"); do
       gemm) WARPFOLD_MKL=off WARPFOLD_CPU_PANELS=off run "gemm-$pair" ;;
       bf16) WARPFOLD_CPU_PRECISION=bf16 run "bf16-$pair" --peer-precision f32,bf16 ;;
       bf16x3) WARPFOLD_CPU_PRECISION=bf16x3 run "bf16x3-$pair" ;;
+      tiled) WARPFOLD_CPU_ATTENTION=tiled run "tiled-$pair" ;;
     esac
   done
 done

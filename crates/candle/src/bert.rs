@@ -696,10 +696,11 @@ pub enum CpuPrecision {
     /// session 18).
     Bf16,
     /// The weights' products as three bf16 products with f32 sums (each f32 split into a high and a
-    /// low bf16: hi·hi + hi·lo + lo·hi, about 16 of f32's 24 bits), through Intel MKL; attention,
-    /// norms, GELU, residuals and pooling in f32. Faster than f32 only where the CPU has AMX (bf16
-    /// products there run at several times the f32 rate); the vectors stay within about 1e-5 of the
-    /// f32 ones (BENCHMARKS.md, session 19).
+    /// low bf16: hi·hi + hi·lo + lo·hi, about 16 of f32's 24 bits), through Intel MKL; where AMX's
+    /// tiles run, attention's two products the same way on them (session 20), else attention in
+    /// f32; the softmax, norms, GELU, residuals and pooling in f32. Faster than f32 only where the
+    /// CPU has AMX (bf16 products there run at several times the f32 rate); the vectors stay within
+    /// about 1e-5 of the f32 ones (BENCHMARKS.md, sessions 19 and 20).
     Bf16x3,
 }
 
@@ -939,6 +940,10 @@ pub(crate) mod tests {
         // bf16x3: the weights' products from split operands, about 16 bits of each f32.
         let x3 = BertModel::new(&cfg, Pooling::Mean, vb).unwrap().fused_for_cpu(Gemm::MklBf16x3(mkl)).unwrap();
         assert!(x3.kernels().contains("bf16x3"), "{}", x3.kernels());
+        // Where AMX's tiles run, attention's two products are bf16x3 on them too (among MKL's own
+        // tile products on the same threads); elsewhere attention stays f32.
+        let amx = crate::cpu_attention::Tiles::AmxBf16x3.run_here(cfg.hidden_size / cfg.num_attention_heads);
+        assert_eq!(x3.kernels().contains("AMX bf16x3 attention"), amx, "{}", x3.kernels());
         assert_eq!(x3.attention(), "masked attention per slot (CPU), products in bf16x3 (MKL)");
         let (worst_x3, largest_x3) = against_f32(&f32s, &x3, &bin, cfg.hidden_size);
         eprintln!("against f32: bf16 cosine {worst_cos}, largest difference {largest}; bf16x3 {worst_x3}, {largest_x3}");

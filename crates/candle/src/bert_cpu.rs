@@ -12,7 +12,8 @@
 //!    and layer norm; and the next layer's q/k/v projection.
 //!
 //! Attention runs through the tiled AVX-512 or AVX2 + FMA kernel of [`crate::cpu_attention`] where the CPU has
-//! it and the head size is a multiple of 16, else as two matrix products and a softmax.
+//! it and the head size is a multiple of 16, else as two matrix products and a softmax; with bf16x3
+//! products on a CPU with AMX, its products run as bf16x3 on the tiles too.
 //!
 //! In f32 the matmuls are Intel MKL's `sgemm` where it is installed on an Intel CPU ([`crate::mkl`]), else
 //! the weights packed once into AVX2 or AVX-512 panels ([`crate::cpu_panels`]), else (no AVX2) the
@@ -119,29 +120,32 @@ impl Dense {
     }
 
     fn accumulate(&self, gemm: Gemm, src: &[f32], dst: &mut [f32]) {
+        self.multiply(gemm, src, dst, true);
+    }
+
+    /// `dst (+)= src · Wᵀ`, without the bias.
+    fn multiply(&self, gemm: Gemm, src: &[f32], dst: &mut [f32], accumulate: bool) {
         let rows = src.len() / self.inputs;
         assert_eq!((src.len(), dst.len()), (rows * self.inputs, rows * self.outputs), "whole rows in and out");
         match &self.weight {
-            Weight::Panels(panels) => panels.accumulate(src, dst),
-            Weight::Bf16(weight) => BF16_ROWS.with_borrow_mut(|operand| {
-                let (mkl, width) = match gemm {
-                    Gemm::MklBf16(mkl) => {
-                        operand.resize(src.len(), 0);
-                        cpu_ops::to_bf16(cpu_ops::simd(), src, operand);
-                        (mkl, self.inputs)
-                    }
-                    Gemm::MklBf16x3(mkl) => {
-                        operand.resize(3 * src.len(), 0);
-                        cpu_ops::split_bf16x3(cpu_ops::simd(), src, self.inputs, operand);
-                        (mkl, 3 * self.inputs)
-                    }
-                    _ => unreachable!("bf16 weights are made only for Gemm::MklBf16 and Gemm::MklBf16x3"),
-                };
-                assert_eq!(width, weight.inputs(), "the products' width is the one the weight was packed for");
-                // SAFETY: as for `Rows` below, with `operand` holding rows × `width` bf16s, the width
-                // `weight` was packed for (checked); the bf16 gemms are chosen only where the runtime
-                // has the product.
-                unsafe { mkl.gemm_bf16_packed(rows, (operand.as_ptr(), width), weight, (dst.as_mut_ptr(), self.outputs), true) }
+            Weight::Panels(panels) => {
+                if !accumulate {
+                    dst.fill(0.0);
+                }
+                panels.accumulate(src, dst)
+            }
+            Weight::Bf16(_) => BF16_ROWS.with_borrow_mut(|operand| match gemm {
+                Gemm::MklBf16(mkl) => {
+                    operand.resize(src.len(), 0);
+                    cpu_ops::to_bf16(cpu_ops::simd(), src, operand);
+                    self.multiply_bf16(mkl, operand, dst, accumulate);
+                }
+                Gemm::MklBf16x3(mkl) => {
+                    operand.resize(3 * src.len(), 0);
+                    cpu_ops::split_bf16x3(cpu_ops::simd(), src, self.inputs, operand);
+                    self.multiply_bf16(mkl, operand, dst, accumulate);
+                }
+                _ => unreachable!("bf16 weights are made only for Gemm::MklBf16 and Gemm::MklBf16x3"),
             }),
             // SAFETY: `src` holds rows × inputs, `dst` rows × outputs (checked above) and `weight`
             // outputs × inputs contiguous f32s; `dst` is a distinct, exclusive borrow.
@@ -151,10 +155,22 @@ impl Dense {
                     (src.as_ptr(), self.inputs),
                     (weight.as_ptr(), self.inputs, true),
                     (dst.as_mut_ptr(), self.outputs),
-                    true,
+                    accumulate,
                 )
             },
         }
+    }
+
+    /// `dst (+)= operand · Wᵀ` for a bf16 weight, `operand` holding the rows as the weight's
+    /// product reads them (rounded for [`Gemm::MklBf16`], split for [`Gemm::MklBf16x3`]).
+    fn multiply_bf16(&self, mkl: &Mkl, operand: &[u16], dst: &mut [f32], accumulate: bool) {
+        let Weight::Bf16(weight) = &self.weight else { unreachable!("bf16 products only for bf16 weights") };
+        let (width, rows) = (weight.inputs(), dst.len() / self.outputs);
+        assert_eq!((operand.len(), dst.len()), (rows * width, rows * self.outputs), "whole rows of the packed width in, of outputs out");
+        // SAFETY: `operand` holds rows × `width` bf16s, the width `weight` was packed for, and `dst`
+        // rows × outputs f32s (checked), a distinct, exclusive borrow; the bf16 gemms are chosen
+        // only where the runtime has the product.
+        unsafe { mkl.gemm_bf16_packed(rows, (operand.as_ptr(), width), weight, (dst.as_mut_ptr(), self.outputs), accumulate) }
     }
 }
 
@@ -173,7 +189,9 @@ pub(crate) enum Gemm {
     MklBf16(&'static Mkl),
     /// [`crate::bert::CpuPrecision::Bf16x3`]: the weights' products as one bf16 product of three
     /// times the width (each f32 operand split into high and low bf16s: hi·hi + hi·lo + lo·hi, f32
-    /// sums), about 16 bits of the f32 product; attention in f32 as with [`Gemm::Mkl`].
+    /// sums), about 16 bits of the f32 product; attention's products the same way on AMX's tiles
+    /// where they run ([`cpu_attention::Tiles::AmxBf16x3`]), else attention in f32 as with
+    /// [`Gemm::Mkl`].
     MklBf16x3(&'static Mkl),
 }
 
@@ -327,19 +345,21 @@ enum Attention {
 }
 
 impl Attention {
-    /// With bf16 products, attention's products in bf16 too; else the widest tiled kernel that
-    /// runs for `head_dim`. `WARPFOLD_CPU_ATTENTION=products` (`tiled`, `avx2`) asks for the f32
-    /// products (the widest tiles, the AVX2 tiles where they run) instead, for side-by-side
-    /// measurements.
+    /// With bf16 products, attention's products in bf16 too; with bf16x3 products, AMX's tiles in
+    /// bf16x3 where they run; else the widest f32 tiled kernel that runs for `head_dim`.
+    /// `WARPFOLD_CPU_ATTENTION=products` (`tiled`, `avx2`) asks for the f32 products (the widest
+    /// f32 tiles, the AVX2 tiles where they run) instead, for side-by-side measurements.
     fn for_head(head_dim: usize, gemm: Gemm) -> Self {
         let asked = std::env::var("WARPFOLD_CPU_ATTENTION").unwrap_or_default();
         let tiles = match asked.as_str() {
             "avx2" => Some(cpu_attention::Tiles::Avx2).filter(|t| t.run_here(head_dim)),
             _ => cpu_attention::tiles_for(head_dim),
         };
+        let amx = Some(cpu_attention::Tiles::AmxBf16x3).filter(|t| matches!(gemm, Gemm::MklBf16x3(_)) && t.run_here(head_dim));
         match (asked.as_str(), gemm, tiles) {
             ("products", _, _) => Attention::Products,
             (_, Gemm::MklBf16(mkl), _) if asked != "tiled" && asked != "avx2" => Attention::Bf16Products(mkl),
+            ("" | "amx", _, _) if amx.is_some() => Attention::Tiled(cpu_attention::Tiles::AmxBf16x3),
             (_, _, Some(tiles)) => Attention::Tiled(tiles),
             _ => Attention::Products,
         }
@@ -440,13 +460,25 @@ impl CpuEncoder {
                         layer.attn_out.add_into(gemm, simd, ctx, x);
                         cpu_ops::layer_norm(simd, x, &layer.attn_norm.gamma, &layer.attn_norm.beta, self.eps);
                         inter.resize(block_rows * width, 0.0);
-                        layer.intermediate.forward_into(gemm, x, inter);
-                        match layer.act {
-                            Activation::GeluErf => cpu_ops::gelu_erf(simd, inter),
-                            Activation::GeluTanh => cpu_ops::gelu_tanh(simd, inter),
-                            Activation::Relu => inter.iter_mut().for_each(|v| *v = v.max(0.0)),
+                        if let Gemm::MklBf16x3(mkl) = gemm {
+                            // The intermediate's bias, activation and the split for the second
+                            // product in one pass (MKL writes the product instead of adding it).
+                            layer.intermediate.multiply(gemm, x, inter, false);
+                            BF16_ROWS.with_borrow_mut(|operand| {
+                                operand.resize(3 * inter.len(), 0);
+                                cpu_ops::bias_act_split_bf16x3(simd, inter, &layer.intermediate.bias, layer.act, operand);
+                                cpu_ops::add_bias(simd, x, &layer.output.bias);
+                                layer.output.multiply_bf16(mkl, operand, x, true);
+                            });
+                        } else {
+                            layer.intermediate.forward_into(gemm, x, inter);
+                            match layer.act {
+                                Activation::GeluErf => cpu_ops::gelu_erf(simd, inter),
+                                Activation::GeluTanh => cpu_ops::gelu_tanh(simd, inter),
+                                Activation::Relu => inter.iter_mut().for_each(|v| *v = v.max(0.0)),
+                            }
+                            layer.output.add_into(gemm, simd, inter, x);
                         }
-                        layer.output.add_into(gemm, simd, inter, x);
                         cpu_ops::layer_norm(simd, x, &layer.out_norm.gamma, &layer.out_norm.beta, self.eps);
                         if let Some(next) = next {
                             next.qkv.forward_into(gemm, x, qkv);

@@ -14,13 +14,19 @@
 //! attention was a fifth of a bin's time on a Xeon once the weights' products ran on AMX). Head
 //! sizes must be a multiple of 16, of 32 for the AVX-512 tiles ([`tiles_for`]); others (and CPUs
 //! without AVX2 + FMA) take the gemm-crate path. The result equals the gemm-crate path to f32
-//! rounding (the tests here and in `bert.rs`).
+//! rounding (the tests here and in `bert.rs`). The bf16x3 encoder runs the products on AMX's tiles
+//! instead where they run ([`amx`]: about 16 bits of each f32, like its weights' products).
 
-/// Per-thread buffers: kᵀ of one head, and the scores of one block of rows.
+#[cfg(target_arch = "x86_64")]
+mod amx;
+
+/// Per-thread buffers: kᵀ of one head, and the scores of one block of rows; the AMX tiles' own.
 #[derive(Default)]
 pub(crate) struct Scratch {
     keys_t: Vec<f32>,
     pub(crate) scores: Vec<f32>,
+    #[cfg(target_arch = "x86_64")]
+    amx: amx::Staging,
 }
 
 /// The register tiles [`head`] runs on.
@@ -30,6 +36,9 @@ pub(crate) enum Tiles {
     Avx2,
     /// 12 × 32 in 16-lane registers (AVX-512F); head sizes a multiple of 32.
     Avx512,
+    /// AMX's bf16 tiles with each f32 split in two (bf16x3, about 16 bits: [`amx`]); head sizes a
+    /// multiple of 32. Never among [`tiles_for`]'s: only the bf16x3 encoder asks for it.
+    AmxBf16x3,
 }
 
 impl Tiles {
@@ -37,6 +46,7 @@ impl Tiles {
         match self {
             Tiles::Avx2 => "AVX2",
             Tiles::Avx512 => "AVX-512",
+            Tiles::AmxBf16x3 => "AMX bf16x3",
         }
     }
 
@@ -52,6 +62,13 @@ impl Tiles {
                         && std::is_x86_feature_detected!("fma")
                 }
                 Tiles::Avx512 => head_dim > 0 && head_dim.is_multiple_of(32) && crate::cpu_ops::simd() == crate::cpu_ops::Simd::Avx512,
+                Tiles::AmxBf16x3 => {
+                    head_dim > 0
+                        && head_dim.is_multiple_of(32)
+                        && crate::cpu_ops::simd() == crate::cpu_ops::Simd::Avx512
+                        && std::is_x86_feature_detected!("avx512bf16")
+                        && amx::ready()
+                }
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -96,6 +113,7 @@ pub(crate) unsafe fn head(
         match tiles {
             Tiles::Avx2 => x86::head(h, scratch),
             Tiles::Avx512 => x86_512::head512(h, scratch),
+            Tiles::AmxBf16x3 => amx::head(&h, &mut scratch.amx),
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -286,7 +304,7 @@ mod x86_512 {
     }
 
     /// The first `n` of 16 lanes.
-    fn lanes(n: usize) -> __mmask16 {
+    pub(super) fn lanes(n: usize) -> __mmask16 {
         ((1u32 << n.min(16)) - 1) as __mmask16
     }
 
@@ -377,7 +395,7 @@ mod tests {
         // Lengths with every remainder of the 6- and 12-row and 16- and 32-column tiles; head sizes
         // of MiniLM (32), BERT-base (64) and the smallest tile (16); q/k/v of 2 heads side by side,
         // as in a projection. Each kind of tile this CPU runs for the head size.
-        let kinds = |dh: usize| [Tiles::Avx2, Tiles::Avx512].into_iter().filter(move |t| t.run_here(dh));
+        let kinds = |dh: usize| [Tiles::Avx2, Tiles::Avx512, Tiles::AmxBf16x3].into_iter().filter(move |t| t.run_here(dh));
         for (dh, tiles) in [16, 32, 64].into_iter().flat_map(|dh| kinds(dh).map(move |t| (dh, t))) {
             for len in [1, 2, 5, 6, 7, 11, 12, 13, 15, 16, 17, 22, 23, 31, 32, 33, 100, 257] {
                 let heads = 2;
@@ -419,7 +437,10 @@ mod tests {
                     // The other head's columns are never written.
                     assert!(out[i * heads * dh..i * heads * dh + dh].iter().all(|x| x.is_nan()), "head 0 written");
                 }
-                assert!(worst < 2e-5, "{} tiles, head size {dh}, {len} tokens: largest difference {worst}", tiles.name());
+                // f32 tiles: f32 rounding. AMX's bf16x3 products keep about 16 bits of each f32 (the
+                // outputs here are up to about 1.5, the scores up to about 20).
+                let bound = if tiles == Tiles::AmxBf16x3 { 5e-5 } else { 2e-5 };
+                assert!(worst < bound, "{} tiles, head size {dh}, {len} tokens: largest difference {worst}", tiles.name());
             }
         }
     }
