@@ -21,6 +21,9 @@
 #   there: bash bench/cpu/device-host.sh put-mkl              (one call per part, each carrying one part,
 #                                                             in order; the last one unpacks)
 #          bash bench/cpu/device-host.sh run mkl bf16         (MKL f32; bf16 against the peer in f32 and bf16)
+#          bash bench/cpu/device-host.sh run auto auto-tiled  (the default, bf16x3 on AMX with attention on
+#                                                             the tiles since session 20; and with attention
+#                                                             in f32 AVX-512 tiles)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 P=.gpu-extra/intel
@@ -94,6 +97,8 @@ case ${1:?usage: device-host.sh pack|put1|put2|test|run [VARIANT...]} in
         mkl) [ -f $D/models/mkl/libmkl_rt.so.3 ] || { echo "MKL is not there: put-mkl first" >&2; exit 2; }; WARPFOLD_CPU_PRECISION=f32 run mkl ;;
         bf16) WARPFOLD_CPU_PRECISION=bf16 run bf16 --peer-precision f32,bf16 ;;
         bf16x3) WARPFOLD_CPU_PRECISION=bf16x3 run bf16x3 ;;
+        auto) run auto ;;
+        auto-tiled) WARPFOLD_CPU_ATTENTION=tiled run auto-tiled ;;
         avx2) WARPFOLD_MKL=off WARPFOLD_CPU_PANELS=avx2 run avx2 ;;
         profile-*)
           v=${variant#profile-}

@@ -355,11 +355,13 @@ impl Attention {
             "avx2" => Some(cpu_attention::Tiles::Avx2).filter(|t| t.run_here(head_dim)),
             _ => cpu_attention::tiles_for(head_dim),
         };
-        let amx = Some(cpu_attention::Tiles::AmxBf16x3).filter(|t| matches!(gemm, Gemm::MklBf16x3(_)) && t.run_here(head_dim));
+        // Attention's products at the weights' precision unless f32 tiles are asked for.
+        let reduced = asked != "tiled" && asked != "avx2";
+        let amx = cpu_attention::Tiles::AmxBf16x3;
         match (asked.as_str(), gemm, tiles) {
             ("products", _, _) => Attention::Products,
-            (_, Gemm::MklBf16(mkl), _) if asked != "tiled" && asked != "avx2" => Attention::Bf16Products(mkl),
-            ("" | "amx", _, _) if amx.is_some() => Attention::Tiled(cpu_attention::Tiles::AmxBf16x3),
+            (_, Gemm::MklBf16(mkl), _) if reduced => Attention::Bf16Products(mkl),
+            (_, Gemm::MklBf16x3(_), _) if reduced && amx.run_here(head_dim) => Attention::Tiled(amx),
             (_, _, Some(tiles)) => Attention::Tiled(tiles),
             _ => Attention::Products,
         }

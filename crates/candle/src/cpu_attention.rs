@@ -395,21 +395,33 @@ mod tests {
         // Lengths with every remainder of the 6- and 12-row and 16- and 32-column tiles; head sizes
         // of MiniLM (32), BERT-base (64) and the smallest tile (16); q/k/v of 2 heads side by side,
         // as in a projection. Each kind of tile this CPU runs for the head size.
+        if !Tiles::AmxBf16x3.run_here(32) {
+            eprintln!("no AMX tiles here: the bf16x3 AMX head is not tested");
+        }
         let kinds = |dh: usize| [Tiles::Avx2, Tiles::Avx512, Tiles::AmxBf16x3].into_iter().filter(move |t| t.run_here(dh));
         for (dh, tiles) in [16, 32, 64].into_iter().flat_map(|dh| kinds(dh).map(move |t| (dh, t))) {
-            for len in [1, 2, 5, 6, 7, 11, 12, 13, 15, 16, 17, 22, 23, 31, 32, 33, 100, 257] {
+            // Rising, then falling: buffers kept from a longer head.
+            for len in [1, 2, 5, 6, 7, 11, 12, 13, 15, 16, 17, 22, 23, 31, 32, 33, 100, 257, 100, 33, 5, 1] {
                 let heads = 2;
                 let ld = 3 * heads * dh;
-                // Scores up to ~±20 after scaling, so the max shift and exp's range both matter.
-                let qkv: Vec<f32> = (0..len * ld).map(|i| (((i * 7919 + 13) % 1009) as f32 / 1009.0 - 0.5) * 3.0).collect();
+                // Scores up to ~±20 after scaling, so the max shift and exp's range both matter. A
+                // row of NaN after the last: read, it would spoil the results.
+                let mut qkv: Vec<f32> = (0..len * ld).map(|i| (((i * 7919 + 13) % 1009) as f32 / 1009.0 - 0.5) * 3.0).collect();
+                qkv.resize((len + 1) * ld, f32::NAN);
+                #[cfg(target_arch = "x86_64")]
+                if tiles == Tiles::AmxBf16x3 {
+                    // What the AMX head reads of its staging without writing it first shows too.
+                    scratch.amx.poison(1 << 16);
+                }
                 let scale = 1.0 / (dh as f32).sqrt();
                 let head_index = 1;
                 let offset = head_index * dh;
                 // Layout of this test: [q heads | k heads | v heads] per row, each heads × dh wide.
                 let (q, k, v) = (offset, heads * dh + offset, 2 * heads * dh + offset);
-                let mut out = vec![f32::NAN; len * heads * dh];
+                // One row more than the head writes, which must stay NaN.
+                let mut out = vec![f32::NAN; (len + 1) * heads * dh];
                 // SAFETY: `run_here(dh)` checked above; every row of q, k and v lies in qkv (len rows
-                // of ld), every row of out in out (len rows of heads × dh).
+                // of ld, and one more), every row of out in out (len rows of heads × dh, and one more).
                 unsafe {
                     head(
                         tiles,
@@ -437,6 +449,7 @@ mod tests {
                     // The other head's columns are never written.
                     assert!(out[i * heads * dh..i * heads * dh + dh].iter().all(|x| x.is_nan()), "head 0 written");
                 }
+                assert!(out[len * heads * dh..].iter().all(|x| x.is_nan()), "{}: a row past the last written", tiles.name());
                 // f32 tiles: f32 rounding. AMX's bf16x3 products keep about 16 bits of each f32 (the
                 // outputs here are up to about 1.5, the scores up to about 20).
                 let bound = if tiles == Tiles::AmxBf16x3 { 5e-5 } else { 2e-5 };

@@ -9,13 +9,20 @@
 //! 256 cycles of AVX-512 FMAs in 48. The softmax between the products (max, exponential, sum) stays
 //! f32 on AVX-512, as do the scale and 1/sum.
 //!
-//! Layout: q (16 query rows × 32 of the head's columns per tile) is split once per head; k and v are
-//! split and staged in the pair-interleaved layout AMX's right-hand tiles take (row p holds the
-//! pairs of reduction indices 2p and 2p+1 of 16 columns). Each block of 16 query rows writes its
-//! scores against every key (padded to 32 with zero keys), turns them into split probabilities,
-//! and multiplies those by v's tiles; the 16 × 32 output tiles are scaled by 1/sum into `out`.
+//! Layout: q is split once per head into rows of high and of low bf16s (a tile: 16 query rows × 32
+//! of the head's columns); k and v are split and staged in the pair-interleaved layout AMX's
+//! right-hand tiles take (row p holds the pairs of reduction indices 2p and 2p+1 of 16 columns).
+//! Each step of 32 query rows (two tiles, so each of k's tiles loaded serves two products) writes
+//! its scores against every key (keys padded to 32: scores of the padding are masked out of the
+//! softmax, and v's padded rows are zero), turns them into split probabilities, and multiplies
+//! those by v's tiles; the 16 × 32 output tiles are scaled by 1/sum into `out`. On the Xeon of
+//! session 20 a tile load took about half a `tdpbf16ps` and did not overlap with them, hence the
+//! two-tile steps.
+//!
 //! All eight tile registers are 16 rows of 64 bytes; the configuration is loaded at the start of a
-//! head and released at its end, so MKL's own tile kernels on the same thread configure theirs.
+//! head and released at its end. This assumes what MKL's own tile kernels on the same threads do:
+//! load their configuration on every call (a kernel that kept one across calls would fault on the
+//! released tiles rather than compute with ours; the bf16x3 encoder's test runs both in turn).
 //!
 //! Only [`crate::bert_cpu`]'s bf16x3 encoder uses it, where [`ready`] says the tiles run; the f32
 //! encoder keeps the AVX-512 tiles, whose results equal f32 products to rounding.
@@ -27,11 +34,15 @@ use super::x86::Head;
 use super::x86_512::lanes;
 use crate::cpu_ops::{EXP_POLY, LN2_HI, LN2_LO};
 
-/// Whether AMX's bf16 tiles run in this process: the CPU has them and the OS keeps their state
-/// ([`crate::mkl::amx_bf16`]), and Linux granted this process the tile data (asked once).
+/// Whether AMX's bf16 tiles run in this process: the CPU has them (AMX-BF16, and AMX-TILE for the
+/// loads, stores and configuration, which a hypervisor could mask apart) and the OS keeps their
+/// state ([`crate::mkl::amx_bf16`]), and Linux granted this process the tile data (asked once).
 pub(crate) fn ready() -> bool {
     static READY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *READY.get_or_init(|| crate::mkl::amx_bf16() && request_tile_data())
+    *READY.get_or_init(|| {
+        const AMX_TILE: u32 = 1 << 24;
+        crate::mkl::amx_bf16() && std::arch::x86_64::__cpuid_count(7, 0).edx & AMX_TILE != 0 && request_tile_data()
+    })
 }
 
 /// Linux hands out AMX's 8 KiB of tile state only to processes that ask for it
@@ -75,9 +86,11 @@ const TILE: usize = ROWS * DEPTH;
 const STEP: usize = 2 * ROWS;
 
 /// Per-thread buffers of one head: split q, k and v, one step's scores, probabilities and output.
-/// Nothing is cleared between heads: what a head reads it wrote first, except padding, which is
-/// either never read (q's and k's: rows and keys past the real ones only reach scores that are
-/// masked or dropped) or written as zeros (v's).
+/// Nothing is cleared between heads: what a head reads it wrote first, except padding, which only
+/// reaches results that are dropped (q's rows past the real ones: score and output rows never
+/// stored; the probability rows past them in a last step: output rows never stored; k's keys past
+/// the real ones: scores masked out of the softmax) or is written as zeros (v's rows past the real
+/// keys, against probabilities of exactly zero).
 #[derive(Default)]
 pub(crate) struct Staging {
     /// q's rows (padded to 32), high bf16s then low ones, `head_dim` wide.
@@ -92,6 +105,22 @@ pub(crate) struct Staging {
     probs: Vec<u16>,
     /// One 16 × 32 output tile.
     out: Vec<f32>,
+}
+
+#[cfg(test)]
+impl Staging {
+    /// Every buffer `len` long and NaN (as bf16s: 0x7fc0): what a head reads that it did not write
+    /// shows in the tests.
+    pub(super) fn poison(&mut self, len: usize) {
+        for buf in [&mut self.q, &mut self.k, &mut self.v, &mut self.probs] {
+            buf.clear();
+            buf.resize(len, 0x7fc0);
+        }
+        for buf in [&mut self.scores, &mut self.out] {
+            buf.clear();
+            buf.resize(len, f32::NAN);
+        }
+    }
 }
 
 /// Tile instructions on fixed registers (Intel syntax; loads and stores take a base and a byte
@@ -142,7 +171,8 @@ unsafe fn exp16_nonpositive(x: __m512) -> __m512 {
 /// Softmax attention of one head ([`super::head`]'s contract), its products on AMX tiles in bf16x3.
 ///
 /// # Safety
-/// [`super::head`]'s, with [`ready`] true and `head_dim` a multiple of 32.
+/// [`super::head`]'s, with `Tiles::AmxBf16x3.run_here(head_dim)` true (AVX-512F, AVX512-BF16,
+/// [`ready`], `head_dim` a multiple of 32).
 #[target_feature(enable = "avx512f,avx512bf16")]
 pub(super) unsafe fn head(h: &Head, st: &mut Staging) {
     let (len, dh) = (h.len, h.head_dim);
