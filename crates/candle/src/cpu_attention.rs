@@ -281,32 +281,8 @@ mod x86_512 {
 
     use super::x86::Head;
     use super::Scratch;
-    use crate::cpu_ops::{EXP_MAX, EXP_MIN, EXP_POLY, LN2_HI, LN2_LO, ROUND_SHIFT};
+    use crate::cpu_ops::avx512::{exp16, lanes};
     use crate::cpu_panels::x86::{tile_sums512, MR512 as MR, NR512 as NR};
-
-    /// [`crate::cpu_ops::exp_approx`] on sixteen lanes.
-    #[inline(always)]
-    unsafe fn exp16(x: __m512) -> __m512 {
-        let x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(EXP_MAX)), _mm512_set1_ps(EXP_MIN));
-        let shift = _mm512_set1_ps(ROUND_SHIFT);
-        let t = _mm512_fmadd_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E), shift);
-        let n = _mm512_sub_ps(t, shift);
-        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), x);
-        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
-        let mut p = _mm512_set1_ps(EXP_POLY[0]);
-        for &c in &EXP_POLY[1..] {
-            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
-        }
-        // n sits in the low mantissa bits of t: t's bits minus the shift's are n, exactly.
-        let n = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_castps_si512(shift));
-        let two_n = _mm512_slli_epi32::<23>(_mm512_add_epi32(n, _mm512_set1_epi32(127)));
-        _mm512_mul_ps(p, _mm512_castsi512_ps(two_n))
-    }
-
-    /// The first `n` of 16 lanes.
-    pub(super) fn lanes(n: usize) -> __mmask16 {
-        ((1u32 << n.min(16)) - 1) as __mmask16
-    }
 
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn head512(h: Head, scratch: &mut Scratch) {

@@ -9,6 +9,9 @@
 
 use crate::bert::Activation;
 
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512;
+
 /// [`exp_approx`]'s range: below `EXP_MIN` e^x is taken at `EXP_MIN` (≈ 1.6e-38), above `EXP_MAX`
 /// at `EXP_MAX`.
 pub(crate) const EXP_MIN: f32 = -87.0;
@@ -156,12 +159,23 @@ fn split_row(values: impl Iterator<Item = f32>, out: &mut [u16]) {
     }
 }
 
+/// For each `bias.len()`-wide row of `rows`: `act(row + bias)` split into `dst` as
+/// [`split_bf16x3`] lays it out. One pass for what the feed-forward does between its two bf16x3
+/// products (bias, GELU, split: three passes over the intermediate, 9% of a bin's cycles in session
+/// 19's `perf`). The exact GELU runs through [`avx512::bias_gelu_erf_split_bf16x3`] where the CPU
+/// has AVX-512 and AVX512-BF16 (as AMX's CPUs do), else [`bias_act_then_split`].
+pub(crate) fn bias_act_split_bf16x3(simd: Simd, rows: &[f32], bias: &[f32], act: Activation, dst: &mut [u16]) {
+    #[cfg(target_arch = "x86_64")]
+    if act == Activation::GeluErf && simd == Simd::Avx512 && std::is_x86_feature_detected!("avx512bf16") {
+        // SAFETY: AVX-512F (`simd`) and AVX512-BF16, checked.
+        return unsafe { avx512::bias_gelu_erf_split_bf16x3(rows, bias, dst) };
+    }
+    bias_act_then_split(simd, rows, bias, act, dst)
+}
+
 simd_kernel! {
-    /// For each `bias.len()`-wide row of `rows`: `act(row + bias)` split into `dst` as
-    /// [`split_bf16x3`] lays it out. One pass for what the feed-forward does between its two bf16x3
-    /// products (bias, GELU, split: three passes over the intermediate, 9% of a bin's cycles in
-    /// session 19's `perf`).
-    fn bias_act_split_bf16x3(rows: &[f32], bias: &[f32], act: Activation, dst: &mut [u16]) {
+    /// [`bias_act_split_bf16x3`] for any activation, compiled from plain Rust.
+    fn bias_act_then_split(rows: &[f32], bias: &[f32], act: Activation, dst: &mut [u16]) {
         assert_eq!(rows.len() * 3, dst.len(), "three bf16s for each f32");
         let width = bias.len();
         for (row, out) in rows.chunks_exact(width).zip(dst.chunks_exact_mut(3 * width)) {
@@ -380,9 +394,10 @@ mod tests {
 
     #[test]
     fn bias_activation_and_split_in_one_pass_equal_the_three_passes() {
-        // Three rows of 37 columns (whole vectors and a remainder), values across GELU's bend.
+        // Three rows of 37 columns (whole vectors and a remainder), values across GELU's bend and
+        // far enough out that erf's exponential underflows.
         let width = 37;
-        let rows: Vec<f32> = (0..3 * width).map(|i| (i as f32 * 0.71).sin() * 4.0).collect();
+        let rows: Vec<f32> = (0..3 * width).map(|i| (i as f32 * 0.71).sin() * 4.0 * (1.0 + (i % 5 == 0) as i32 as f32 * 3.0)).collect();
         let bias: Vec<f32> = (0..width).map(|i| (i as f32 * 0.3).cos() - 0.2).collect();
         for act in [Activation::GeluErf, Activation::GeluTanh, Activation::Relu] {
             for simd in [simd(), Simd::Portable] {
@@ -396,9 +411,25 @@ mod tests {
                 let mut want = vec![0u16; 3 * rows.len()];
                 split_bf16x3(simd, &separate, width, &mut want);
                 let mut got = vec![1u16; 3 * rows.len()];
-                bias_act_split_bf16x3(simd, &rows, &bias, act, &mut got);
+                bias_act_then_split(simd, &rows, &bias, act, &mut got);
                 assert_eq!(got, want, "{act:?}, {simd:?}");
                 assert!(want.iter().any(|&b| b != 0), "{act:?}: something to compare");
+                // The entry point: the same, except the exact GELU's AVX-512 kernel (FMAs and a
+                // reciprocal estimate where the passes divide) rounds its own way: within f32's
+                // rounding of the passes' values, whole vectors and the remainder.
+                let mut entry = vec![1u16; 3 * rows.len()];
+                bias_act_split_bf16x3(simd, &rows, &bias, act, &mut entry);
+                let value = |split: &[u16], i: usize| {
+                    let (row, c) = (i / width, i % width);
+                    let up = |b: u16| f32::from_bits(u32::from(b) << 16);
+                    let at = row * 3 * width + c;
+                    assert_eq!(split[at], split[at + width], "the high half twice");
+                    up(split[at]) + up(split[at + 2 * width])
+                };
+                for (i, &v) in separate.iter().enumerate() {
+                    let (got, want) = (value(&entry, i), value(&want, i));
+                    assert!((got - want).abs() <= 1e-6 * v.abs().max(1.0), "{act:?}, {simd:?}, element {i}: {got} against {want}");
+                }
             }
         }
     }

@@ -31,7 +31,7 @@ use std::arch::asm;
 use std::arch::x86_64::*;
 
 use super::x86::Head;
-use super::x86_512::lanes;
+use crate::cpu_ops::avx512::{lanes, split16};
 use crate::cpu_ops::{EXP_POLY, LN2_HI, LN2_LO};
 
 /// Whether AMX's bf16 tiles run in this process: the CPU has them (AMX-BF16, and AMX-TILE for the
@@ -138,17 +138,6 @@ macro_rules! tile {
     (dot $c:literal, $a:literal, $b:literal) => {
         asm!(concat!("tdpbf16ps tmm", $c, ", tmm", $a, ", tmm", $b), options(nostack, nomem))
     };
-}
-
-/// The high and low bf16s of 16 f32s ([`crate::cpu_ops::bf16_pair`] on sixteen lanes, with
-/// AVX512-BF16's round-to-nearest-even conversion).
-#[inline(always)]
-unsafe fn split16(x: __m512) -> (__m256i, __m256i) {
-    // SAFETY (both): 16 bf16s and 16 u16s are the same 256 bits.
-    let bits = |v: __m256bh| unsafe { std::mem::transmute::<__m256bh, __m256i>(v) };
-    let hi = bits(_mm512_cvtneps_pbh(x));
-    let back = _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(hi)));
-    (hi, bits(_mm512_cvtneps_pbh(_mm512_sub_ps(x, back))))
 }
 
 /// e^x on sixteen lanes for x ≤ 0 (scores less their row's largest): 2^n · p(r) with x = n·ln2 + r,
