@@ -140,6 +140,20 @@ macro_rules! tile {
     };
 }
 
+/// Two accumulator tiles each take the split product of their own pair of tiles:
+/// `c: a_hi, a_lo x b_hi, b_lo` adds a_hi·b_hi + a_hi·b_lo + a_lo·b_hi to tile c (bf16x3; a_lo·b_lo
+/// is left out), the two accumulators' instructions interleaved.
+macro_rules! split_products {
+    ($c0:literal: $ah0:literal, $al0:literal x $bh0:literal, $bl0:literal; $c1:literal: $ah1:literal, $al1:literal x $bh1:literal, $bl1:literal) => {
+        tile!(dot $c0, $ah0, $bh0);
+        tile!(dot $c1, $ah1, $bh1);
+        tile!(dot $c0, $ah0, $bl0);
+        tile!(dot $c1, $ah1, $bl1);
+        tile!(dot $c0, $al0, $bh0);
+        tile!(dot $c1, $al1, $bh1);
+    };
+}
+
 /// e^x on sixteen lanes for x ≤ 0 (scores less their row's largest): 2^n · p(r) with x = n·ln2 + r,
 /// the power of two by `vscalefps`, which takes any n (so no clamping: far below, the result is 0).
 #[inline(always)]
@@ -257,12 +271,7 @@ pub(super) unsafe fn head(h: &Head, st: &mut Staging) {
                     let at = (chunk * key_blocks + block) * TILE;
                     tile!(load 6, k_hi.add(at), tile_stride);
                     tile!(load 7, k_lo.add(at), tile_stride);
-                    tile!(dot 0, 2, 6);
-                    tile!(dot 1, 4, 6);
-                    tile!(dot 0, 2, 7);
-                    tile!(dot 1, 4, 7);
-                    tile!(dot 0, 3, 6);
-                    tile!(dot 1, 5, 6);
+                    split_products!(0: 2, 3 x 6, 7; 1: 4, 5 x 6, 7);
                 }
                 tile!(store 0, scores.add(block * ROWS), score_stride);
                 tile!(store 1, scores.add(ROWS * keys + block * ROWS), score_stride);
@@ -311,12 +320,7 @@ pub(super) unsafe fn head(h: &Head, st: &mut Staging) {
                         tile!(load 5, v_hi.add(at + TILE), tile_stride);
                         tile!(load 6, v_lo.add(at), tile_stride);
                         tile!(load 7, v_lo.add(at + TILE), tile_stride);
-                        tile!(dot 0, 2, 4);
-                        tile!(dot 1, 2, 5);
-                        tile!(dot 0, 2, 6);
-                        tile!(dot 1, 2, 7);
-                        tile!(dot 0, 3, 4);
-                        tile!(dot 1, 3, 5);
+                        split_products!(0: 2, 3 x 4, 6; 1: 2, 3 x 5, 7);
                     }
                     tile!(store 0, out_tile, DEPTH * 4);
                     tile!(store 1, out_tile.add(ROWS), DEPTH * 4);
