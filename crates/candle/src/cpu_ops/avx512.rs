@@ -63,9 +63,9 @@ unsafe fn gelu_erf16(x: __m512) -> __m512 {
         p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(c));
     }
     let y = _mm512_fnmadd_ps(_mm512_mul_ps(p, t), exp16(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), a), a)), one);
-    // erf takes u's sign (y ≥ 0).
+    // erf takes u's sign, as `copysign` in the scalar form (y can round to a tiny negative at 0).
     let sign = _mm512_and_si512(_mm512_castps_si512(u), _mm512_set1_epi32(i32::MIN));
-    let erf = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(y), sign));
+    let erf = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(_mm512_abs_ps(y)), sign));
     let half = _mm512_mul_ps(x, _mm512_set1_ps(0.5));
     _mm512_fmadd_ps(half, erf, half)
 }
