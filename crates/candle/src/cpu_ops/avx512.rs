@@ -2,7 +2,7 @@
 //! [`crate::cpu_attention`]), and the feed-forward's bias, exact GELU and bf16x3 split written with
 //! them.
 //!
-//! Why the GELU here, when [`super::bias_act_split_bf16x3`] is the same thing compiled from plain
+//! Why the GELU here, when [`super::bias_act_then_split`] is the same thing compiled from plain
 //! Rust: the compiler keeps Rust's separate multiplies and adds (no fused multiply-add without
 //! being asked) and divides for erf's `1 / (1 + p·|x|)`; on a Xeon a 16-lane division costs about
 //! as much as the rest of the GELU (session 20's `perf`: 4 `vdivps` and no FMA in that pass, 6.4% of
@@ -53,7 +53,8 @@ pub(crate) unsafe fn split16(x: __m512) -> (__m256i, __m256i) {
 #[inline(always)]
 unsafe fn gelu_erf16(x: __m512) -> __m512 {
     let u = _mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::FRAC_1_SQRT_2));
-    let a = _mm512_abs_ps(u);
+    // erf is 1 to f32's precision well before |u| = 10; the bound keeps 1 / (1 + p·|u|) finite.
+    let a = _mm512_min_ps(_mm512_abs_ps(u), _mm512_set1_ps(10.0));
     let one = _mm512_set1_ps(1.0);
     let d = _mm512_fmadd_ps(a, _mm512_set1_ps(0.327_591_1), one);
     let r = _mm512_rcp14_ps(d);
@@ -68,6 +69,16 @@ unsafe fn gelu_erf16(x: __m512) -> __m512 {
     let erf = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(_mm512_abs_ps(y)), sign));
     let half = _mm512_mul_ps(x, _mm512_set1_ps(0.5));
     _mm512_fmadd_ps(half, erf, half)
+}
+
+/// [`gelu_erf16`] over whole vectors of `xs`, for the tests.
+#[cfg(test)]
+#[target_feature(enable = "avx512f")]
+pub(crate) fn gelu_erf_lanes(xs: &mut [f32]) {
+    for chunk in xs.chunks_exact_mut(16) {
+        // SAFETY: 16 f32s read and written in place.
+        unsafe { _mm512_storeu_ps(chunk.as_mut_ptr(), gelu_erf16(_mm512_loadu_ps(chunk.as_ptr()))) };
+    }
 }
 
 /// [`super::bias_act_split_bf16x3`] for the exact GELU: for each `bias.len()`-wide row of `rows`,
