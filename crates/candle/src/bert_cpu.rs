@@ -111,16 +111,12 @@ impl Dense {
         for row in dst.chunks_exact_mut(self.outputs) {
             row.copy_from_slice(&self.bias);
         }
-        self.accumulate(gemm, src, dst);
+        self.multiply(gemm, src, dst, true);
     }
 
     /// `dst += src · Wᵀ + b`: the residual already in `dst`.
     fn add_into(&self, gemm: Gemm, simd: Simd, src: &[f32], dst: &mut [f32]) {
         cpu_ops::add_bias(simd, dst, &self.bias);
-        self.accumulate(gemm, src, dst);
-    }
-
-    fn accumulate(&self, gemm: Gemm, src: &[f32], dst: &mut [f32]) {
         self.multiply(gemm, src, dst, true);
     }
 
