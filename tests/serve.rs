@@ -595,3 +595,60 @@ fn without_dev_urandom_the_token_is_still_random() {
     assert!(token.bytes().all(|c| c.is_ascii_hexdigit()) && token.bytes().any(|c| c != b'0'), "{token}");
     assert_eq!(request(&server.addr, "GET", "/api/status", Some(token), None).0, 200);
 }
+
+/// The server's peak resident memory (VmHWM), in bytes.
+fn peak_resident_bytes(server: &Server) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+#[test]
+fn a_huge_file_is_streamed_to_the_browser_in_flat_memory_and_only_documents_are_handed_out() {
+    let (server, dir) = fresh(&[]);
+    let addr = server.addr.as_str();
+    let folder = dir.path().join("watched");
+    std::fs::create_dir(&folder).unwrap();
+    let folder = std::fs::canonicalize(&folder).unwrap();
+    // 3 GiB (sparse: no disk), over the indexer's text limit: a document that failed, which the
+    // user may still open.
+    let big = folder.join("big.txt");
+    std::fs::File::create(&big).unwrap().set_len(3 << 30).unwrap();
+    let (status, body) = request(addr, "POST", "/api/folders", Some("s3cret"), Some(&format!(r#"{{"path": "{}"}}"#, folder.display())));
+    assert_eq!(status, 200, "{body}");
+    eventually("big.txt failed on its size", || {
+        let (_, body) = request(addr, "GET", "/api/state", Some("s3cret"), None);
+        body.contains("big.txt") && body.contains("64 MiB")
+    });
+    let mut stream = TcpStream::connect(addr).unwrap();
+    let head = format!(
+        "GET /api/file?path={} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer s3cret\r\nConnection: close\r\n\r\n",
+        big.display()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut headers = String::new();
+    while !headers.ends_with("\r\n\r\n") {
+        assert!(reader.read_line(&mut headers).unwrap() > 0, "{headers}");
+    }
+    assert!(headers.starts_with("HTTP/1.1 200"), "{headers}");
+    assert!(headers.to_ascii_lowercase().contains("content-length: 3221225472"), "{headers}");
+    let mut received = 0u64;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = reader.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        received += n as u64;
+    }
+    assert_eq!(received, 3 << 30);
+    let peak = peak_resident_bytes(&server);
+    assert!(peak < 1 << 30, "the file was held in memory: the server's peak was {} MiB", peak >> 20);
+
+    // A file in the watched folder that is not a document (never indexed) is not handed out.
+    std::fs::write(folder.join("payload.desktop"), "[Desktop Entry]\nExec=true\n").unwrap();
+    let (status, body) =
+        request(addr, "GET", &format!("/api/file?path={}", folder.join("payload.desktop").display()), Some("s3cret"), None);
+    assert_eq!(status, 403, "{body}");
+}

@@ -6,7 +6,8 @@
 //! Tauri events (`queue`, `bin`, `folders`, `removed`, `summary`) and, for the high-rate throughput samples,
 //! through the ipc Channel the UI hands to `subscribe_samples`. Files dropped on the window are
 //! taken by the Rust side straight from the window event (so the webview never invents a path);
-//! the webview may only name paths the user chose (dropped, or inside a watched folder).
+//! the webview may only name paths the user chose (dropped, or inside a watched folder), and a new
+//! watched folder is confirmed by the user in a native dialog.
 //!
 //! PDF extraction runs in worker processes, as in the command line: this binary started with
 //! `extract-worker FILE` is that worker.
@@ -31,9 +32,47 @@ fn state(app: State<'_, App>) -> AppStateView {
     app.state()
 }
 
-#[tauri::command]
-fn add_folder(app: State<'_, App>, path: String) -> Result<Vec<String>, AppError> {
-    app.add_folder(&path)
+/// Watches a folder. The webview may name any path, but only the user chooses a new root: a folder
+/// not inside what they already chose is shown to them in a dialog of the desktop's own, which
+/// script in the webview can neither see nor answer, and watched only if they say yes.
+#[tauri::command(async)]
+fn add_folder(window: tauri::WebviewWindow, app: State<'_, App>, path: String) -> Result<Vec<String>, AppError> {
+    match app.add_folder(&path, Origin::Webview) {
+        Err(AppError::PathNotAllowed(_)) => {
+            // The real folder is what is shown and what is watched: no `..` or link to mislead.
+            let real = std::fs::canonicalize(&path).map(|p| p.display().to_string()).unwrap_or(path);
+            if confirm_watch(&window, &real)? {
+                app.add_folder(&real, Origin::User)
+            } else {
+                Err(AppError::PathNotAllowed(format!("watching {real} was not confirmed")))
+            }
+        }
+        answer => answer,
+    }
+}
+
+/// Asks the user whether to watch `folder`, in a modal GTK dialog on the window's main thread.
+fn confirm_watch(window: &tauri::WebviewWindow, folder: &str) -> Result<bool, AppError> {
+    use gtk::prelude::*;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (parent, folder) = (window.clone(), folder.to_string());
+    window
+        .run_on_main_thread(move || {
+            let parent = parent.gtk_window().ok();
+            let dialog = gtk::MessageDialog::new(
+                parent.as_ref(),
+                gtk::DialogFlags::MODAL | gtk::DialogFlags::DESTROY_WITH_PARENT,
+                gtk::MessageType::Question,
+                gtk::ButtonsType::YesNo,
+                &format!("Watch the folder {folder}?"),
+            );
+            dialog.set_secondary_text(Some("warpfold will index every document in it, now and whenever it changes."));
+            let yes = dialog.run() == gtk::ResponseType::Yes;
+            dialog.close();
+            let _ = tx.send(yes);
+        })
+        .map_err(|e| AppError::Internal(format!("showing the dialog: {e}")))?;
+    rx.recv().map_err(|_| AppError::Internal("the dialog closed without an answer".into()))
 }
 
 #[tauri::command]

@@ -71,6 +71,8 @@ pub fn receive(dir: &Path, body: impl Read, max_bytes: u64) -> Result<NamedTempF
     if written > max_bytes {
         return Err(too_large(max_bytes));
     }
+    // On disk before it is named and answered for: the inbox copy may be the only one.
+    file.as_file().sync_all()?;
     Ok(file)
 }
 

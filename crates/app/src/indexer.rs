@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crossbeam_channel::Receiver;
 use warpfold_index::files::{self, Collected};
-use warpfold_index::pipeline::{content_hash, index_collected, repair_missing_vectors, Progress};
+use warpfold_index::pipeline::{hash_file, index_collected, repair_missing_vectors, Progress};
 use warpfold_index::search::Searcher;
 use warpfold_index::store::Store;
 
@@ -76,6 +76,9 @@ impl App {
                 Job::Remove(path) => self.remove(&path),
                 Job::Rename(from, to) => self.rename(&from, &to),
                 Job::Scan(folder) => self.scan(&folder).and_then(|()| self.index(files::collect(&[folder]).unwrap_or_default(), &progress)),
+                Job::ScanWatched => self.watched_roots().into_iter().try_for_each(|folder| {
+                    self.scan(&folder).and_then(|()| self.index(files::collect(&[folder]).unwrap_or_default(), &progress))
+                }),
                 Job::Check => self.check(),
             };
             if let Err(e) = result {
@@ -187,11 +190,18 @@ impl App {
             return Ok(());
         }
         let known: HashSet<&str> = docs.iter().map(|d| d.path.as_str()).collect();
+        // A renamed file has the size of a gone one: only those are hashed, each streamed through
+        // the checked open (no link followed, nothing blocking, flat memory whatever its size).
+        let gone_sizes: HashSet<u64> = gone.iter().map(|d| d.size).collect();
         let mut by_hash: std::collections::HashMap<String, PathBuf> = std::collections::HashMap::new();
         for file in files::collect(&[folder.to_path_buf()])?.files {
-            if !known.contains(file.display().to_string().as_str()) {
-                if let Ok(bytes) = std::fs::read(&file) {
-                    by_hash.insert(content_hash(&bytes), file);
+            if known.contains(file.display().to_string().as_str()) {
+                continue;
+            }
+            let Ok((handle, meta)) = files::open_checked(&file) else { continue };
+            if gone_sizes.contains(&meta.len()) {
+                if let Ok(hash) = hash_file(handle) {
+                    by_hash.insert(hash, file);
                 }
             }
         }

@@ -113,6 +113,9 @@ pub(crate) enum Job {
     Rename(PathBuf, PathBuf),
     /// Catch up with a watched folder: deletions, renames and edits made while nobody watched.
     Scan(PathBuf),
+    /// Catch up with every watched folder: the kernel dropped events (its queue overflowed, say
+    /// when thousands of files arrive at once), so what changed is not known.
+    ScanWatched,
     /// Embed every chunk of the index that has no vector (run once at start).
     Check,
 }
@@ -162,10 +165,7 @@ impl App {
         let board = Arc::new(QueueBoard::new(events.clone()));
         board.restore(&store.documents()?);
         drop(store);
-        let settings: Settings = std::fs::read(config.data_dir.join("settings.json"))
-            .ok()
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .unwrap_or_default();
+        let settings = load_settings(&config.data_dir.join("settings.json"));
         let (jobs, job_rx) = crossbeam_channel::unbounded();
         let summary_config = config.summaries.clone();
         let (summarize, summarize_rx) = match &summary_config {
@@ -206,6 +206,12 @@ impl App {
         let _ = app.inner.jobs.send(Job::Check);
         for folder in &settings.folders {
             let path = PathBuf::from(folder);
+            if !policy::unchanged(&path) {
+                // Replaced by a link (or gone) while the app was closed: not followed; its documents
+                // stay searchable and the folder stays listed, so the user can remove it.
+                tracing::warn!(folder, "a watched folder is no longer the folder chosen (a link now, or gone): not watched");
+                continue;
+            }
             if let Err(e) = app.watch(&path) {
                 tracing::warn!(folder, error = %e, "cannot watch a saved folder");
             }
@@ -257,11 +263,30 @@ impl App {
         self.inner.settings.lock().folders.clone()
     }
 
-    fn save_settings(&self, settings: &Settings) -> Result<(), AppError> {
-        let path = self.inner.config.data_dir.join("settings.json");
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(settings).expect("plain data"))?;
-        std::fs::rename(&tmp, &path)?;
+    /// Saves a change to the watched folders. It is applied to the list in memory and to
+    /// settings.json as it is on disk now, so a folder another process on this data folder (the
+    /// desktop app and `warpfold serve` share it) saved meanwhile is kept, not overwritten. The
+    /// file is written under a name of its own, flushed, and renamed over the old one.
+    fn change_folders(&self, settings: &mut Settings, change: impl FnOnce(&mut Vec<String>)) -> Result<(), AppError> {
+        use std::io::Write;
+        let dir = &self.inner.config.data_dir;
+        let path = dir.join("settings.json");
+        let mut folders = load_settings(&path).folders;
+        folders.extend(settings.folders.iter().cloned());
+        folders.sort();
+        folders.dedup();
+        change(&mut folders);
+        folders.sort();
+        folders.dedup();
+        let updated = Settings { folders };
+        let mut file = tempfile::Builder::new().prefix(".settings-").suffix(".json").tempfile_in(dir)?;
+        file.write_all(&serde_json::to_vec_pretty(&updated).expect("plain data"))?;
+        file.as_file().sync_all()?;
+        file.persist(&path).map_err(|e| AppError::Io(format!("saving {}: {e}", path.display())))?;
+        if let Ok(dir) = std::fs::File::open(dir) {
+            let _ = dir.sync_all(); // the rename itself, on file systems that need it
+        }
+        *settings = updated;
         Ok(())
     }
 
@@ -276,8 +301,17 @@ impl App {
     }
 
     /// Watches a folder from now on (and after restarts) and indexes what it holds. The root, and
-    /// the kernel's trees (`/proc`, `/sys`, `/dev`), are refused.
-    pub fn add_folder(&self, path: &str) -> Result<Vec<String>, AppError> {
+    /// the kernel's trees (`/proc`, `/sys`, `/dev`), are refused. From the webview
+    /// ([`Origin::Webview`]) only a folder inside what the user already chose: a new root is the
+    /// user's to choose (the desktop shell asks them in a dialog of its own, then calls this with
+    /// [`Origin::User`]), and the refusal reads the same whether or not the folder exists.
+    pub fn add_folder(&self, path: &str, origin: Origin) -> Result<Vec<String>, AppError> {
+        if origin == Origin::Webview {
+            let chosen = std::fs::canonicalize(path).ok().filter(|canonical| self.allowed(canonical));
+            if chosen.is_none() {
+                return Err(not_chosen(path));
+            }
+        }
         let folder = canonical_dir(path)?;
         if let Some(reason) = watch::refusal(&folder) {
             return Err(AppError::InvalidInput(reason));
@@ -289,9 +323,7 @@ impl App {
         let folders = {
             let mut settings = self.inner.settings.lock();
             if !settings.folders.contains(&text) {
-                settings.folders.push(text);
-                settings.folders.sort();
-                self.save_settings(&settings)?;
+                self.change_folders(&mut settings, |folders| folders.push(text))?;
             }
             settings.folders.clone()
         };
@@ -305,15 +337,13 @@ impl App {
     pub fn remove_folder(&self, path: &str) -> Result<Vec<String>, AppError> {
         let folders = {
             let mut settings = self.inner.settings.lock();
-            let before = settings.folders.len();
-            settings.folders.retain(|f| f != path);
-            if settings.folders.len() == before {
+            if !settings.folders.iter().any(|f| f == path) {
                 return Err(AppError::NotFound(format!("{path} is not a watched folder")));
             }
             if let Some(watcher) = self.inner.watcher.lock().as_ref() {
                 watcher.unwatch(Path::new(path));
             }
-            self.save_settings(&settings)?;
+            self.change_folders(&mut settings, |folders| folders.retain(|f| f != path))?;
             settings.folders.clone()
         };
         let _ = self.inner.events.send(AppEvent::Folders(folders.clone()));
@@ -327,12 +357,14 @@ impl App {
         }
         let mut resolved = Vec::new();
         for path in paths {
-            let canonical = std::fs::canonicalize(path).map_err(|e| AppError::NotFound(format!("{path}: {e}")))?;
-            if origin == Origin::Webview && !self.allowed(&canonical) {
-                return Err(AppError::PathNotAllowed(format!(
-                    "{path} was not chosen by the user (drop it on the window or watch its folder)"
-                )));
-            }
+            // From the webview a missing path is refused like one outside what the user chose, so
+            // the answer does not tell whether it exists.
+            let canonical = match (std::fs::canonicalize(path), origin) {
+                (Ok(canonical), Origin::Webview) if !self.allowed(&canonical) => return Err(not_chosen(path)),
+                (Ok(canonical), _) => canonical,
+                (Err(_), Origin::Webview) => return Err(not_chosen(path)),
+                (Err(e), Origin::User) => return Err(AppError::NotFound(format!("{path}: {e}"))),
+            };
             resolved.push(canonical);
         }
         let queued = self.queue_waiting(&resolved);
@@ -372,7 +404,7 @@ impl App {
 
     /// The real paths of what the watcher reported, only where they lie inside a watched folder.
     fn collect_watched(&self, paths: &[PathBuf]) -> Collected {
-        let roots: Vec<PathBuf> = self.folders().into_iter().filter_map(|f| std::fs::canonicalize(f).ok()).collect();
+        let roots = self.watched_roots();
         let present: Vec<PathBuf> = paths.iter().filter(|p| std::fs::symlink_metadata(p).is_ok()).cloned().collect();
         files::collect_within(&present, &roots).unwrap_or_default()
     }
@@ -422,24 +454,60 @@ impl App {
         Ok(DocumentView { path: path.to_string(), state: queued, detail, summary })
     }
 
-    /// The bytes of a file warpfold indexed (for a browser to open it). The file is opened at the
-    /// checked path without following a link swapped in since the check, and must be regular.
-    pub fn file_bytes(&self, path: &str) -> Result<Vec<u8>, AppError> {
-        let checked = self.checked_path(path)?;
-        if !checked.exists() {
-            return Err(AppError::NotFound(format!("{path} no longer exists")));
-        }
-        files::read_checked(&checked, 0).map(|(bytes, _)| bytes).map_err(|e| AppError::PathNotAllowed(format!("{path}: {e}")))
+    /// A document the app holds, opened for reading (for a browser to open it), with its size: the
+    /// caller streams it, so its size costs no memory. The file is opened at the checked path
+    /// without following a link swapped in since the check, and must be regular.
+    pub fn open_document(&self, path: &str) -> Result<(std::fs::File, u64), AppError> {
+        let checked = self.held_document(path)?;
+        files::open_checked(&checked).map(|(file, meta)| (file, meta.len())).map_err(|e| AppError::PathNotAllowed(format!("{path}: {e}")))
     }
 
-    /// A path the desktop shell may open in the system viewer.
+    /// A document the app holds that the desktop shell may open in the system viewer.
     pub fn openable(&self, path: &str) -> Result<PathBuf, AppError> {
+        self.held_document(path)
+    }
+
+    /// The checked path of a document the app holds (indexed, failed or on the queue): what may be
+    /// handed out or opened in the system viewer. Any other file inside a chosen folder, say a
+    /// `payload.desktop` or a program someone wrote into a watched folder, is refused.
+    fn held_document(&self, path: &str) -> Result<PathBuf, AppError> {
         let checked = self.checked_path(path)?;
+        let name = checked.display().to_string();
+        let in_index =
+            || Store::open_read_only(&self.inner.config.db).ok().and_then(|store| store.document_state(&name).ok().flatten()).is_some();
+        if self.inner.board.get(&name).is_none() && !in_index() {
+            return Err(AppError::PathNotAllowed(format!("{path} is not a document warpfold holds")));
+        }
         if !checked.exists() {
             return Err(AppError::NotFound(format!("{path} no longer exists")));
         }
         Ok(checked)
     }
+}
+
+/// The settings in `path` (none yet: the defaults). A file that cannot be read as settings is not
+/// overwritten by the next save: it is moved aside to `settings.json.unreadable-SECONDS`, where the
+/// folders it names can be recovered, and the app starts watching nothing, saying so in its log.
+fn load_settings(path: &Path) -> Settings {
+    let Ok(bytes) = std::fs::read(path) else { return Settings::default() };
+    match serde_json::from_slice(&bytes) {
+        Ok(settings) => settings,
+        Err(e) => {
+            let seconds = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+            let aside = path.with_extension(format!("json.unreadable-{seconds}"));
+            match std::fs::rename(path, &aside) {
+                Ok(()) => tracing::error!(error = %e, kept = %aside.display(), "the settings could not be read; they were kept aside"),
+                Err(moving) => tracing::error!(error = %e, %moving, "the settings could not be read, nor kept aside"),
+            }
+            Settings::default()
+        }
+    }
+}
+
+/// The refusal of a path the webview named that the user did not choose (the same text whether it
+/// exists or not).
+fn not_chosen(path: &str) -> AppError {
+    AppError::PathNotAllowed(format!("{path} was not chosen by the user (drop it on the window or watch its folder)"))
 }
 
 /// A document as the detail view shows it.

@@ -20,14 +20,20 @@ impl App {
         }
     }
 
-    /// The folders the user chose, as they are on disk now: dropped folders and files, watched
-    /// folders and the upload inbox, each canonical (a root that has since become a link is
-    /// followed to where it points now, and compared there).
+    /// The folders the user chose: dropped folders and files and watched folders, each kept only
+    /// while it is still what was chosen (its canonical path unchanged: one replaced since by a
+    /// link, to the home folder say, is not followed to wherever the link points), and the
+    /// upload inbox.
     pub(crate) fn chosen_roots(&self) -> Vec<PathBuf> {
-        let mut roots: Vec<PathBuf> = self.inner.chosen.lock().iter().cloned().collect();
-        roots.extend(self.folders().into_iter().map(PathBuf::from));
-        roots.push(self.inner.config.data_dir.join("inbox"));
-        roots.into_iter().filter_map(|r| std::fs::canonicalize(r).ok()).collect()
+        let mut roots: Vec<PathBuf> = self.inner.chosen.lock().iter().filter(|r| unchanged(r)).cloned().collect();
+        roots.extend(self.watched_roots());
+        roots.extend(std::fs::canonicalize(self.inner.config.data_dir.join("inbox")).ok());
+        roots
+    }
+
+    /// The watched folders still as they were chosen (see [`unchanged`]).
+    pub(crate) fn watched_roots(&self) -> Vec<PathBuf> {
+        self.folders().into_iter().map(PathBuf::from).filter(|f| unchanged(f)).collect()
     }
 
     /// Is `path` (canonical: every link resolved, no `..`) something the user chose: dropped,
@@ -55,6 +61,12 @@ impl App {
             Err(_) => Err(refused()),
         }
     }
+}
+
+/// Is `chosen` (a canonical path, as it was recorded) still its own canonical path? Not when it, or
+/// a folder above it, has been replaced by a link since (or it is gone).
+pub(crate) fn unchanged(chosen: &Path) -> bool {
+    std::fs::canonicalize(chosen).is_ok_and(|now| now == chosen)
 }
 
 pub(crate) fn canonical_dir(path: &str) -> Result<PathBuf, AppError> {

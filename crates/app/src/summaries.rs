@@ -101,8 +101,17 @@ impl App {
             }
             let (model, name) = chat.as_ref().expect("loaded");
             if let Err(e) = self.summarize_batch(model, name, &config.options, &batch) {
+                if batch.len() == 1 {
+                    self.publish_summary(batch.remove(0), None, Some(e));
+                    continue;
+                }
+                // One document's failure must not cost the others their summaries: each is tried
+                // alone (those summarized before the failure come from the index's cache).
+                tracing::warn!(error = %e, documents = batch.len(), "a summary batch failed; summarizing its documents one at a time");
                 for path in batch {
-                    self.publish_summary(path, None, Some(e.clone()));
+                    if let Err(e) = self.summarize_batch(model, name, &config.options, std::slice::from_ref(&path)) {
+                        self.publish_summary(path, None, Some(e));
+                    }
                 }
             }
         }

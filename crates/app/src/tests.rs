@@ -47,6 +47,16 @@ fn start(data: &Path, loaded: &LoadedModel) -> App {
     App::start(config, Arc::clone(&loaded.embedder)).expect("the app starts")
 }
 
+/// A document's bytes as the server streams them ([`App::open_document`]).
+fn read_document(app: &App, path: &str) -> Result<Vec<u8>, AppError> {
+    use std::io::Read;
+    let (mut file, size) = app.open_document(path)?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).unwrap();
+    assert_eq!(bytes.len() as u64, size);
+    Ok(bytes)
+}
+
 /// Waits (at most a minute: a bound against hanging, not a speed check) for `what` to hold.
 fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -94,8 +104,8 @@ fn a_watched_folder_is_followed_through_create_slow_append_rename_and_delete() {
     let app = start(data.path(), &loaded);
     let mut rx = app.subscribe();
     let mut seen = Vec::new();
-    assert_eq!(app.add_folder(&root.display().to_string()).unwrap(), vec![root.display().to_string()]);
-    assert_eq!(app.add_folder(&root.display().to_string()).unwrap().len(), 1, "adding twice watches once");
+    assert_eq!(app.add_folder(&root.display().to_string(), Origin::User).unwrap(), vec![root.display().to_string()]);
+    assert_eq!(app.add_folder(&root.display().to_string(), Origin::User).unwrap().len(), 1, "adding twice watches once");
 
     // Created: indexed, searchable.
     let a = root.join("alpha.txt");
@@ -160,7 +170,7 @@ fn a_restart_catches_up_with_changes_made_while_closed() {
     std::fs::write(&z, "The z file is about deserts and dunes.").unwrap();
     {
         let app = start(data.path(), &loaded);
-        app.add_folder(&root.display().to_string()).unwrap();
+        app.add_folder(&root.display().to_string(), Origin::User).unwrap();
         eventually("three files indexed", || {
             indexed(&app).len() == 3 && [&x, &y, &z].iter().all(|p| state_of(&app, p) == Some(QueueState::Done))
         });
@@ -198,14 +208,19 @@ fn the_webview_may_only_name_paths_the_user_chose() {
     let err = app.add_paths(std::slice::from_ref(&path), Origin::Webview).unwrap_err();
     assert_eq!(err.kind(), "path_not_allowed", "{err}");
     assert_eq!(app.document(&path).unwrap_err().kind(), "path_not_allowed");
-    assert_eq!(app.file_bytes("/etc/passwd").unwrap_err().kind(), "path_not_allowed");
+    assert_eq!(read_document(&app, "/etc/passwd").unwrap_err().kind(), "path_not_allowed");
     assert_eq!(app.add_paths(&["/no/such/file.pdf".into()], Origin::User).unwrap_err().kind(), "not_found");
+    // From the webview a missing path is refused like one that exists: nothing to probe the disk with.
+    let missing = outside.path().join("no-such.txt").display().to_string();
+    let refusals = [app.add_paths(std::slice::from_ref(&missing), Origin::Webview).unwrap_err(), err];
+    assert_eq!(refusals[0].kind(), "path_not_allowed", "{}", refusals[0]);
+    assert_eq!(refusals[0].to_string().replacen(&missing, "P", 1), refusals[1].to_string().replacen(&path, "P", 1));
     // Once dropped on the window it is the user's choice.
     app.choose(std::slice::from_ref(&secret));
     assert_eq!(app.add_paths(std::slice::from_ref(&path), Origin::Webview).unwrap(), 1);
     let canonical = std::fs::canonicalize(&secret).unwrap();
     eventually("the dropped file indexed", || state_of(&app, &canonical) == Some(QueueState::Done));
-    assert_eq!(app.file_bytes(&canonical.display().to_string()).unwrap(), b"not for the webview");
+    assert_eq!(read_document(&app, &canonical.display().to_string()).unwrap(), b"not for the webview");
     // Uploads land in the inbox; a name that pretends to be a path is refused.
     assert_eq!(app.upload("../../etc/evil.txt", &b"x"[..], 1 << 20).unwrap_err().kind(), "invalid_input");
     let stored = app.upload("evil.txt", &b"uploaded words about kestrels"[..], 1 << 20).unwrap();
@@ -245,7 +260,7 @@ fn paths_that_climb_or_link_out_of_a_chosen_folder_are_refused_alike_whether_or_
     std::fs::write(root.join("notes.txt"), "Notes about kestrels and voles.").unwrap();
     std::os::unix::fs::symlink("/etc/passwd", root.join("x.md")).unwrap();
     let app = start(data.path(), &loaded);
-    app.add_folder(&root.display().to_string()).unwrap();
+    app.add_folder(&root.display().to_string(), Origin::User).unwrap();
     let link = root.join("x.md");
     eventually("the link recorded as skipped", || state_of(&app, &link) == Some(QueueState::Skipped));
     let reason = app.inner.board.get(&link.display().to_string()).unwrap().error.unwrap();
@@ -258,14 +273,14 @@ fn paths_that_climb_or_link_out_of_a_chosen_folder_are_refused_alike_whether_or_
     for path in
         [climbing.as_str(), climbing_to_nothing.as_str(), link.to_str().unwrap(), "/etc/passwd", "/etc/no-such-file", "relative.txt"]
     {
-        let errors = [app.file_bytes(path).unwrap_err(), app.document(path).unwrap_err(), app.openable(path).unwrap_err()];
+        let errors = [read_document(&app, path).unwrap_err(), app.document(path).unwrap_err(), app.openable(path).unwrap_err()];
         for e in errors {
             assert_eq!(e.kind(), "path_not_allowed", "{path}: {e}");
             assert_eq!(e.to_string(), format!("{path} is not a file warpfold was given"), "the refusal says nothing about existence");
         }
     }
     // What the user chose still reads.
-    assert_eq!(app.file_bytes(&root.join("notes.txt").display().to_string()).unwrap(), b"Notes about kestrels and voles.");
+    assert_eq!(read_document(&app, &root.join("notes.txt").display().to_string()).unwrap(), b"Notes about kestrels and voles.");
     app.stop();
 }
 
@@ -282,11 +297,11 @@ fn the_watcher_follows_no_links_refuses_system_trees_and_a_fifo_does_not_stall_t
     std::os::unix::fs::symlink("/sys", root.join("sys")).unwrap();
     let app = start(data.path(), &loaded);
     for folder in ["/", "/sys", "/proc/self", "/dev"] {
-        assert_eq!(app.add_folder(folder).unwrap_err().kind(), "invalid_input", "{folder} must be refused");
+        assert_eq!(app.add_folder(folder, Origin::User).unwrap_err().kind(), "invalid_input", "{folder} must be refused");
     }
     let watching = app.clone();
     let folder = root.display().to_string();
-    bounded("add_folder on a folder with a link to /sys", move || watching.add_folder(&folder).unwrap());
+    bounded("add_folder on a folder with a link to /sys", move || watching.add_folder(&folder, Origin::User).unwrap());
     let reading = app.clone();
     bounded("the state while watching", move || reading.state());
 
@@ -317,7 +332,7 @@ fn the_app_embeds_at_start_what_lost_its_vector() {
     std::fs::write(&file, "Otters crack shellfish open on flat stones at low tide.").unwrap();
     {
         let app = start(data.path(), &loaded);
-        app.add_folder(&root.display().to_string()).unwrap();
+        app.add_folder(&root.display().to_string(), Origin::User).unwrap();
         eventually("otters.txt indexed", || state_of(&app, &file) == Some(QueueState::Done));
         app.stop();
     }
@@ -331,5 +346,165 @@ fn the_app_embeds_at_start_what_lost_its_vector() {
     eventually("and search finds it by meaning", || {
         app.search("animals using tools by the sea", 1).is_ok_and(|h| h.first().is_some_and(|h| h.path == file.display().to_string()))
     });
+    app.stop();
+}
+
+#[test]
+fn the_webview_may_watch_only_folders_inside_what_the_user_chose() {
+    let loaded = model();
+    let data = tempfile::tempdir().unwrap();
+    let (watched, outside) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let root = std::fs::canonicalize(watched.path()).unwrap();
+    let elsewhere = std::fs::canonicalize(outside.path()).unwrap();
+    std::fs::write(elsewhere.join("secret.txt"), "Private notes about a surprise party.").unwrap();
+    let app = start(data.path(), &loaded);
+    // A folder the user never chose, and one that does not exist, are refused alike.
+    let (real, missing) = (elsewhere.display().to_string(), elsewhere.join("no-such").display().to_string());
+    let refused = [app.add_folder(&real, Origin::Webview).unwrap_err(), app.add_folder(&missing, Origin::Webview).unwrap_err()];
+    for e in &refused {
+        assert_eq!(e.kind(), "path_not_allowed", "{e}");
+    }
+    assert_eq!(refused[0].to_string().replacen(&real, "P", 1), refused[1].to_string().replacen(&missing, "P", 1));
+    assert!(app.folders().is_empty() && !data.path().join("settings.json").exists(), "nothing was saved");
+    let secret = elsewhere.join("secret.txt").display().to_string();
+    assert_eq!(app.openable(&secret).unwrap_err().kind(), "path_not_allowed");
+    // Once the user watches a folder, the webview may watch one inside it.
+    app.add_folder(&root.display().to_string(), Origin::User).unwrap();
+    std::fs::create_dir(root.join("inner")).unwrap();
+    let inner = root.join("inner").display().to_string();
+    assert_eq!(app.add_folder(&inner, Origin::Webview).unwrap(), vec![root.display().to_string(), inner]);
+    app.stop();
+}
+
+#[test]
+fn only_documents_the_app_holds_are_handed_out_or_opened() {
+    let loaded = model();
+    let data = tempfile::tempdir().unwrap();
+    let watched = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(watched.path()).unwrap();
+    let notes = root.join("notes.txt");
+    std::fs::write(&notes, "Notes about herons fishing in the shallows.").unwrap();
+    let app = start(data.path(), &loaded);
+    app.add_folder(&root.display().to_string(), Origin::User).unwrap();
+    eventually("notes.txt indexed", || state_of(&app, &notes) == Some(QueueState::Done));
+    // Written into the watched folder by someone else: not a document (the watcher does not index
+    // a .desktop file), so neither opened in the system viewer nor handed out.
+    let payload = root.join("payload.desktop");
+    std::fs::write(&payload, "[Desktop Entry]\nExec=sh -c 'echo owned'\n").unwrap();
+    let payload = payload.display().to_string();
+    for e in [app.openable(&payload).unwrap_err(), app.open_document(&payload).unwrap_err()] {
+        assert_eq!(e.kind(), "path_not_allowed", "{e}");
+    }
+    assert_eq!(app.openable(&notes.display().to_string()).unwrap(), notes);
+    assert_eq!(read_document(&app, &notes.display().to_string()).unwrap(), b"Notes about herons fishing in the shallows.");
+    app.stop();
+}
+
+#[test]
+fn a_watched_folder_replaced_by_a_link_while_closed_is_not_followed() {
+    let loaded = model();
+    let data = tempfile::tempdir().unwrap();
+    let base = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(base.path()).unwrap();
+    let (watched, outside) = (base.join("watched"), base.join("outside"));
+    std::fs::create_dir_all(&watched).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(watched.join("public.txt"), "A public note about lighthouses.").unwrap();
+    std::fs::write(outside.join("secret.txt"), "A secret note about the vault combination.").unwrap();
+    {
+        let app = start(data.path(), &loaded);
+        app.add_folder(&watched.display().to_string(), Origin::User).unwrap();
+        eventually("public.txt indexed", || state_of(&app, &watched.join("public.txt")) == Some(QueueState::Done));
+        app.stop();
+    }
+    // While closed, someone who can write the folder's parent swaps the folder for a link.
+    std::fs::rename(&watched, base.join("moved-away")).unwrap();
+    std::os::unix::fs::symlink(&outside, &watched).unwrap();
+    let app = start(data.path(), &loaded);
+    let secret = watched.join("secret.txt").display().to_string();
+    let real_secret = outside.join("secret.txt").display().to_string();
+    for path in [&secret, &real_secret] {
+        assert_eq!(app.document(path).unwrap_err().kind(), "path_not_allowed", "{path}");
+        assert_eq!(app.open_document(path).unwrap_err().kind(), "path_not_allowed", "{path}");
+    }
+    // Give the start-up scan and the indexer time to have done anything they would do.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(indexed(&app).iter().all(|p| !p.contains("secret")), "{:?}", indexed(&app));
+    assert!(app.state().queue.files.iter().all(|f| !f.path.contains("secret")), "nothing of the link's target was queued");
+    app.stop();
+}
+
+/// This process's peak resident memory (VmHWM), in bytes.
+fn peak_resident_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+#[test]
+fn the_catch_up_at_start_hashes_only_possible_renames_and_never_reads_a_huge_file_whole() {
+    let loaded = model();
+    let data = tempfile::tempdir().unwrap();
+    let watched = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(watched.path()).unwrap();
+    let small = root.join("small.txt");
+    std::fs::write(&small, "A small note about wrens.").unwrap();
+    {
+        let app = start(data.path(), &loaded);
+        app.add_folder(&root.display().to_string(), Origin::User).unwrap();
+        eventually("small.txt indexed", || state_of(&app, &small) == Some(QueueState::Done));
+        app.stop();
+    }
+    // While closed: small.txt is renamed, and a 3 GiB file (sparse: no disk) appears.
+    let renamed = root.join("wrens.txt");
+    std::fs::rename(&small, &renamed).unwrap();
+    let big = root.join("big.txt");
+    std::fs::File::create(&big).unwrap().set_len(3 << 30).unwrap();
+    let app = start(data.path(), &loaded);
+    eventually("big.txt failed on its size", || state_of(&app, &big) == Some(QueueState::Failed));
+    eventually("the rename is caught up with", || {
+        let docs = indexed(&app);
+        docs.contains(&renamed.display().to_string()) && !docs.contains(&small.display().to_string())
+    });
+    assert!(chunk_text(&app, &renamed).is_some_and(|t| t.contains("wrens")), "the renamed file kept its entries");
+    let reason = app.inner.board.get(&big.display().to_string()).unwrap().error.unwrap();
+    assert!(reason.contains("64 MiB"), "{reason}");
+    let peak = peak_resident_bytes();
+    assert!(peak < 2 << 30, "the file was read into memory: peak {} MiB", peak >> 20);
+    app.stop();
+}
+
+#[test]
+fn unreadable_settings_are_kept_aside_and_two_apps_on_one_data_folder_keep_each_others_folders() {
+    let loaded = model();
+    let data = tempfile::tempdir().unwrap();
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // Cut off mid-write by an older version or a full disk: not valid JSON.
+    let torn = br#"{"folders": ["/home/me/Docu"#;
+    std::fs::write(data.path().join("settings.json"), torn).unwrap();
+    let app = start(data.path(), &loaded);
+    assert!(app.folders().is_empty());
+    let aside: Vec<PathBuf> = std::fs::read_dir(data.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("settings.json.unreadable-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "the unreadable settings were kept");
+    assert_eq!(std::fs::read(&aside[0]).unwrap(), torn);
+    // The desktop app and `warpfold serve` on one data folder: each saves the other's folder too.
+    let other = start(data.path(), &loaded);
+    let (a, b) = (std::fs::canonicalize(first.path()).unwrap(), std::fs::canonicalize(second.path()).unwrap());
+    app.add_folder(&a.display().to_string(), Origin::User).unwrap();
+    other.add_folder(&b.display().to_string(), Origin::User).unwrap();
+    let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(data.path().join("settings.json")).unwrap()).unwrap();
+    let mut want = vec![a.display().to_string(), b.display().to_string()];
+    want.sort();
+    assert_eq!(saved["folders"], serde_json::json!(want));
+    // Removing one keeps the other.
+    app.remove_folder(&a.display().to_string()).unwrap();
+    let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(data.path().join("settings.json")).unwrap()).unwrap();
+    assert_eq!(saved["folders"], serde_json::json!([b.display().to_string()]));
+    assert_eq!(std::fs::read(&aside[0]).unwrap(), torn, "still kept");
+    other.stop();
     app.stop();
 }

@@ -120,6 +120,14 @@ fn jobs_for(events: &[DebouncedEvent]) -> Vec<Job> {
     let mut jobs = Vec::new();
     let mut changed: Vec<PathBuf> = Vec::new();
     for event in events {
+        if event.need_rescan() {
+            // Events were lost (inotify's queue overflowed): only a scan of every folder can tell
+            // what changed. Once is enough for the batch.
+            if !jobs.iter().any(|j| matches!(j, Job::ScanWatched)) {
+                jobs.push(Job::ScanWatched);
+            }
+            continue;
+        }
         match (&event.kind, event.paths.as_slice()) {
             (EventKind::Modify(ModifyKind::Name(RenameMode::Both)), [from, to]) => {
                 jobs.push(Job::Rename(from.clone(), to.clone()));
@@ -144,6 +152,22 @@ fn jobs_for(events: &[DebouncedEvent]) -> Vec<Job> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// When the kernel drops events (its queue overflowed), the debouncer passes on one event
+    /// flagged "rescan": every watched folder is scanned, since what changed is unknown.
+    #[test]
+    fn lost_events_make_every_watched_folder_scanned_again() {
+        use notify_debouncer_full::notify::event::{Event, Flag};
+        let at = std::time::Instant::now();
+        let rescan = DebouncedEvent::new(Event::new(EventKind::Other).set_flag(Flag::Rescan), at);
+        let created = DebouncedEvent::new(
+            Event::new(EventKind::Create(notify_debouncer_full::notify::event::CreateKind::File)).add_path(PathBuf::from("/w/a.txt")),
+            at,
+        );
+        let jobs = jobs_for(&[created.clone(), rescan.clone(), rescan]);
+        assert_eq!(jobs.iter().filter(|j| matches!(j, Job::ScanWatched)).count(), 1, "one scan for the batch");
+        assert!(jobs_for(&[created]).iter().all(|j| !matches!(j, Job::ScanWatched)), "no scan without lost events");
+    }
 
     #[test]
     fn system_trees_are_refused_and_document_folders_are_not() {

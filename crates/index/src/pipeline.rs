@@ -337,8 +337,9 @@ fn read_error(e: ReadError) -> ExtractError {
     }
 }
 
-/// The SHA-256 of a file read in blocks, from an already checked handle.
-fn hash_file(mut file: std::fs::File) -> std::io::Result<String> {
+/// The SHA-256 of a file read in blocks ([`content_hash`]'s value for its bytes), from a handle
+/// opened by [`files::open_checked`].
+pub fn hash_file(mut file: std::fs::File) -> std::io::Result<String> {
     use std::io::Read;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
@@ -615,8 +616,13 @@ pub fn index_collected(
             if group.is_empty() {
                 return;
             }
-            if write_error.is_some() {
-                group.clear(); // keep draining so the other stages finish; the error is reported below
+            if let Some(e) = &write_error {
+                // Keep draining so the other stages finish (the error is returned below), and say
+                // of every document left what became of it: none stays "embedding" with no answer.
+                let error = format!("not written: the index could not be written earlier in this run ({e})");
+                for (record, _) in group.drain(..) {
+                    progress.stage(&record.path, FileStage::Finished { status: "failed", error: Some(error.clone()), chunks: 0, pages: 0 });
+                }
                 return;
             }
             let write_started = Instant::now();

@@ -11,7 +11,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
 
 use crate::chunk::DocumentChunk;
 
@@ -365,7 +365,7 @@ impl Store {
         &mut self,
         documents: impl IntoIterator<Item = (&'a DocumentRecord, &'a [([u8; 32], Vec<f32>)])>,
     ) -> Result<Vec<Commit>, StoreError> {
-        let mut tx = self.conn.transaction()?;
+        let mut tx = self.write_transaction()?;
         let mut out = Vec::new();
         for (record, new_embeddings) in documents {
             let savepoint = tx.savepoint()?;
@@ -403,7 +403,7 @@ impl Store {
 
     /// Stores vectors for chunk texts (kept if one is already there), in one transaction.
     pub fn add_embeddings(&mut self, vectors: &[([u8; 32], Vec<f32>)]) -> Result<(), StoreError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.write_transaction()?;
         {
             let mut insert = tx.prepare_cached("INSERT OR IGNORE INTO embeddings(text_hash, vector) VALUES (?1, ?2)")?;
             for (hash, vector) in vectors {
@@ -430,7 +430,7 @@ impl Store {
     /// Removes one document with its pages, chunks and the embeddings no other chunk uses; false
     /// if it was not in the index.
     pub fn remove_document(&mut self, path: &str) -> Result<bool, StoreError> {
-        let tx = self.conn.transaction()?;
+        let tx = self.write_transaction()?;
         let Some(id): Option<i64> = tx.query_row("SELECT id FROM documents WHERE path = ?1", params![path], |r| r.get(0)).optional()?
         else {
             return Ok(false);
@@ -445,6 +445,15 @@ impl Store {
         drop_unused_embeddings(&tx, &hashes)?;
         tx.commit()?;
         Ok(true)
+    }
+
+    /// A transaction that takes the write lock at its start (`BEGIN IMMEDIATE`), so a writer in
+    /// another process (the desktop app and `warpfold serve` share an index) is waited for under
+    /// the busy timeout. A deferred one that reads first and then writes is refused at once with
+    /// "database is locked" when the other writer got in between, and the documents of that
+    /// group would be lost to the run.
+    fn write_transaction(&mut self) -> rusqlite::Result<Transaction<'_>> {
+        self.conn.transaction_with_behavior(TransactionBehavior::Immediate)
     }
 
     /// Moves a document's entries to a new path (the file was renamed): nothing is extracted or
@@ -783,6 +792,33 @@ mod tests {
         assert_eq!(store.chunk(both[0]).unwrap().unwrap().text, "gamma words");
         assert_eq!(store.phrase_search("gamma words", 10).unwrap(), vec![both[0]]);
         assert!(store.phrase_search("words gamma", 10).unwrap().is_empty(), "a phrase keeps its order");
+    }
+
+    /// The desktop app and `warpfold serve` write one index. A commit that meets the other's write
+    /// in progress waits for it (under the busy timeout) and then goes in; it is not refused.
+    #[test]
+    fn a_commit_waits_for_another_connections_write_instead_of_failing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("i.db");
+        let mut store = Store::open(&path, "m", 2).unwrap();
+        let a = chunk(0, "alpha words");
+        store.commit_document(&record("/a", "h1", vec![a.clone()]), &[(a.text_hash, vec![1.0, 0.0])]).unwrap();
+        let other = Store::open_existing(&path).unwrap();
+        let (started, writing) = std::sync::mpsc::channel();
+        let holder = std::thread::spawn(move || {
+            let conn = other.connection();
+            conn.execute_batch("BEGIN IMMEDIATE; UPDATE documents SET mtime = mtime + 1;").unwrap();
+            started.send(()).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            conn.execute_batch("COMMIT").unwrap();
+        });
+        writing.recv().unwrap();
+        let b = chunk(0, "beta words");
+        let committed = store.commit_document(&record("/b", "h2", vec![b.clone()]), &[(b.text_hash, vec![0.0, 1.0])]);
+        holder.join().unwrap();
+        assert_eq!(committed.unwrap(), Commit::Done);
+        assert_eq!(store.counts().unwrap().documents, 2);
+        assert!(store.remove_document("/a").unwrap());
     }
 
     #[test]

@@ -76,11 +76,29 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded, ExtractError> {
     if let Some(reason) = not_text(bytes) {
         return Err(ExtractError::Binary(reason));
     }
+    if mostly_utf8(bytes) {
+        // UTF-8 with a few stray bytes (a cut-off download, one pasted Windows quote): the
+        // guesser would read the whole file as a legacy encoding and garble every accent in it.
+        let text = String::from_utf8_lossy(bytes).into_owned();
+        return Ok(Decoded { text, encoding: UTF_8, how: How::Utf8, replaced: true });
+    }
     let mut detector = chardetng::EncodingDetector::new();
     detector.feed(bytes, true);
     let encoding = detector.guess(None, true);
     let (text, replaced) = encoding.decode_without_bom_handling(bytes);
     Ok(Decoded { text: text.into_owned(), encoding, how: How::Guessed, replaced })
+}
+
+/// Does invalid UTF-8 still look like UTF-8: more valid multi-byte characters than invalid bytes?
+/// Text in a legacy single-byte encoding has almost no valid multi-byte sequences (an accented
+/// letter there is one high byte between ASCII ones), so it goes to the guesser.
+fn mostly_utf8(bytes: &[u8]) -> bool {
+    let (mut multibyte, mut invalid) = (0usize, 0usize);
+    for chunk in bytes.utf8_chunks() {
+        multibyte += chunk.valid().chars().filter(|c| !c.is_ascii()).count();
+        invalid += chunk.invalid().len();
+    }
+    multibyte > invalid
 }
 
 /// UTF-16 without a mark: in its first bytes, zeros fill one of the two byte positions (the high
@@ -156,6 +174,21 @@ mod tests {
         let sjis = decode(b"\x93\xfa\x96\x7b\x8c\xea\x82\xcc\x95\xb6\x8f\xcd\x82\xc5\x82\xb7\x81\x42\x93\x8c\x8b\x9e\x82\xcd\x91\xe5\x82\xab\x82\xa2\x93\x73\x8e\x73\x82\xc5\x82\xb7\x81\x42").unwrap();
         assert_eq!(sjis.encoding.name(), "Shift_JIS");
         assert_eq!(sjis.text, "日本語の文章です。東京は大きい都市です。");
+    }
+
+    #[test]
+    fn utf8_with_a_stray_byte_stays_utf8_and_says_what_was_replaced() {
+        // One Windows-1252 quote pasted into a long UTF-8 file: the accents elsewhere stay whole.
+        let mut bytes = "Le café du coin est fermé le lundi. ".repeat(2000).into_bytes();
+        bytes.extend_from_slice(b"He said \x93enough\x94.");
+        let d = decode(&bytes).unwrap();
+        assert_eq!((d.encoding, d.how, d.replaced), (UTF_8, How::Utf8, true));
+        assert!(
+            d.text.starts_with("Le café du coin est fermé") && d.text.ends_with("He said \u{fffd}enough\u{fffd}."),
+            "{}",
+            &d.text[..60]
+        );
+        assert!(d.note().unwrap().contains("replaced"), "{:?}", d.note());
     }
 
     #[test]

@@ -430,7 +430,7 @@ struct PathsBody {
 
 async fn add_folder(State(state): State<Shared>, body: Result<Json<PathBody>, axum::extract::rejection::JsonRejection>) -> Response {
     let Ok(Json(body)) = body else { return app_error(AppError::InvalidInput("expected {\"path\": FOLDER}".into())) };
-    blocking(move || state.app.add_folder(&body.path)).await
+    blocking(move || state.app.add_folder(&body.path, Origin::User)).await
 }
 
 async fn remove_folder(State(state): State<Shared>, body: Result<Json<PathBody>, axum::extract::rejection::JsonRejection>) -> Response {
@@ -483,14 +483,18 @@ async fn document(State(state): State<Shared>, query: Result<Query<PathBody>, ax
 async fn file(State(state): State<Shared>, query: Result<Query<PathBody>, axum::extract::rejection::QueryRejection>) -> Response {
     let Ok(Query(query)) = query else { return app_error(AppError::InvalidInput("expected ?path=FILE".into())) };
     let path = query.path.clone();
-    match tokio::task::spawn_blocking(move || state.app.file_bytes(&query.path)).await {
-        Ok(Ok(bytes)) => {
+    match tokio::task::spawn_blocking(move || state.app.open_document(&query.path)).await {
+        Ok(Ok((file, size))) => {
             let kind = match path.rsplit('.').next().map(str::to_ascii_lowercase).as_deref() {
                 Some("pdf") => "application/pdf",
                 Some("md") => "text/markdown; charset=utf-8",
                 _ => "text/plain; charset=utf-8",
             };
-            ([(header::CONTENT_TYPE, kind)], bytes).into_response()
+            // Streamed from the checked handle, in blocks: a file of gigabytes costs no more memory
+            // than a small one. A file that grows meanwhile is sent as long as it was when opened.
+            use tokio::io::AsyncReadExt;
+            let body = Body::from_stream(tokio_util::io::ReaderStream::new(tokio::fs::File::from_std(file).take(size)));
+            ([(header::CONTENT_TYPE, kind.to_string()), (header::CONTENT_LENGTH, size.to_string())], body).into_response()
         }
         Ok(Err(e)) => app_error(e),
         Err(_) => app_error(AppError::Internal("the request's task failed".into())),
