@@ -20,7 +20,7 @@ python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
-for pkg in libwebkit2gtk-4.1-dev libgtk-3-dev librsvg2-dev libxdo-dev chromium xvfb x11-utils imagemagick \
+for pkg in libwebkit2gtk-4.1-dev libgtk-3-dev librsvg2-dev libxdo-dev chromium xvfb x11-utils xdotool imagemagick \
   tesseract-ocr tesseract-ocr-eng poppler-utils fonts-dejavu-core; do
   have_pkg "$pkg" || need+=("$pkg")
 done

@@ -3,8 +3,10 @@
 # documents, let it index them, take a screenshot of the screen, and fail if the window is blank
 # (one flat colour: WebKit painted nothing) or shows no UI.
 #   bash tests/desktop/screenshot.sh [OUT.png]     (default docs/screenshots/desktop.png)
+# Then the folder box: a folder the user never chose is typed into it (as script in the webview
+# could), and it is watched only after a yes in the desktop's native dialog (screenshot beside OUT).
 # Needs: target/release/warpfold-desktop and target/release/warpfold (for the samples), Xvfb,
-# ImageMagick's import/convert, the default model in models/.
+# ImageMagick's import/convert, xdotool, the default model in models/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out="${1:-docs/screenshots/desktop.png}"
@@ -57,3 +59,35 @@ if [ "$colours" -lt 64 ] || python3 -c "import sys; sys.exit(0 if float('$spread
   exit 1
 fi
 [ "${n:-0}" -ge 8 ] || { echo "desktop screenshot: the watched folder was not indexed ($n documents)" >&2; cat "$work/app.log" >&2; exit 1; }
+
+# The folder box. The webview names a folder outside what the user chose (with a `..` in it);
+# the native dialog must ask, naming the real folder: Escape watches nothing, a yes watches it.
+mkdir -p "$work/later"
+echo "Sea otters float on their backs and crack shellfish on stones." > "$work/later/otters.txt"
+dialog_out="${out%.png}-dialog.png"
+ask() {
+  DISPLAY="$display" xdotool mousemove 550 91 click 1 key ctrl+a BackSpace
+  DISPLAY="$display" xdotool type --delay 10 "$work/samples/../later"
+  DISPLAY="$display" xdotool key Return
+  for _ in $(seq 80); do
+    # The dialog: a second top-level window of the app, larger than the 1x1 helpers, not the main one.
+    DISPLAY="$display" xwininfo -root -tree | grep '"warpfold-desktop" "Warpfold-desktop"' | grep -v '"warpfold"' \
+      | grep -qv ' 10x10+' && return 0
+    sleep 0.25
+  done
+  echo "desktop dialog: no dialog appeared for a folder the user never chose" >&2
+  cat "$work/app.log" >&2
+  exit 1
+}
+watched() { grep -q "$(realpath "$work/later")" "$work/data/settings.json"; }
+ask
+sleep 0.5
+DISPLAY="$display" import -window root ${geometry:+-crop "$geometry"} "$dialog_out"
+DISPLAY="$display" xdotool key Escape
+sleep 2
+if watched; then echo "desktop dialog: the folder was watched without a yes" >&2; exit 1; fi
+ask
+DISPLAY="$display" xdotool key alt+y
+for _ in $(seq 40); do watched && break; sleep 0.25; done
+watched || { echo "desktop dialog: a yes did not watch the folder" >&2; cat "$work/app.log" >&2; exit 1; }
+echo "desktop dialog: $dialog_out; Escape watched nothing, yes watched $(realpath "$work/later")"
