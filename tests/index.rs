@@ -625,3 +625,31 @@ fn a_killed_run_resumes_to_exactly_the_uninterrupted_index() {
     assert_eq!(resumed["documents_indexed"].as_u64(), Some(total - at_kill.documents), "{resumed:#}");
     assert_same_index(&dump_index(&whole_db), &dump_index(&killed_db));
 }
+
+/// A scan indexed with OCR turned off fails for a reason that may pass: the next run with OCR on
+/// reads it, without the file changing. A failure of the file itself (the blank scan, once OCR
+/// has read it and found nothing) is not tried again.
+#[test]
+fn a_failure_that_may_pass_is_tried_again_and_one_of_the_file_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let samples = dir.path().join("samples");
+    assert!(warpfold().arg("make-samples").arg(&samples).status().unwrap().success());
+    let scans = samples.join("scans");
+    let db = dir.path().join("i.db");
+    let off = index_json(&[&scans], &db, &["--ocr-languages", "off"]);
+    assert_eq!(off["documents_indexed"], 0, "{off:#}");
+    assert!(off["failures"].as_array().unwrap().iter().all(|f| f["error"].as_str().unwrap().contains("OCR is turned off")), "{off:#}");
+    let on = index_json(&[&scans], &db, &[]);
+    assert_eq!(on["documents_indexed"], 1, "the receipt is read by OCR now: {on:#}");
+    let blank = &on["failures"][0];
+    assert!(
+        blank["path"].as_str().unwrap().ends_with("blank-page-scan.pdf") && blank["error"].as_str().unwrap().contains("OCR found no words"),
+        "{on:#}"
+    );
+    let again = index_json(&[&scans], &db, &[]);
+    assert_eq!(
+        (again["documents_indexed"].as_u64(), again["documents_failed"].as_u64()),
+        (Some(0), Some(0)),
+        "nothing tried again: {again:#}"
+    );
+}

@@ -199,6 +199,27 @@ fn a_huge_text_file_is_refused_by_size_in_flat_memory() {
     assert!(entries(&report, "failures")[0].2.contains("over 1 MiB"), "{report:#}");
 }
 
+/// A Word file of a few hundred kilobytes whose text inflates to 150 MB (each zip member under the
+/// 256 MiB member limit): the worker's answer is refused past about 64 MiB of text, so the indexer
+/// neither holds it nor embeds 30 million tokens; the file beside it is indexed.
+#[test]
+fn a_document_whose_text_inflates_past_the_limit_is_refused_not_indexed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let bomb = root.join("bomb.docx");
+    let text = "word ".repeat(30_000_000);
+    std::fs::write(&bomb, warpfold_index::docgen::docx("Bomb", &[&[text.as_str()]])).unwrap();
+    drop(text);
+    assert!(std::fs::metadata(&bomb).unwrap().len() < 2 << 20, "small on disk");
+    let small = root.join("small.txt");
+    std::fs::write(&small, "A small file about lighthouse keepers.").unwrap();
+    let report = json_of(&run_bounded(index_cmd(&[&bomb, &small], &root.join("i.db"), &[]), Duration::from_secs(300)));
+    assert_eq!(report["documents_indexed"], 1, "{report:#}");
+    let failures = entries(&report, "failures");
+    assert_eq!(failures.len(), 1, "{report:#}");
+    assert!(failures[0].0.ends_with("bomb.docx") && failures[0].2.contains("more than about 64 MiB of text"), "{failures:?}");
+}
+
 #[test]
 fn no_chunk_is_left_without_its_vector_and_the_check_repairs_an_index_that_lost_one() {
     let dir = tempfile::tempdir().unwrap();

@@ -185,7 +185,17 @@ impl App {
     fn scan(&self, folder: &Path) -> Result<(), AppError> {
         let mut store = Store::open_existing(&self.inner.config.db)?;
         let docs = store.documents()?;
-        let gone: Vec<_> = docs.iter().filter(|d| Path::new(&d.path).starts_with(folder) && !Path::new(&d.path).exists()).collect();
+        let (gone, unmounted): (Vec<_>, Vec<_>) = docs
+            .iter()
+            .filter(|d| Path::new(&d.path).starts_with(folder) && !Path::new(&d.path).exists())
+            .partition(|d| !in_empty_folder(Path::new(&d.path), folder));
+        if !unmounted.is_empty() {
+            tracing::warn!(
+                folder = %folder.display(),
+                documents = unmounted.len(),
+                "documents whose folder is now empty (a drive not mounted?) keep their entries"
+            );
+        }
         if gone.is_empty() {
             return Ok(());
         }
@@ -222,6 +232,16 @@ impl App {
         self.refresh_searcher();
         Ok(())
     }
+}
+
+/// Is `gone` (a document's file, missing) in a folder that is now empty, or unreadable, under
+/// `root`? That is what a drive that is not mounted looks like (its mount point an empty folder):
+/// its documents keep their entries rather than be removed and, once it is back, extracted and
+/// embedded all over again. A folder emptied by hand keeps them too, until the files' removal is
+/// seen while the app runs; they stay searchable, their detail saying the file is gone.
+fn in_empty_folder(gone: &Path, root: &Path) -> bool {
+    let Some(folder) = gone.ancestors().skip(1).take_while(|a| a.starts_with(root)).find(|a| a.exists()) else { return false };
+    std::fs::read_dir(folder).map_or(true, |mut entries| entries.next().is_none())
 }
 
 /// Has the file been left alone for `settle`? (A file still being copied has a fresh mtime.)

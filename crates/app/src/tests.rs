@@ -508,3 +508,31 @@ fn unreadable_settings_are_kept_aside_and_two_apps_on_one_data_folder_keep_each_
     other.stop();
     app.stop();
 }
+
+#[test]
+fn a_drive_that_is_not_mounted_at_start_keeps_its_documents() {
+    let loaded = model();
+    let data = tempfile::tempdir().unwrap();
+    let watched = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(watched.path()).unwrap();
+    let drive = root.join("drive");
+    std::fs::create_dir(&drive).unwrap();
+    let (on_drive, beside) = (drive.join("atlas.txt"), root.join("notes.txt"));
+    std::fs::write(&on_drive, "An atlas of the river deltas of Asia.").unwrap();
+    std::fs::write(&beside, "Notes about a week of walking in the hills.").unwrap();
+    {
+        let app = start(data.path(), &loaded);
+        app.add_folder(&root.display().to_string(), Origin::User).unwrap();
+        eventually("both indexed", || indexed(&app).len() == 2);
+        app.stop();
+    }
+    // While closed: the drive is not mounted (its mount point an empty folder), and the notes are
+    // deleted for real.
+    std::fs::remove_file(&on_drive).unwrap();
+    std::fs::remove_file(&beside).unwrap();
+    let app = start(data.path(), &loaded);
+    eventually("the deleted notes left the index", || !indexed(&app).contains(&beside.display().to_string()));
+    assert_eq!(indexed(&app), vec![on_drive.display().to_string()], "the unmounted drive's document kept its entries");
+    assert!(chunk_text(&app, &on_drive).is_some_and(|t| t.contains("river deltas")));
+    app.stop();
+}

@@ -56,6 +56,10 @@ pub enum ExtractError {
     Io(String),
     #[error("the file is {size_mib} MiB; text files over {limit_mib} MiB are not read (raise the limit with --max-text-mib)")]
     TooLarge { size_mib: String, limit_mib: u64 },
+    #[error(
+        "the document holds more than about {limit_mib} MiB of text and is not indexed (a decompression bomb, or hundreds of books' worth)"
+    )]
+    TextTooLarge { limit_mib: u64 },
     #[error("the PDF parser panicked: {0}")]
     Panicked(String),
     #[error("extraction took longer than {0} s of processor time and was stopped (raise --extract-timeout for very large files)")]
@@ -77,6 +81,16 @@ impl ExtractError {
             _ => "failed",
         }
     }
+}
+
+/// Is a stored failure (its message) one that may pass without the file changing, so that the next
+/// run tries the file again: OCR that was missing or turned off, a worker that could not start, an
+/// embedding the engine could not make? Failures about the file itself (damaged, encrypted, too
+/// large, a parser that crashed or ran out of time) are not tried again until the file changes
+/// (or `warpfold index --retry-failed`).
+pub fn may_pass(error: &str) -> bool {
+    let ocr = error.starts_with("no text layer on the") && error.contains("and OCR could not read them:");
+    ocr || error.starts_with("the extraction worker could not run:") || error.starts_with("embedding failed:")
 }
 
 /// The text of one file, page by page (text files are one page).
@@ -479,19 +493,28 @@ fn worker_command(isolation: &Isolation, cpu_seconds: u64, memory_limit: u64) ->
 
 /// Reads a pipe to its end on a thread of its own; `last_read`, when given, is set to the
 /// milliseconds since `started` each time something arrives (how a stalled worker is noticed).
+///
+/// At most `limit` bytes are kept (the first ones): past it the rest is read and dropped (the worker is not left
+/// blocked on a full pipe), and the answer says so with `true`.
 fn spawn_reader(
     mut pipe: impl Read + Send + 'static,
     started: Instant,
     last_read: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
-) -> std::thread::JoinHandle<Vec<u8>> {
+    limit: usize,
+) -> std::thread::JoinHandle<(Vec<u8>, bool)> {
     std::thread::spawn(move || {
         let mut buf = Vec::new();
+        let mut over = false;
         let mut chunk = [0u8; 8192];
         loop {
             match pipe.read(&mut chunk) {
-                Ok(0) | Err(_) => return buf,
+                Ok(0) | Err(_) => return (buf, over),
                 Ok(n) => {
-                    buf.extend_from_slice(&chunk[..n]);
+                    if over || buf.len() + n > limit {
+                        over = true;
+                    } else {
+                        buf.extend_from_slice(&chunk[..n]);
+                    }
                     if let Some(last) = &last_read {
                         last.store(started.elapsed().as_millis() as u64, std::sync::atomic::Ordering::Relaxed);
                     }
@@ -500,6 +523,14 @@ fn spawn_reader(
         }
     })
 }
+
+/// The most a worker may answer with: the text of a document (as JSON) of up to about 64 MiB, the
+/// limit text files are read under. A document whose text is larger (a decompression bomb in a Word
+/// or EPUB file passes the per-member limit many times over) is refused, so one file cannot fill
+/// the indexer's memory.
+const MAX_WORKER_OUTPUT: usize = 128 << 20;
+/// Of a worker's error output, what is kept (a panic's message, an allocator's complaint).
+const MAX_WORKER_STDERR: usize = 1 << 20;
 
 /// What a worker did: its exit status (`None`: stopped at the wall-clock limit) and its output.
 struct WorkerRun {
@@ -531,8 +562,8 @@ fn run_worker(
     let mut child = command.spawn().map_err(|e| ExtractError::Worker(format!("cannot start {}: {e}", isolation.program.display())))?;
     let started = Instant::now();
     let last_output = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let stdout = spawn_reader(child.stdout.take().expect("piped"), started, Some(last_output.clone()));
-    let stderr = spawn_reader(child.stderr.take().expect("piped"), started, None);
+    let stdout = spawn_reader(child.stdout.take().expect("piped"), started, Some(last_output.clone()), MAX_WORKER_OUTPUT);
+    let stderr = spawn_reader(child.stderr.take().expect("piped"), started, None, MAX_WORKER_STDERR);
     let deadline = started + Duration::from_secs(cpu_seconds) * WALL_FACTOR;
     let stalled = || {
         stall.is_some_and(|stall| {
@@ -556,8 +587,11 @@ fn run_worker(
             Err(e) => return Err(ExtractError::Worker(e.to_string())),
         }
     };
-    let stdout = stdout.join().unwrap_or_default();
-    let stderr = String::from_utf8_lossy(&stderr.join().unwrap_or_default()).into_owned();
+    let (stdout, too_much) = stdout.join().unwrap_or_default();
+    let stderr = String::from_utf8_lossy(&stderr.join().unwrap_or_default().0).into_owned();
+    if too_much {
+        return Err(ExtractError::TextTooLarge { limit_mib: (MAX_WORKER_OUTPUT >> 21) as u64 });
+    }
     Ok(WorkerRun { status, stdout, stderr })
 }
 
@@ -790,6 +824,31 @@ fn classify_failure(status: ExitStatus, stderr: &str, memory_limit_mib: u64) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The failures tried again are told apart by their messages: these are the real ones.
+    #[test]
+    fn failures_that_may_pass_are_told_from_failures_of_the_file() {
+        let passing = [
+            ExtractError::OcrUnavailable { pages: 2, reason: "OCR is turned off".into() },
+            ExtractError::OcrUnavailable { pages: 1, reason: "Tesseract is not installed".into() },
+            ExtractError::Worker("cannot start /opt/warpfold: No such file or directory".into()),
+        ];
+        for e in passing {
+            assert!(may_pass(&e.to_string()), "{e}");
+        }
+        assert!(may_pass("embedding failed: the engine stopped"));
+        let lasting = [
+            ExtractError::NotPdf("GIF89a".into()),
+            ExtractError::TimedOut(60),
+            ExtractError::OutOfMemory(2048),
+            ExtractError::NoTextLayer { pages: 1 },
+            ExtractError::TextTooLarge { limit_mib: 64 },
+            ExtractError::TooLarge { size_mib: "70.0".into(), limit_mib: 64 },
+        ];
+        for e in lasting {
+            assert!(!may_pass(&e.to_string()), "{e}");
+        }
+    }
     use crate::pdfgen::{Font, Page, PdfDocument};
 
     #[test]

@@ -374,7 +374,10 @@ fn prepare(path: &Path, store: &Store, embedder: &Embedder, options: &IndexOptio
     };
     let (size, mtime) = (meta.len(), mtime_of(&meta));
     if let Ok(Some(state)) = store.document_state(&path_text) {
-        if state.content_hash == hash && (state.status == "indexed" || !options.retry_failed) {
+        // A failure that may pass without the file changing (OCR missing or off, the worker or the
+        // engine unable to run) is tried again; one about the file itself is not, unless asked.
+        let retry = options.retry_failed || state.error.as_deref().is_some_and(crate::extract::may_pass);
+        if state.content_hash == hash && (state.status == "indexed" || !retry) {
             return Outcome::Skipped;
         }
     }

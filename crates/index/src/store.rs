@@ -77,6 +77,8 @@ pub struct MissingVector {
 pub struct DocumentState {
     pub content_hash: String,
     pub status: String,
+    /// Why it failed, for a document that did.
+    pub error: Option<String>,
 }
 
 /// A document's record and the embeddings its chunks need that the store does not hold yet: one
@@ -330,8 +332,8 @@ impl Store {
     pub fn document_state(&self, path: &str) -> Result<Option<DocumentState>, StoreError> {
         Ok(self
             .conn
-            .prepare_cached("SELECT content_hash, status FROM documents WHERE path = ?1")?
-            .query_row(params![path], |r| Ok(DocumentState { content_hash: r.get(0)?, status: r.get(1)? }))
+            .prepare_cached("SELECT content_hash, status, error FROM documents WHERE path = ?1")?
+            .query_row(params![path], |r| Ok(DocumentState { content_hash: r.get(0)?, status: r.get(1)?, error: r.get(2)? }))
             .optional()?)
     }
 
