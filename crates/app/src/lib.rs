@@ -365,6 +365,11 @@ impl App {
                 (Err(_), Origin::Webview) => return Err(not_chosen(path)),
                 (Err(e), Origin::User) => return Err(AppError::NotFound(format!("{path}: {e}"))),
             };
+            // The whole disk or a kernel tree is no one's documents (and walking it would hold the
+            // request): refused here as it is for a watched folder.
+            if let Some(reason) = watch::refusal(&canonical) {
+                return Err(AppError::InvalidInput(reason.replace("watching", "indexing")));
+            }
             resolved.push(canonical);
         }
         let queued = self.queue_waiting(&resolved);

@@ -210,6 +210,11 @@ fn the_webview_may_only_name_paths_the_user_chose() {
     assert_eq!(app.document(&path).unwrap_err().kind(), "path_not_allowed");
     assert_eq!(read_document(&app, "/etc/passwd").unwrap_err().kind(), "path_not_allowed");
     assert_eq!(app.add_paths(&["/no/such/file.pdf".into()], Origin::User).unwrap_err().kind(), "not_found");
+    // Not even the user (a token holder of `warpfold serve`) has the whole disk or /proc indexed.
+    for tree in ["/", "/proc/self", "/sys"] {
+        let e = app.add_paths(&[tree.into()], Origin::User).unwrap_err();
+        assert!(e.kind() == "invalid_input" && e.to_string().contains("indexing"), "{tree}: {e}");
+    }
     // From the webview a missing path is refused like one that exists: nothing to probe the disk with.
     let missing = outside.path().join("no-such.txt").display().to_string();
     let refusals = [app.add_paths(std::slice::from_ref(&missing), Origin::Webview).unwrap_err(), err];

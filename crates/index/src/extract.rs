@@ -64,6 +64,8 @@ pub enum ExtractError {
     Panicked(String),
     #[error("extraction took longer than {0} s of processor time and was stopped (raise --extract-timeout for very large files)")]
     TimedOut(u64),
+    #[error("extraction was stopped after {0} s on the clock without finishing, mostly waiting rather than computing (a file that makes the parser block, or a machine too busy)")]
+    StoppedWaiting(u64),
     #[error("extraction needed more than {0} MiB of memory and was stopped (raise --extract-memory-mib)")]
     OutOfMemory(u64),
     #[error("the extraction process crashed: {0}")]
@@ -535,6 +537,8 @@ const MAX_WORKER_STDERR: usize = 1 << 20;
 /// What a worker did: its exit status (`None`: stopped at the wall-clock limit) and its output.
 struct WorkerRun {
     status: Option<ExitStatus>,
+    /// How long it ran before it ended or was stopped.
+    stopped_after: Duration,
     stdout: Vec<u8>,
     stderr: String,
 }
@@ -592,13 +596,14 @@ fn run_worker(
     if too_much {
         return Err(ExtractError::TextTooLarge { limit_mib: (MAX_WORKER_OUTPUT >> 21) as u64 });
     }
-    Ok(WorkerRun { status, stdout, stderr })
+    Ok(WorkerRun { status, stopped_after: started.elapsed(), stdout, stderr })
 }
 
 /// Why a worker that did not finish cleanly stopped.
 fn worker_failure(run: &WorkerRun, cpu_seconds: u64, isolation: &Isolation) -> ExtractError {
     match run.status {
-        None => ExtractError::TimedOut(cpu_seconds),
+        // Stopped by the wall clock (or for writing nothing): it had not used its processor time.
+        None => ExtractError::StoppedWaiting(run.stopped_after.as_secs()),
         Some(status) if cpu_limit_reached(status) => ExtractError::TimedOut(cpu_seconds),
         Some(status) => classify_failure(status, &run.stderr, isolation.memory_limit_mib),
     }
@@ -739,6 +744,12 @@ fn ocr_into(
 fn ocr_failure_text(failure: &ExtractError, isolation: &Isolation) -> String {
     match failure {
         ExtractError::TimedOut(_) => format!("it took longer than {} s of processor time", isolation.timeout.as_secs().max(1)),
+        ExtractError::StoppedWaiting(_) => {
+            format!(
+                "it did not finish within {} s on the clock, mostly waiting rather than computing",
+                isolation.timeout.as_secs().max(1) * WALL_FACTOR as u64
+            )
+        }
         other => other.to_string(),
     }
 }
@@ -840,6 +851,7 @@ mod tests {
         let lasting = [
             ExtractError::NotPdf("GIF89a".into()),
             ExtractError::TimedOut(60),
+            ExtractError::StoppedWaiting(240),
             ExtractError::OutOfMemory(2048),
             ExtractError::NoTextLayer { pages: 1 },
             ExtractError::TextTooLarge { limit_mib: 64 },
@@ -941,7 +953,7 @@ mod tests {
         );
         assert!(out.warnings[1].starts_with("page 4: OCR stopped: it took longer than 1 s"), "{:?}", out.warnings);
         // Blocked, not spinning: stopped for writing nothing for four times the per-page limit.
-        assert!(out.warnings[2].starts_with("page 5: OCR stopped: it took longer than 1 s"), "{:?}", out.warnings);
+        assert!(out.warnings[2].starts_with("page 5: OCR stopped: it did not finish within 4 s on the clock"), "{:?}", out.warnings);
         assert_eq!(out.warnings[3], "pages 1-2, 6 read by OCR (Stand-in OCR; mean confidence 90%)");
         let missing = worker(
             "missing.sh",

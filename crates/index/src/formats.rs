@@ -536,6 +536,11 @@ fn rtf(bytes: &[u8]) -> Result<Vec<String>, ExtractError> {
                         j += 1;
                     }
                     i = j;
+                    if word == "bin" {
+                        // \binN: N bytes of binary data follow (a `}` among them closes nothing).
+                        i = i.saturating_add(number.unwrap_or(0).max(0) as usize).min(bytes.len());
+                        continue;
+                    }
                     if SKIP.contains(&word) {
                         stack.last_mut().expect("never empty").0 = true;
                         continue;
@@ -751,6 +756,17 @@ Second page: \{braces\} and a backslash \\.\par}";
                 "Second page: {braces} and a backslash \\.".to_string(),
             ]
         );
+    }
+
+    /// A picture's binary data after \binN may hold any byte, `}` too: it closes no group, and the
+    /// text after the picture is read.
+    #[test]
+    fn binary_data_in_an_rtf_closes_no_group_and_the_text_after_it_is_read() {
+        let mut bytes = br"{\rtf1\ansi {\pard Before the picture.\par}{\pict\bin6 ".to_vec();
+        bytes.extend_from_slice(b"}}\\{}}");
+        bytes.extend_from_slice(br"}{\pard After the picture.\par}}");
+        let e = extract(Format::Rtf, &bytes).unwrap();
+        assert_eq!(e.pages, vec!["Before the picture.\nAfter the picture.".to_string()]);
     }
 
     #[test]

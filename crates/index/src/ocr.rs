@@ -236,6 +236,9 @@ impl ImageFormat {
     }
 }
 
+/// The most pages of a TIFF read; a file with more is refused.
+pub const MAX_TIFF_PAGES: usize = 10_000;
+
 /// Why an image could not be turned into a page.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ImageError {
@@ -300,9 +303,12 @@ pub fn image_pages(bytes: &[u8], format: ImageFormat) -> Result<usize, ImageErro
         let (width, height) = decoder.dimensions().map_err(|e| ImageError::Damaged(e.to_string()))?;
         check_size(width, height)?;
         pages += 1;
-        // A page count of thousands is a hostile file, not a scan.
-        if pages >= 10_000 || !decoder.more_images() {
+        if !decoder.more_images() {
             return Ok(pages);
+        }
+        // A page count of thousands is a hostile file, not a scan: refused whole, not cut short.
+        if pages >= MAX_TIFF_PAGES {
+            return Err(ImageError::Damaged(format!("it has more than {MAX_TIFF_PAGES} pages; none is read (a scan has far fewer)")));
         }
         decoder.next_image().map_err(|e| ImageError::Damaged(format!("page {}: {e}", pages + 1)))?;
     }
