@@ -23,7 +23,7 @@
 //! Where MKL's bf16 products run on AMX, the default runs the weights' products as bf16x3
 //! ([`Gemm::MklBf16x3`]: each f32 split into two bf16s, three bf16 products with f32 sums, about 16
 //! bits of each f32), attention's on AMX's tiles the same way, and the feed-forward's bias, GELU and
-//! split in one pass: 1.56-1.80× sentence-transformers on a 2-core Xeon against 1.23-1.29× with
+//! split in one pass: 1.53-1.80× sentence-transformers on a 2-core Xeon (sessions 20-21) against 1.23-1.29× with
 //! `sgemm` (BENCHMARKS.md, session 20). Opt-in, the products (the weights' and attention's) run with
 //! plain bf16 operands and f32 sums ([`Gemm::MklBf16`]): on that Xeon 2.4× MKL's f32 rate, the vectors
 //! within cosine 0.99996 of f32 ones (session 18).
