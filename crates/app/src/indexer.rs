@@ -164,6 +164,14 @@ impl App {
         for doc in self.indexed_under(&store, from)? {
             let target = to.join(Path::new(&doc).strip_prefix(from).expect("under from"));
             let target = if doc == from.display().to_string() { to.to_path_buf() } else { target };
+            if target.is_file() && !self.would_read(&target) {
+                // Renamed to what a scan would not read (`a.pdf.bak`, into a hidden folder, to the
+                // desktop's trash): its old text leaves the index instead of following it there.
+                store.remove_document(&doc)?;
+                self.inner.board.remove(&doc);
+                moved += 1;
+                continue;
+            }
             if target.is_file() && store.rename_document(&doc, &target.display().to_string())? {
                 self.inner.board.rename(&doc, &target.display().to_string());
                 moved += 1;
@@ -177,6 +185,15 @@ impl App {
             self.refresh_searcher();
         }
         Ok(())
+    }
+
+    /// Would a scan of the watched folders read `file`: a kind warpfold reads, inside a watched
+    /// folder, with no hidden (`.`) folder or name on the way to it?
+    fn would_read(&self, file: &Path) -> bool {
+        let Some(root) = self.watched_roots().into_iter().find(|root| file.starts_with(root)) else { return false };
+        let hidden =
+            file.strip_prefix(&root).expect("under root").components().any(|c| c.as_os_str().as_encoded_bytes().first() == Some(&b'.'));
+        !hidden && warpfold_index::extract::file_kind(file).is_some()
     }
 
     /// Catches up with changes made while the app was closed: files gone are removed (or, when a

@@ -541,3 +541,26 @@ fn a_drive_that_is_not_mounted_at_start_keeps_its_documents() {
     assert!(chunk_text(&app, &on_drive).is_some_and(|t| t.contains("river deltas")));
     app.stop();
 }
+
+#[test]
+fn a_file_renamed_to_what_a_scan_would_not_read_leaves_the_index() {
+    let loaded = model();
+    let data = tempfile::tempdir().unwrap();
+    let watched = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(watched.path()).unwrap();
+    let (a, b, c) = (root.join("a.txt"), root.join("b.txt"), root.join("c.txt"));
+    std::fs::write(&a, "A note about kingfishers diving.").unwrap();
+    std::fs::write(&b, "A note about herons waiting.").unwrap();
+    std::fs::write(&c, "A note about dippers walking under water.").unwrap();
+    let app = start(data.path(), &loaded);
+    app.add_folder(&root.display().to_string(), Origin::User).unwrap();
+    eventually("three indexed", || indexed(&app).len() == 3);
+    std::fs::create_dir(root.join(".hidden")).unwrap();
+    std::fs::rename(&a, root.join("a.txt.bak")).unwrap();
+    std::fs::rename(&b, root.join(".hidden/b.txt")).unwrap();
+    let c2 = root.join("c-renamed.txt");
+    std::fs::rename(&c, &c2).unwrap();
+    eventually("only the plain rename is followed", || indexed(&app) == vec![c2.display().to_string()]);
+    assert!(chunk_text(&app, &c2).is_some_and(|t| t.contains("dippers")));
+    app.stop();
+}
