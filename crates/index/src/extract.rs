@@ -52,6 +52,8 @@ pub enum ExtractError {
     Damaged { format: String, reason: String },
     #[error("encrypted e-book (DRM): its chapters cannot be read without the seller's key")]
     EncryptedBook,
+    #[error("encrypted {0}, or an older binary format under its name: it is an OLE compound file, not the zip archive the format is, and needs a password (or the program that made it) to open")]
+    EncryptedOffice(String),
     #[error("cannot read the file: {0}")]
     Io(String),
     #[error("the file is {size_mib} MiB; text files over {limit_mib} MiB are not read (raise the limit with --max-text-mib)")]

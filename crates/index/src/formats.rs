@@ -78,6 +78,10 @@ fn damaged(format: Format, why: impl std::fmt::Display) -> ExtractError {
 type Archive<'a> = zip::ZipArchive<Cursor<&'a [u8]>>;
 
 fn open_archive(format: Format, bytes: &[u8]) -> Result<Archive<'_>, ExtractError> {
+    // Word and LibreOffice save a password-protected document as an OLE compound file.
+    if bytes.starts_with(&[0xd0, 0xcf, 0x11, 0xe0, 0xa1, 0xb1, 0x1a, 0xe1]) {
+        return Err(ExtractError::EncryptedOffice(format.name().into()));
+    }
     if !bytes.starts_with(b"PK") {
         return Err(damaged(format, "it is not a zip archive, as the format requires"));
     }
@@ -184,10 +188,29 @@ fn docx(bytes: &[u8]) -> Result<Vec<String>, ExtractError> {
     let mut archive = open_archive(Format::Docx, bytes)?;
     let xml = member_text(Format::Docx, &mut archive, "word/document.xml")?
         .ok_or_else(|| damaged(Format::Docx, "it has no word/document.xml (is it a Word document?)"))?;
+    let mut pages = docx_part(&xml)?;
+    // Footnotes and endnotes live in parts of their own; their text follows the body's (where
+    // each sits on the page is the layout's to say, which a .docx does not record).
+    for part in ["word/footnotes.xml", "word/endnotes.xml"] {
+        if let Some(notes) = member_text(Format::Docx, &mut archive, part)? {
+            let text = docx_part(&notes)?.join("\n");
+            if !text.trim().is_empty() {
+                let last = pages.last_mut().expect("never empty");
+                last.truncate(last.trim_end().len());
+                last.push('\n');
+                last.push_str(text.trim());
+            }
+        }
+    }
+    Ok(pages)
+}
+
+/// One WordprocessingML part (the body, the footnotes, the endnotes) as pages of text.
+fn docx_part(xml: &str) -> Result<Vec<String>, ExtractError> {
     let in_run_text = RefCell::new(false);
     walk_xml(
         Format::Docx,
-        &xml,
+        xml,
         |out, name, start, end| match (name, end) {
             ("t", false) => *in_run_text.borrow_mut() = true,
             ("t", true) => *in_run_text.borrow_mut() = false,
@@ -660,6 +683,24 @@ mod tests {
 <w:p><w:r><w:br w:type="page"/></w:r><w:r><w:t>The bridge reopened in September 2021.</w:t></w:r><w:r><w:delText>withdrawn sentence</w:delText></w:r></w:p>
 </w:body></w:document>"#;
         zip_of(&[("[Content_Types].xml", "<Types/>"), ("word/document.xml", body)])
+    }
+
+    #[test]
+    fn a_word_documents_footnotes_and_endnotes_are_read_and_a_locked_one_says_it_is_encrypted() {
+        let body =
+            r#"<w:document xmlns:w="w"><w:body><w:p><w:r><w:t>The dam was finished in 1936.</w:t></w:r></w:p></w:body></w:document>"#;
+        let notes = r#"<w:footnotes xmlns:w="w"><w:footnote w:type="separator"><w:p><w:r><w:separator/></w:r></w:p></w:footnote>
+<w:footnote w:id="1"><w:p><w:r><w:t>Two years ahead of schedule.</w:t></w:r></w:p></w:footnote></w:footnotes>"#;
+        let end = r#"<w:endnotes xmlns:w="w"><w:endnote w:id="1"><w:p><w:r><w:t>Source: the Bureau's archive.</w:t></w:r></w:p></w:endnote></w:endnotes>"#;
+        let bytes = zip_of(&[("word/document.xml", body), ("word/footnotes.xml", notes), ("word/endnotes.xml", end)]);
+        let e = extract(Format::Docx, &bytes).unwrap();
+        assert_eq!(e.pages, vec!["The dam was finished in 1936.\nTwo years ahead of schedule.\nSource: the Bureau's archive.".to_string()]);
+        let mut locked = vec![0xd0, 0xcf, 0x11, 0xe0, 0xa1, 0xb1, 0x1a, 0xe1];
+        locked.extend_from_slice(&[0; 504]);
+        for format in [Format::Docx, Format::Odt] {
+            let err = extract(format, &locked).unwrap_err();
+            assert!(matches!(err, ExtractError::EncryptedOffice(_)) && err.to_string().starts_with("encrypted "), "{err}");
+        }
     }
 
     #[test]
