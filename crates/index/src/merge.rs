@@ -187,7 +187,12 @@ fn same_file(a: &Path, b: &Path) -> bool {
 
 /// Removes a database file with its WAL and shared-memory files, if there.
 fn remove_database(path: &Path) -> Result<(), MergeError> {
-    for suffix in ["", "-wal", "-shm", "-journal"] {
+    remove_with_suffixes(path, &["", "-wal", "-shm", "-journal"])
+}
+
+/// Removes `path` with each suffix appended (those that exist).
+fn remove_with_suffixes(path: &Path, suffixes: &[&str]) -> Result<(), MergeError> {
+    for suffix in suffixes {
         let file = PathBuf::from(format!("{}{suffix}", path.display()));
         match std::fs::remove_file(&file) {
             Ok(()) => {}
@@ -247,9 +252,14 @@ pub fn merge_indexes(out: &Path, shards: &[PathBuf], options: &MergeOptions) -> 
             return Err(e);
         }
     };
-    if options.force {
-        // A stale WAL left beside an old OUT would be replayed into the new file.
-        remove_database(out)?;
+    if options.force && out.exists() {
+        // A WAL left beside the old OUT would be replayed into the new file, so it goes; but first
+        // its committed pages go into the old file, so that until the rename below (which replaces
+        // OUT in one step) the old index is whole: a crash in between loses nothing.
+        if let Ok(old) = rusqlite::Connection::open(out) {
+            let _ = old.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        }
+        remove_with_suffixes(out, &["-wal", "-shm", "-journal"])?;
     }
     std::fs::rename(&temp, out).map_err(|source| MergeError::Io { path: out_text.clone(), source })?;
     let (documents, indexed, chunks, embeddings, summaries) = counts;
