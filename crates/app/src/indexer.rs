@@ -75,10 +75,8 @@ impl App {
                 }
                 Job::Remove(path) => self.remove(&path),
                 Job::Rename(from, to) => self.rename(&from, &to),
-                Job::Scan(folder) => self.scan(&folder).and_then(|()| self.index(files::collect(&[folder]).unwrap_or_default(), &progress)),
-                Job::ScanWatched => self.watched_roots().into_iter().try_for_each(|folder| {
-                    self.scan(&folder).and_then(|()| self.index(files::collect(&[folder]).unwrap_or_default(), &progress))
-                }),
+                Job::Scan(folder) => self.catch_up(folder, &progress),
+                Job::ScanWatched => self.watched_roots().into_iter().try_for_each(|folder| self.catch_up(folder, &progress)),
                 Job::Check => self.check(),
             };
             if let Err(e) = result {
@@ -191,9 +189,15 @@ impl App {
     /// folder, with no hidden (`.`) folder or name on the way to it?
     fn would_read(&self, file: &Path) -> bool {
         let Some(root) = self.watched_roots().into_iter().find(|root| file.starts_with(root)) else { return false };
-        let hidden =
-            file.strip_prefix(&root).expect("under root").components().any(|c| c.as_os_str().as_encoded_bytes().first() == Some(&b'.'));
+        let hidden = file.strip_prefix(&root).expect("under root").components().any(|c| files::hidden(c.as_os_str()));
         !hidden && warpfold_index::extract::file_kind(file).is_some()
+    }
+
+    /// A watched folder's catch-up: what went or was renamed ([`Self::scan`]), then everything in it
+    /// indexed (unchanged files are skipped).
+    fn catch_up(&self, folder: PathBuf, progress: &Progress) -> Result<(), AppError> {
+        self.scan(&folder)?;
+        self.index(files::collect(&[folder]).unwrap_or_default(), progress)
     }
 
     /// Catches up with changes made while the app was closed: files gone are removed (or, when a

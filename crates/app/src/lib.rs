@@ -273,8 +273,6 @@ impl App {
         let path = dir.join("settings.json");
         let mut folders = load_settings(&path).folders;
         folders.extend(settings.folders.iter().cloned());
-        folders.sort();
-        folders.dedup();
         change(&mut folders);
         folders.sort();
         folders.dedup();
@@ -313,7 +311,7 @@ impl App {
             }
         }
         let folder = canonical_dir(path)?;
-        if let Some(reason) = watch::refusal(&folder) {
+        if let Some(reason) = watch::refusal(&folder, "watching") {
             return Err(AppError::InvalidInput(reason));
         }
         let text = folder.display().to_string();
@@ -367,8 +365,8 @@ impl App {
             };
             // The whole disk or a kernel tree is no one's documents (and walking it would hold the
             // request): refused here as it is for a watched folder.
-            if let Some(reason) = watch::refusal(&canonical) {
-                return Err(AppError::InvalidInput(reason.replace("watching", "indexing")));
+            if let Some(reason) = watch::refusal(&canonical, "indexing") {
+                return Err(AppError::InvalidInput(reason));
             }
             resolved.push(canonical);
         }

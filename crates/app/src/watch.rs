@@ -28,14 +28,16 @@ use crate::Job;
 /// Folders that are never watched: the root and the kernel's virtual trees.
 pub const REFUSED_FOLDERS: [&str; 4] = ["/", "/proc", "/sys", "/dev"];
 
-/// Why `folder` (canonical) may not be watched, if it may not.
-pub fn refusal(folder: &Path) -> Option<String> {
+/// Why `folder` (canonical) may not be watched or indexed (`doing`: "watching", "indexing"), if it
+/// may not.
+pub fn refusal(folder: &Path, doing: &str) -> Option<String> {
     if folder == Path::new("/") {
-        return Some("watching the whole file system (/) is refused: choose the folders that hold your documents".into());
+        return Some(format!("{doing} the whole file system (/) is refused: choose the folders that hold your documents"));
     }
-    REFUSED_FOLDERS[1..].iter().find(|system| folder.starts_with(system)).map(|system| {
-        format!("{} is inside {system}, a system tree of the kernel, not documents: watching it is refused", folder.display())
-    })
+    REFUSED_FOLDERS[1..]
+        .iter()
+        .find(|system| folder.starts_with(system))
+        .map(|system| format!("{} is inside {system}, a system tree of the kernel, not documents: {doing} it is refused", folder.display()))
 }
 
 enum Command {
@@ -96,7 +98,7 @@ impl FolderWatcher {
 
     /// Starts watching `folder` (canonical); waits for the registration's answer, holding nothing.
     pub fn watch(&self, folder: &Path) -> Result<(), String> {
-        if let Some(reason) = refusal(folder) {
+        if let Some(reason) = refusal(folder, "watching") {
             return Err(reason);
         }
         let (reply, answer) = crossbeam_channel::bounded(1);
@@ -111,8 +113,7 @@ impl FolderWatcher {
 
 /// Hidden files and partial downloads (`.name.part`, `~$lock`) are never indexed.
 fn interesting(path: &Path) -> bool {
-    let hidden = path.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.'));
-    !hidden && (path.is_dir() || file_kind(path).is_some())
+    !path.file_name().is_some_and(warpfold_index::files::hidden) && (path.is_dir() || file_kind(path).is_some())
 }
 
 /// The jobs for one debounced batch of events, in order.
@@ -172,10 +173,10 @@ mod tests {
     #[test]
     fn system_trees_are_refused_and_document_folders_are_not() {
         for folder in ["/", "/proc", "/proc/self", "/sys/class", "/dev", "/dev/shm"] {
-            assert!(refusal(Path::new(folder)).is_some(), "{folder} must be refused");
+            assert!(refusal(Path::new(folder), "watching").is_some(), "{folder} must be refused");
         }
         for folder in ["/home/me/Documents", "/devices-of-mine", "/tmp/sysadmin"] {
-            assert!(refusal(Path::new(folder)).is_none(), "{folder} is a fine folder");
+            assert!(refusal(Path::new(folder), "watching").is_none(), "{folder} is a fine folder");
         }
     }
 }

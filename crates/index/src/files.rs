@@ -97,6 +97,11 @@ fn not_utf8(path: &Path) -> Refusal {
     }
 }
 
+/// Is an entry of this name hidden (a dot file or folder)? A walk skips it, and so does the watcher.
+pub fn hidden(name: &std::ffi::OsStr) -> bool {
+    name.as_encoded_bytes().first() == Some(&b'.')
+}
+
 /// Every file under `paths` that warpfold reads: folders recursively (hidden entries skipped,
 /// symbolic links followed only where their real path stays inside the folder being walked), plus
 /// files named directly whatever their extension (a named link is followed: the user chose it).
@@ -180,8 +185,7 @@ fn walk(dir: &Path, boundary: &[PathBuf], out: &mut Collected) {
                 return;
             }
         };
-        let name = entry.file_name();
-        if name.as_encoded_bytes().first() == Some(&b'.') {
+        if hidden(&entry.file_name()) {
             continue;
         }
         let path = entry.path();
