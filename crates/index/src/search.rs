@@ -207,7 +207,9 @@ pub fn snippet(chunk: &str, query: &str) -> (String, usize) {
     // Start a little before the first hit, at a word start.
     let mut start = floor_boundary(chunk, anchor.saturating_sub(40));
     if start > 0 {
-        start = chunk[start..anchor].find(char::is_whitespace).map(|w| start + w + 1).unwrap_or(anchor);
+        // Past the whole whitespace character: U+00A0, U+202F or U+3000 are two or three bytes.
+        start =
+            chunk[start..anchor].char_indices().find(|(_, c)| c.is_whitespace()).map(|(w, c)| start + w + c.len_utf8()).unwrap_or(anchor);
     }
     let mut end = floor_boundary(chunk, (start + SNIPPET_CHARS).min(chunk.len()));
     if end < chunk.len() {
@@ -415,5 +417,65 @@ mod tests {
         assert_eq!(&text[at..at + 6], "Picked", "the window with the most distinct words (picked, tomatoes, ripen) wins");
         let (plain, at) = snippet("short text", "nothing matches");
         assert_eq!((plain.as_str(), at), ("short text", 0));
+    }
+
+    #[test]
+    fn a_snippet_starts_after_a_multi_byte_space() {
+        // French typography: a no-break space before ':' and a narrow one inside numbers. The
+        // snippet's start was moved one byte past the space, inside its two or three bytes.
+        let letter = format!(
+            "{}Les charges locatives\u{a0}: 312,40\u{a0}€ par mois, révisées selon l'indice de référence des loyers\u{a0}; 1\u{202f}250\u{a0}€.",
+            "Madame, Monsieur, veuillez trouver ci-joint le décompte annuel.\u{a0}".repeat(3)
+        );
+        for query in ["charges locatives", "indice de référence", "loyers", "décompte"] {
+            let (text, at) = snippet(&letter, query);
+            assert!(letter.is_char_boundary(at));
+            assert!(!text.contains('\u{a0}'), "spaces inside a snippet are plain: {text}");
+        }
+        let (text, _) = snippet(&letter, "charges locatives");
+        assert!(text.starts_with('…') && text.contains("charges locatives : 312,40 € par mois"), "{text}");
+        for space in warpfold_testkit::SPACES {
+            let chunk = format!("{}{space}héron{space}violet", "mot ".repeat(20));
+            assert!(snippet(&chunk, "violet").0.contains("violet"), "after {space:?}");
+        }
+    }
+
+    /// The byte range of the alphanumeric run starting at `at`.
+    fn word_at(text: &str, at: usize) -> &str {
+        let end = text[at..].char_indices().find(|(_, c)| !c.is_alphanumeric()).map_or(text.len(), |(i, _)| at + i);
+        &text[at..end]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(warpfold_testkit::cases(10_000))]
+
+        /// On text of every script: never a panic, the anchor on a character boundary at a query
+        /// word when the chunk holds one, and the snippet made of the chunk's own words around it.
+        #[test]
+        fn snippets_cut_text_of_every_script_at_character_boundaries(
+            chunk in warpfold_testkit::text(120),
+            query in warpfold_testkit::query(),
+        ) {
+            let (text, anchor) = snippet(&chunk, &query);
+            proptest::prop_assert!(anchor <= chunk.len() && chunk.is_char_boundary(anchor));
+            let wanted: Vec<String> = query
+                .split(|c: char| !c.is_alphanumeric())
+                .map(str::to_lowercase)
+                .filter(|w| w.chars().count() > 2 && !is_stopword(w))
+                .collect();
+            let words: Vec<String> = chunk.split(|c: char| !c.is_alphanumeric()).map(str::to_lowercase).collect();
+            if words.iter().any(|w| wanted.iter().any(|q| same_stem(q, w))) {
+                let at = word_at(&chunk, anchor).to_lowercase();
+                proptest::prop_assert!(wanted.iter().any(|q| same_stem(q, &at)), "anchor {anchor} at {at:?}");
+                if at.len() <= 60 {
+                    proptest::prop_assert!(text.contains(word_at(&chunk, anchor)), "{text:?} lacks the anchor's word");
+                }
+            }
+            let inner = text.strip_prefix('…').unwrap_or(&text);
+            let inner = inner.strip_suffix('…').unwrap_or(inner);
+            for word in inner.split(' ') {
+                proptest::prop_assert!(chunk.contains(word), "{word:?} is not the chunk's");
+            }
+        }
     }
 }
