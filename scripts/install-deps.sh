@@ -9,7 +9,9 @@
 #   (the desktop window's screenshot);
 # - OCR of scanned pages and images: Tesseract with its English data (loaded at run time; other
 #   languages are tesseract-ocr-LANG), Poppler's pdftoppm to render pages that are not one scanned
-#   image, and the DejaVu fonts the OCR tests typeset their scans in.
+#   image, and the DejaVu fonts the OCR tests typeset their scans in;
+# - fonts for the test documents in every script, embedded in the generated PDFs: Droid Sans
+#   Fallback (Han, Kana), Lohit Devanagari and Baekmuk (Hangul).
 set -euo pipefail
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
@@ -21,7 +23,7 @@ python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
 for pkg in libwebkit2gtk-4.1-dev libgtk-3-dev librsvg2-dev libxdo-dev chromium xvfb x11-utils xdotool imagemagick \
-  tesseract-ocr tesseract-ocr-eng poppler-utils fonts-dejavu-core; do
+  tesseract-ocr tesseract-ocr-eng poppler-utils fonts-dejavu-core fonts-droid-fallback fonts-lohit-deva fonts-baekmuk; do
   have_pkg "$pkg" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

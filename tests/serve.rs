@@ -13,9 +13,9 @@ use serde_json::Value;
 use crate::common::{cosine, load, minilm_dir, warpfold};
 
 /// The server, killed when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    addr: String,
+    pub(crate) addr: String,
 }
 
 impl Drop for Server {
@@ -25,7 +25,7 @@ impl Drop for Server {
     }
 }
 
-fn start(extra: &[&str]) -> Server {
+pub(crate) fn start(extra: &[&str]) -> Server {
     let mut command = warpfold();
     command.args(["serve", "--addr", "127.0.0.1:0", "--token", "s3cret"]).args(extra);
     launch(command, 1).0
@@ -50,7 +50,7 @@ fn launch(mut command: Command, lines: usize) -> (Server, Vec<String>) {
 }
 
 /// One HTTP/1.1 request; (status, body).
-fn request(addr: &str, method: &str, path: &str, token: Option<&str>, body: Option<&str>) -> (u16, String) {
+pub(crate) fn request(addr: &str, method: &str, path: &str, token: Option<&str>, body: Option<&str>) -> (u16, String) {
     let mut stream = TcpStream::connect(addr).unwrap();
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     if let Some(t) = token {

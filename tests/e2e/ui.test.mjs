@@ -116,6 +116,15 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
   mkdirSync(notes);
   for (const f of readdirSync(join(samples, "notes"))) copyFileSync(join(samples, "notes", f), join(notes, f));
   writeLibrary(notes, Number(process.env.E2E_LIBRARY ?? 24));
+  // text outside English, typed as people type it: French with no-break spaces before : ; ? and a
+  // narrow one inside numbers, Japanese with no spaces at all, and characters outside the BMP
+  // (two UTF-16 units each in the page) before the words the UI must mark
+  writeFileSync(
+    join(notes, "lettre.txt"),
+    "𝒳 Objet\u00a0: régularisation 👩\u200d👩\u200d👧\n\nMadame, Monsieur,\n\nLes charges locatives\u00a0: 312,40\u00a0€ par mois\u00a0; " +
+      "elles sont révisées selon l'indice de référence des loyers (1\u202f250 points).\n",
+  );
+  writeFileSync(join(notes, "tokyo.txt"), "𝒳 人口の報告 👍🏽\n\n東京都の人口は、約千四百万人です。交通網は世界で最も発達しています。\n");
   const notesFiles = readdirSync(notes);
 
   const port = await freePort();
@@ -303,6 +312,25 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       await page.getByTestId("folder-input").fill("");
       await page.waitForTimeout(600);
       await shot(page, "overview", true);
+    });
+
+    await t.test("a French and a Japanese question find their letter and mark its words", async () => {
+      const ask = async (question, file, words) => {
+        await page.getByTestId("search-input").fill(question);
+        await page.getByTestId("search-input").press("Enter");
+        const first = page.locator(`[data-testid=search-hit][data-path$="/library/${file}"]`).first();
+        await first.waitFor();
+        assert.match(await page.getByTestId("search-hit").first().getAttribute("data-path"), new RegExp(`/${file}$`));
+        const marked = (await first.locator("mark").allTextContents()).map((m) => m.toLowerCase());
+        for (const w of words) assert.ok(marked.includes(w), `${question}: "${w}" not marked in ${JSON.stringify(marked)}`);
+        const text = await first.locator(".hit-text").textContent();
+        for (const m of marked) assert.ok(text.toLowerCase().includes(m), `mark "${m}" is text of the snippet`);
+      };
+      await ask("Quel est le montant des charges locatives\u00a0?", "lettre.txt", ["charges", "locatives"]);
+      await ask("東京都の人口は？", "tokyo.txt", ["東京都の人口は"]);
+      await shot(page, "search-unicode");
+      await page.getByTestId("search-input").fill("");
+      await page.getByTestId("search-input").press("Enter");
     });
 
     await t.test("light colour scheme", async () => {

@@ -103,8 +103,9 @@ fn numbered(name: &str, n: u32) -> String {
         return name.to_string();
     }
     let (stem, suffix) = match name.rsplit_once('.') {
-        Some((stem, ext)) => (stem, format!(" ({n}).{ext}")),
-        None => (name, format!(" ({n})")),
+        // An extension too long to keep beside a number is kept in the stem, which is cut.
+        Some((stem, ext)) if ext.len() + 16 < MAX_NAME_BYTES => (stem, format!(" ({n}).{ext}")),
+        _ => (name, format!(" ({n})")),
     };
     let mut keep = stem.len().min(MAX_NAME_BYTES.saturating_sub(suffix.len()));
     while !stem.is_char_boundary(keep) {
@@ -238,5 +239,36 @@ mod tests {
         let long = format!("{}.pdf", "é".repeat(125)); // 254 bytes
         let renamed = numbered(&long, 3);
         assert!(renamed.len() <= MAX_NAME_BYTES && renamed.ends_with("é (3).pdf"), "{renamed}");
+        // An extension of 250 bytes: the number goes after it, and the name stays within the limit.
+        let long_extension = format!("a.{}", "x".repeat(250));
+        assert!(check_name(&long_extension).is_ok());
+        let renamed = numbered(&long_extension, 2);
+        assert!(renamed.len() <= MAX_NAME_BYTES && renamed.ends_with(" (2)"), "{} bytes", renamed.len());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(warpfold_testkit::cases(10_000))]
+
+        /// Any name an upload may take keeps, numbered, within the file system's limit, at a
+        /// character boundary, with its number, and its extension when it had a short one.
+        #[test]
+        fn a_numbered_name_in_any_script_stays_within_the_limit(
+            stem in warpfold_testkit::text(90),
+            extension in proptest::sample::select(&["", ".pdf", ".docx", ".日本語", ".tar.gz"][..]),
+            n in 2u32..10_000,
+        ) {
+            let name = format!("{stem}{extension}");
+            if check_name(&name).is_ok() {
+                let renamed = numbered(&name, n);
+                proptest::prop_assert!(renamed.len() <= MAX_NAME_BYTES, "{} bytes", renamed.len());
+                let number = format!(" ({n})");
+                proptest::prop_assert!(renamed.contains(&number));
+                if let Some((_, ext)) = name.rsplit_once('.').filter(|(_, ext)| ext.len() + 16 < MAX_NAME_BYTES) {
+                    let ending = format!("{number}.{ext}");
+                    proptest::prop_assert!(renamed.ends_with(&ending), "{renamed:?}");
+                }
+                proptest::prop_assert!(check_name(&renamed).is_ok(), "{renamed:?}");
+            }
+        }
     }
 }

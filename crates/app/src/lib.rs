@@ -24,6 +24,7 @@ pub mod queue;
 pub mod runtime;
 mod sampler;
 pub mod summaries;
+pub mod text;
 pub mod watch;
 
 use std::collections::{HashSet, VecDeque};
@@ -416,14 +417,25 @@ impl App {
         if query.trim().is_empty() {
             return Err(AppError::InvalidInput("empty query".into()));
         }
-        let searcher = self.inner.searcher.lock();
-        let Some(searcher) = searcher.as_ref() else { return Ok(Vec::new()) };
-        let embedder = &self.inner.embedder;
-        searcher
-            .search(query, k.clamp(1, 100), |q| {
-                embedder.embed_texts(Lane::Interactive, &[q]).pop().expect("one answer").map_err(|e| e.to_string())
-            })
-            .map_err(|e| AppError::InvalidInput(e.to_string()))
+        // A defect in ranking or snippet code costs this request, not the server or the window: the
+        // panic becomes an error for this query, logged by its length and scripts (not its text,
+        // which may be private).
+        let run = std::panic::AssertUnwindSafe(|| {
+            let searcher = self.inner.searcher.lock();
+            let Some(searcher) = searcher.as_ref() else { return Ok(Vec::new()) };
+            let embedder = &self.inner.embedder;
+            searcher
+                .search(query, k.clamp(1, 100), |q| {
+                    embedder.embed_texts(Lane::Interactive, &[q]).pop().expect("one answer").map_err(|e| e.to_string())
+                })
+                .map_err(|e| AppError::InvalidInput(e.to_string()))
+        });
+        std::panic::catch_unwind(run).unwrap_or_else(|_| {
+            tracing::error!("search failed on an internal error (a panic) for a query of {}", text::profile(query));
+            Err(AppError::Internal(
+                "the search failed on an internal error; it was logged (the query's length and scripts, not its text)".into(),
+            ))
+        })
     }
 
     /// Summarizes indexed documents (in the background: `summary` events follow, and the summary

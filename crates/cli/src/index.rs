@@ -9,6 +9,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
+use warpfold_app::text::for_terminal as shown;
 use warpfold_engine::Lane;
 use warpfold_index::extract::Isolation;
 use warpfold_index::merge::{merge_indexes, MergeOptions};
@@ -116,12 +117,16 @@ fn isolation(args: &IndexArgs) -> Result<Isolation> {
 }
 
 /// A path as the user would like to read it: relative to the current folder when it is inside it.
+/// A document's path for the terminal: relative to the current folder when inside it, control
+/// characters escaped (a file name may hold anything but `/` and NUL).
 fn display_path(path: &str) -> String {
     let cwd = std::env::current_dir().ok();
-    cwd.as_deref()
+    let path = cwd
+        .as_deref()
         .and_then(|cwd| Path::new(path).strip_prefix(cwd).ok())
         .map(|p| p.display().to_string())
-        .unwrap_or_else(|| path.to_string())
+        .unwrap_or_else(|| path.to_string());
+    shown(&path).into_owned()
 }
 
 pub fn run_index(global: &GlobalOptions, args: &IndexArgs) -> Result<ExitCode> {
@@ -260,19 +265,19 @@ fn print_report(r: &IndexReport, db: &Path) {
     if !r.failures.is_empty() {
         println!("not indexed:");
         for f in &r.failures {
-            println!("  {}  [{}] {}", display_path(&f.path), f.status, f.error);
+            println!("  {}  [{}] {}", display_path(&f.path), f.status, shown(&f.error));
         }
     }
     if !r.warnings.is_empty() {
         println!("indexed with warnings:");
         for w in &r.warnings {
-            println!("  {}  {}", display_path(&w.path), w.error);
+            println!("  {}  {}", display_path(&w.path), shown(&w.error));
         }
     }
     if !r.skipped.is_empty() {
         println!("skipped:");
         for s in &r.skipped {
-            println!("  {}  {}", display_path(&s.path), s.error);
+            println!("  {}  {}", display_path(&s.path), shown(&s.error));
         }
     }
     for p in &r.pruned {
@@ -338,7 +343,7 @@ fn print_hits(hits: &[Hit]) {
     for (i, hit) in hits.iter().enumerate() {
         let ocr = if hit.ocr { " (OCR)" } else { "" };
         println!("{}. {}  page {}{ocr}  score {:.4}", i + 1, display_path(&hit.path), hit.page, hit.score);
-        println!("   {}", hit.text);
+        println!("   {}", shown(&hit.text));
     }
 }
 

@@ -289,16 +289,17 @@ pub fn run(global: &GlobalOptions, args: &SummarizeArgs) -> Result<ExitCode> {
         if args.json {
             writeln!(out, "{}", serde_json::to_string(&line)?)?;
         } else {
-            writeln!(out, "== {}", line.path)?;
+            writeln!(out, "== {}", warpfold_app::text::for_terminal(line.path))?;
             match (line.summary, line.error) {
                 (Some(s), _) => writeln!(
                     out,
-                    "{s}\n   ({} tokens in, {} out{})\n",
+                    "{}\n   ({} tokens in, {} out{})\n",
+                    s.lines().map(warpfold_app::text::for_terminal).collect::<Vec<_>>().join("\n"),
                     line.tokens_in,
                     line.tokens_out,
                     if line.cached { ", from the index".to_string() } else { format!(", ready at {:.1} s", line.seconds) }
                 )?,
-                (None, Some(e)) => writeln!(out, "not summarized: {e}\n")?,
+                (None, Some(e)) => writeln!(out, "not summarized: {}\n", warpfold_app::text::for_terminal(e))?,
                 (None, None) => {}
             }
         }

@@ -69,7 +69,7 @@ fn main() {
             std::fs::create_dir_all(&setting).expect("--write directory");
             std::fs::write(setting.join("dpi"), format!("{dpi}\n")).unwrap();
             for (i, truth) in truths.iter().enumerate() {
-                let (image, _) = pdf_page_image(&doc, &path, i as u32 + 1, doc.get_pages()[&(i as u32 + 1)]).expect("page image");
+                let (image, _) = pdf_page_image(&doc, &pdf, i as u32 + 1, doc.get_pages()[&(i as u32 + 1)]).expect("page image");
                 scangen::save_image(&image, &setting.join(format!("page-{i}.png"))).expect("page png");
                 std::fs::write(setting.join(format!("page-{i}.txt")), truth).unwrap();
                 std::fs::write(setting.join(format!("page-{i}.planted")), &planted[i]).unwrap();
@@ -79,7 +79,7 @@ fn main() {
         let mut accuracies = Vec::new();
         let mut found = 0;
         for (i, truth) in truths.iter().enumerate() {
-            let (image, page_dpi) = pdf_page_image(&doc, &path, i as u32 + 1, doc.get_pages()[&(i as u32 + 1)]).expect("page image");
+            let (image, page_dpi) = pdf_page_image(&doc, &pdf, i as u32 + 1, doc.get_pages()[&(i as u32 + 1)]).expect("page image");
             let read = engine.read(&image, page_dpi).expect("ocr");
             accuracies.push(scangen::character_accuracy(&read.text, truth));
             let folded = read.text.split_whitespace().collect::<Vec<_>>().join(" ");

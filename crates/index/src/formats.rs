@@ -68,6 +68,12 @@ pub fn extract(format: Format, bytes: &[u8]) -> Result<Extracted, ExtractError> 
     if pages.iter().all(|p| p.trim().is_empty()) {
         return Err(ExtractError::Blank);
     }
+    let mut warnings = warnings;
+    if matches!(format, Format::Docx | Format::Odt | Format::Epub) {
+        if let Err(e) = zip::ZipArchive::new(Cursor::new(bytes)) {
+            warnings.push(format!("the zip archive's directory is damaged ({e}): its members were read from their own headers"));
+        }
+    }
     Ok(Extracted { pages, warnings, ocr_pages: Vec::new() })
 }
 
@@ -75,7 +81,26 @@ fn damaged(format: Format, why: impl std::fmt::Display) -> ExtractError {
     ExtractError::Damaged { format: format.name().into(), reason: why.to_string() }
 }
 
-type Archive<'a> = zip::ZipArchive<Cursor<&'a [u8]>>;
+/// A zip archive's members, found by its central directory, or, where the zip crate cannot read
+/// that (cut short, or a member a byte short so that every offset after it is off, as in a real
+/// LibreOffice file whose thumbnail lost a `\r`), member by member as `unzip` manages to: what a
+/// lenient reader can read is read, and only what none can is refused.
+enum Archive<'a> {
+    Central(zip::ZipArchive<Cursor<&'a [u8]>>),
+    Local(LocalMembers),
+}
+
+/// Members found by their local headers.
+struct LocalMembers {
+    /// Each member's name and its bytes, or why they could not be read (a bad checksum).
+    found: Vec<(String, Result<Vec<u8>, String>)>,
+    /// Why the central directory could not be read, when members may be missing: fewer were found
+    /// than the end record declares, or there is no end record (a file cut short).
+    missing: Option<String>,
+}
+
+/// The most members the local-header search reads (a real document has tens to a few thousand).
+const MAX_LOCAL_MEMBERS: usize = 20_000;
 
 fn open_archive(format: Format, bytes: &[u8]) -> Result<Archive<'_>, ExtractError> {
     // Word and LibreOffice save a password-protected document as an OLE compound file.
@@ -85,11 +110,133 @@ fn open_archive(format: Format, bytes: &[u8]) -> Result<Archive<'_>, ExtractErro
     if !bytes.starts_with(b"PK") {
         return Err(damaged(format, "it is not a zip archive, as the format requires"));
     }
-    zip::ZipArchive::new(Cursor::new(bytes)).map_err(|e| damaged(format, format!("the zip archive cannot be read: {e}")))
+    match zip::ZipArchive::new(Cursor::new(bytes)) {
+        Ok(archive) => Ok(Archive::Central(archive)),
+        Err(central) => match local_members(bytes, &central.to_string()) {
+            Some(members) if members.found.iter().any(|(_, m)| m.is_ok()) => Ok(Archive::Local(members)),
+            _ => Err(damaged(format, format!("the zip archive cannot be read: {central}"))),
+        },
+    }
+}
+
+/// How many members the archive's end record declares, if it has one.
+fn declared_members(bytes: &[u8]) -> Option<usize> {
+    let tail = bytes.len().saturating_sub(65_535 + 22);
+    let at = bytes[tail..].windows(4).rposition(|w| w == b"PK\x05\x06")? + tail;
+    let count = bytes.get(at + 10..at + 12)?;
+    Some(u16::from_le_bytes([count[0], count[1]]) as usize)
+}
+
+fn le16(bytes: &[u8], at: usize) -> Option<usize> {
+    bytes.get(at..at + 2).map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
+}
+
+fn le32(bytes: &[u8], at: usize) -> Option<u32> {
+    bytes.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// How far from where the directory says a member starts its local header is looked for: the
+/// damage seen in real files shifts every later member by a few bytes.
+const LOCAL_HEADER_SLACK: usize = 64;
+
+/// The members the archive can still give: each central-directory record found in the bytes (its
+/// name, method, sizes and checksum), its data found at its local header (where the record says,
+/// or a few bytes off), inflated and checked against the checksum. Where no directory record is
+/// left (a file cut short), the local headers are walked from the start instead.
+fn local_members(bytes: &[u8], central: &str) -> Option<LocalMembers> {
+    let mut found = Vec::new();
+    let mut at = 0;
+    while found.len() < MAX_LOCAL_MEMBERS {
+        let Some(next) = bytes[at..].windows(4).position(|w| w == b"PK\x01\x02") else { break };
+        let record = at + next;
+        at = record + 4;
+        let (Some(method), Some(crc), Some(size), Some(name_len), Some(offset)) = (
+            le16(bytes, record + 10),
+            le32(bytes, record + 16),
+            le32(bytes, record + 20),
+            le16(bytes, record + 28),
+            le32(bytes, record + 42),
+        ) else {
+            continue;
+        };
+        let Some(name) = bytes.get(record + 46..record + 46 + name_len).map(|n| String::from_utf8_lossy(n).into_owned()) else { continue };
+        found.push((name.clone(), member_at(bytes, &name, offset as usize, method, size as usize, crc)));
+    }
+    if found.is_empty() {
+        return walk_local_headers(bytes, central);
+    }
+    let complete = declared_members(bytes).is_some_and(|declared| found.len() >= declared);
+    Some(LocalMembers { found, missing: (!complete).then(|| central.to_string()) })
+}
+
+/// The data of the member `name` whose local header is at `offset` or a few bytes off.
+fn member_at(bytes: &[u8], name: &str, offset: usize, method: usize, size: usize, crc: u32) -> Result<Vec<u8>, String> {
+    let from = offset.saturating_sub(LOCAL_HEADER_SLACK);
+    let to = (offset + LOCAL_HEADER_SLACK).min(bytes.len());
+    let header = (from..to)
+        .filter(|&h| bytes[h..].starts_with(b"PK\x03\x04"))
+        .filter(|&h| le16(bytes, h + 26).and_then(|n| bytes.get(h + 30..h + 30 + n)) == Some(name.as_bytes()))
+        .min_by_key(|&h| h.abs_diff(offset))
+        .ok_or("its local header is not where the directory says")?;
+    let start = header + 30 + le16(bytes, header + 26).unwrap_or(0) + le16(bytes, header + 28).unwrap_or(0);
+    let data = bytes.get(start..start + size).ok_or("its data is cut short")?;
+    let mut out = Vec::new();
+    match method {
+        0 => out.extend_from_slice(data),
+        8 => {
+            flate2::read::DeflateDecoder::new(data).take(MAX_PART_BYTES + 1).read_to_end(&mut out).map_err(|e| e.to_string())?;
+        }
+        other => return Err(format!("compression method {other} is not read")),
+    }
+    if out.len() as u64 > MAX_PART_BYTES {
+        return Err(format!("it unpacks to more than {} MiB (a decompression bomb?)", MAX_PART_BYTES >> 20));
+    }
+    let mut check = flate2::Crc::new();
+    check.update(&out);
+    if check.sum() != crc {
+        return Err("its checksum does not match (damaged)".into());
+    }
+    Ok(out)
+}
+
+/// Every member whose local header is found walking from the start, in order, until one cannot
+/// be read: for an archive cut before its directory.
+fn walk_local_headers(bytes: &[u8], central: &str) -> Option<LocalMembers> {
+    let mut reader = Cursor::new(bytes);
+    let mut found = Vec::new();
+    while found.len() < MAX_LOCAL_MEMBERS {
+        let Ok(Some(file)) = zip::read::read_zipfile_from_stream(&mut reader) else { break };
+        let Ok(name) = file.name().map(|n| n.into_owned()) else { break };
+        let mut out = Vec::new();
+        let read = file.take(MAX_PART_BYTES + 1).read_to_end(&mut out).map_err(|e| e.to_string());
+        if out.len() as u64 > MAX_PART_BYTES {
+            return None;
+        }
+        let failed = read.is_err();
+        found.push((name, read.map(|_| out)));
+        if failed {
+            break;
+        }
+    }
+    Some(LocalMembers { found, missing: Some(central.to_string()) })
 }
 
 /// One archive member as bytes, or None when the archive has no such member.
 fn member(format: Format, archive: &mut Archive<'_>, name: &str) -> Result<Option<Vec<u8>>, ExtractError> {
+    let archive = match archive {
+        Archive::Central(archive) => archive,
+        Archive::Local(members) => {
+            return match (members.found.iter().find(|(n, _)| n == name), &members.missing) {
+                (Some((_, Ok(bytes))), _) => Ok(Some(bytes.clone())),
+                (Some((_, Err(e))), _) => Err(damaged(format, format!("{name}: {e}"))),
+                (None, None) => Ok(None),
+                (None, Some(central)) => Err(damaged(
+                    format,
+                    format!("the zip archive cannot be read: {central}; {name} is not among the members that could be found"),
+                )),
+            };
+        }
+    };
     let file = match archive.by_name(name) {
         Ok(f) => f,
         Err(zip::result::ZipError::FileNotFound) => return Ok(None),
@@ -810,11 +957,66 @@ Second page: \{braces\} and a backslash \\.\par}";
         assert_eq!(e.pages, vec!["Before the picture.\nAfter the picture.".to_string()]);
     }
 
+    /// A LibreOffice document whose zip directory is cut short (here by its last byte, so the end
+    /// record is not found) is read from its members' own headers, as `unzip` and Python's
+    /// zipfile read it, and says its directory is damaged. Before: refused as damaged.
+    #[test]
+    fn a_document_whose_zip_directory_is_damaged_is_read_from_its_local_headers() {
+        let mut short = odt_bytes();
+        short.pop();
+        assert!(zip::ZipArchive::new(Cursor::new(short.as_slice())).is_err(), "the directory really is unreadable");
+        let e = extract(Format::Odt, &short).unwrap();
+        assert_eq!(e.pages, extract(Format::Odt, &odt_bytes()).unwrap().pages);
+        assert!(e.warnings[0].starts_with("the zip archive's directory is damaged"), "{:?}", e.warnings);
+        // The directory's size one byte short (its members still whole).
+        let mut off = odt_bytes();
+        let end = off.len() - 22;
+        let size = u32::from_le_bytes(off[end + 12..end + 16].try_into().unwrap());
+        off[end + 12..end + 16].copy_from_slice(&(size - 1).to_le_bytes());
+        assert_eq!(extract(Format::Odt, &off).unwrap().pages, extract(Format::Odt, &odt_bytes()).unwrap().pages);
+        // The end record's last ten bytes cut: its member count is still there, so an optional
+        // member (footnotes) that is not found is known to be absent.
+        let mut docx = docx_bytes();
+        docx.truncate(docx.len() - 10);
+        assert!(extract(Format::Docx, &docx).unwrap().pages[0].contains("Bridge report"));
+        // A member a byte short (a real LibreOffice file's thumbnail lost a `\r`): every offset
+        // after it is one off; the members after it are found by their headers, and the short one
+        // alone is lost (the same damage as tests/data/real/files/tagged.odt).
+        let content = "<office:document-content xmlns:office=\"o\" xmlns:text=\"t\"><office:body><office:text>\
+                       <text:p>After the damaged thumbnail.</text:p></office:text></office:body></office:document-content>";
+        let mut whole = Cursor::new(Vec::new());
+        {
+            use std::io::Write;
+            let mut zip = zip::ZipWriter::new(&mut whole);
+            let stored = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+            for (name, data) in [
+                ("mimetype", b"application/vnd.oasis.opendocument.text".as_slice()),
+                ("Thumbnails/thumbnail.png", b"\x89PNG\r\n\x1a\nsome picture bytes".as_slice()),
+                ("content.xml", content.as_bytes()),
+            ] {
+                zip.start_file(name, stored).unwrap();
+                zip.write_all(data).unwrap();
+            }
+            zip.finish().unwrap();
+        }
+        let whole = whole.into_inner();
+        let cr = whole.windows(3).position(|w| w == b"G\r\n").unwrap() + 1;
+        let mut short = whole.clone();
+        short.remove(cr);
+        assert!(zip::ZipArchive::new(Cursor::new(short.as_slice())).is_err());
+        assert_eq!(extract(Format::Odt, &short).unwrap().pages, vec!["After the damaged thumbnail.".to_string()]);
+    }
+
     #[test]
     fn a_damaged_or_foreign_file_gets_its_own_reason() {
         let reason = |f: Format, bytes: &[u8]| extract(f, bytes).unwrap_err().to_string();
         let mut cut = docx_bytes();
         cut.truncate(cut.len() / 2);
+        // Cut inside the document's own part: found by its header, and its data said to be cut.
+        assert_eq!(reason(Format::Docx, &cut), "damaged Word document: word/document.xml: incomplete deflate stream");
+        // Cut before it: not found, and the archive said to be unreadable.
+        let mut cut = docx_bytes();
+        cut.truncate(40);
         assert!(
             reason(Format::Docx, &cut).starts_with("damaged Word document: the zip archive cannot be read"),
             "{}",

@@ -133,4 +133,73 @@ mod tests {
         assert_eq!(fts_expressions("the and").unwrap().1, "\"the\" OR \"and\"", "all stopwords: keep them");
         assert_eq!(fts_expressions("  ?! "), None);
     }
+
+    /// Words whose FTS5 token is the word itself (no combining marks, no unbroken CJK run).
+    const CLEAN: &[&str] = &["charges", "locatives", "référence", "Größe", "naïve", "Ελληνικά", "квартира", "Москва", "한국어", "2,900"];
+
+    fn store_of_clean_words() -> (tempfile::TempDir, Store, Vec<i64>) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("i.db"), "m", 2).unwrap();
+        let mut ids = Vec::new();
+        for (i, word) in CLEAN.iter().enumerate() {
+            let text = format!("{word}\u{a0}: une ligne\u{202f}{i}");
+            let chunk = crate::chunk::DocumentChunk {
+                ordinal: 0,
+                text_hash: crate::chunk::text_hash(&text),
+                char_end: text.chars().count(),
+                text,
+                ids: vec![101, 102],
+                page_start: 1,
+                page_end: 1,
+                page_breaks: vec![],
+                char_start: 0,
+            };
+            let record = crate::store::DocumentRecord {
+                path: format!("/doc{i}"),
+                content_hash: format!("h{i}"),
+                size: 1,
+                mtime: 0,
+                status: "indexed",
+                error: None,
+                pages: vec![chunk.text.clone()],
+                ocr_pages: vec![],
+                chunks: vec![chunk.clone()],
+            };
+            store.commit_document(&record, &[(chunk.text_hash, vec![1.0, 0.0])]).unwrap();
+            ids.push(store.keyword_search(word, 5).unwrap()[0]);
+        }
+        (dir, store, ids)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(warpfold_testkit::cases(10_000))]
+
+        /// Any query, in any script and with FTS5's own syntax in it (quotes, NEAR, *, ^, -,
+        /// column filters), becomes expressions SQLite accepts, and a clean word in it still finds
+        /// the chunk holding it whatever surrounds it.
+        #[test]
+        fn any_query_builds_expressions_fts5_accepts_and_finds_its_words(
+            noise in warpfold_testkit::text(12),
+            syntax in proptest::sample::select(&["", "\"", "NEAR(", "*", "^", "-", "text:", "AND", "OR NOT", "(", "'"][..]),
+            clean in 0..CLEAN.len(),
+        ) {
+            thread_local! { static STORE: (tempfile::TempDir, Store, Vec<i64>) = store_of_clean_words(); }
+            STORE.with(|(_, store, ids)| {
+                // Syntax words (AND, NEAR) apart from the word; punctuation glued to it too.
+                let glue = if syntax.chars().any(char::is_alphabetic) { " " } else { "" };
+                let query = format!("{noise} {syntax}{glue}{}{glue}{syntax} {noise}", CLEAN[clean]);
+                if let Some((all, any)) = fts_expressions(&query) {
+                    for phrase in all.split(" AND ").chain(any.split(" OR ")) {
+                        proptest::prop_assert!(phrase.starts_with('"') && phrase.ends_with('"') && !phrase[1..phrase.len() - 1].contains('"'));
+                    }
+                }
+                let found = store.keyword_search(&query, CLEAN.len() + 10);
+                proptest::prop_assert!(found.is_ok(), "{query:?}: {found:?}");
+                proptest::prop_assert!(found.unwrap().contains(&ids[clean]), "{query:?} misses {}", CLEAN[clean]);
+                let phrase = store.phrase_search(&query, 10);
+                proptest::prop_assert!(phrase.is_ok(), "{query:?}: {phrase:?}");
+                Ok(())
+            })?;
+        }
+    }
 }

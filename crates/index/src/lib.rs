@@ -13,6 +13,7 @@
 //! - [`shard`], [`merge`], [`shard_search`]: one corpus split over many runs by a stable path hash, the
 //!   shard indexes merged into one, or searched together as if merged.
 //! - [`pipeline`]: the parallel, bounded, resumable run that ties them together.
+//! - [`poppler`]: Poppler's pdftoppm and pdftotext, fed the checked bytes on stdin.
 //! - [`pdfgen`]: PDFs with known content, for the tests and the bundled samples.
 //!
 //! No Tauri and no CUDA here: the desktop shell and the GPU backend plug in from outside.
@@ -28,6 +29,7 @@ pub mod ocr;
 pub mod pdfgen;
 pub mod pdfpages;
 pub mod pipeline;
+pub mod poppler;
 pub mod samples;
 pub mod scangen;
 pub mod search;

@@ -16,7 +16,6 @@
 //! than [`MAX_PIXELS`] are refused before they are decoded (decompression bombs).
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
-use std::path::Path;
 
 use image::GrayImage;
 use serde::{Deserialize, Serialize};
@@ -372,15 +371,15 @@ fn grey_from_samples(samples: &[u8], width: u32, height: u32, channels: usize) -
 /// The image of page `number` (whose object is `page_id`) of a PDF, for OCR: the page's own image
 /// when the page is one picture (what a scanner writes), else the page rendered by `pdftoppm`.
 /// Returns the image and its resolution.
-pub fn pdf_page_image(doc: &lopdf::Document, path: &Path, number: u32, page_id: lopdf::ObjectId) -> Result<(GrayImage, u32), String> {
+pub fn pdf_page_image(doc: &lopdf::Document, pdf: &[u8], number: u32, page_id: lopdf::ObjectId) -> Result<(GrayImage, u32), String> {
     let width_points = page_width_points(doc, page_id).unwrap_or(612.0);
     match embedded_scan(doc, page_id) {
         Ok(Some(image)) => {
             let dpi = (image.width() as f32 * 72.0 / width_points.max(1.0)).round() as u32;
             Ok((image, dpi.clamp(70, 2400)))
         }
-        Ok(None) => render_page(path, number, width_points),
-        Err(reason) => render_page(path, number, width_points).map_err(|render| format!("{reason}; {render}")),
+        Ok(None) => render_page(pdf, number, width_points),
+        Err(reason) => render_page(pdf, number, width_points).map_err(|render| format!("{reason}; {render}")),
     }
 }
 
@@ -539,31 +538,19 @@ fn raw_samples(samples: &[u8], width: u32, height: u32, bits: i64, channels: usi
     }
 }
 
-/// Poppler's page renderer, when installed (Debian: poppler-utils).
-fn pdftoppm() -> Option<&'static Path> {
-    ["/usr/bin/pdftoppm", "/usr/local/bin/pdftoppm", "/opt/homebrew/bin/pdftoppm"].into_iter().map(Path::new).find(|p| p.is_file())
-}
-
-/// Renders page `number` of the PDF at `path` in grey at up to 300 dpi (less for pages so large
-/// that 300 dpi would pass [`MAX_PIXELS`]).
-fn render_page(path: &Path, number: u32, width_points: f32) -> Result<(GrayImage, u32), String> {
-    let Some(program) = pdftoppm() else {
+/// Renders page `number` of `pdf` in grey at up to 300 dpi (less for pages so large that 300 dpi
+/// would pass [`MAX_PIXELS`]), with Poppler's `pdftoppm` fed the document's bytes (crate::poppler).
+fn render_page(pdf: &[u8], number: u32, width_points: f32) -> Result<(GrayImage, u32), String> {
+    if crate::poppler::program("pdftoppm").is_none() {
         return Err("the page is not one scanned image, and rendering it needs Poppler (Debian: apt install poppler-utils)".into());
-    };
+    }
     let inches = (width_points / 72.0).max(1.0);
     let dpi = (MAX_SIDE as f32 / 2.0 / inches).min(DEFAULT_DPI as f32).max(36.0) as u32;
-    let output = std::process::Command::new(program)
-        .args(["-gray", "-r", &dpi.to_string(), "-f", &number.to_string(), "-l", &number.to_string(), "-singlefile"])
-        .arg(path)
-        .arg("-")
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .map_err(|e| format!("pdftoppm: {e}"))?;
-    if !output.status.success() {
-        return Err(format!("pdftoppm could not render page {number} ({})", output.status));
-    }
-    let image = decode_pgm(&output.stdout).ok_or("pdftoppm's page image could not be read")?;
+    let (dpi_text, page) = (dpi.to_string(), number.to_string());
+    // The input is `-` (stdin) and no output root is given: that is what writes to stdout.
+    let args = ["-gray", "-r", &dpi_text, "-f", &page, "-l", &page, "-singlefile", "-"];
+    let output = crate::poppler::run("pdftoppm", &args, pdf).map_err(|e| format!("could not render page {number}: {e}"))?;
+    let image = decode_pgm(&output).ok_or("pdftoppm's page image could not be read")?;
     Ok((image, dpi))
 }
 
@@ -667,7 +654,7 @@ mod tests {
         let pdf = scangen::scanned_pdf(&[clean], 300, Encoding::Flate);
         let doc = lopdf::Document::load_mem(&pdf).unwrap();
         let first = |doc: &lopdf::Document| doc.get_pages()[&1];
-        let (image, dpi) = pdf_page_image(&doc, Path::new("unused.pdf"), 1, first(&doc)).unwrap();
+        let (image, dpi) = pdf_page_image(&doc, b"unused", 1, first(&doc)).unwrap();
         assert_eq!((image.dimensions(), dpi), ((2550, 3300), 300));
         let read = engine.read(&image, dpi).unwrap();
         let accuracy = scangen::character_accuracy(&read.text, &truth);
@@ -676,11 +663,37 @@ mod tests {
         let pdf = scangen::scanned_pdf(&[noisy], 150, Encoding::Jpeg { quality: 80 });
         let doc = lopdf::Document::load_mem(&pdf).unwrap();
         assert!(page_has_image(&doc, first(&doc)));
-        let (image, dpi) = pdf_page_image(&doc, Path::new("unused.pdf"), 1, first(&doc)).unwrap();
+        let (image, dpi) = pdf_page_image(&doc, b"unused", 1, first(&doc)).unwrap();
         let read = engine.read(&image, dpi).unwrap();
         let folded = read.text.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(folded.contains(planted[1]), "{folded}");
         let typed = lopdf::Document::load_mem(&crate::scangen::text_then_scans_pdf("typed", &[], 300, Encoding::Flate)).unwrap();
         assert!(!page_has_image(&typed, first(&typed)));
+    }
+
+    /// A page of text drawn as outlines (no font, no image) is rendered by the real `pdftoppm`,
+    /// fed on stdin, and read. Before, `pdftoppm FILE -` wrote `./-.pgm` into the current folder
+    /// and every such page failed with "pdftoppm's page image could not be read".
+    #[test]
+    fn a_vector_only_page_is_rendered_by_pdftoppm_and_read() {
+        use crate::scangen;
+        std::env::set_var("OMP_THREAD_LIMIT", "1");
+        assert!(crate::poppler::program("pdftoppm").is_some(), "Poppler's pdftoppm (install-deps.sh installs it)");
+        let font = scangen::load_font().expect("a font (fonts-dejavu-core)");
+        let lines = ["The pelican survey counted 4812 birds", "along the Danube delta in April."];
+        let pdf = scangen::vector_text_pdf(&font, &lines, 16.0);
+        let doc = lopdf::Document::load_mem(&pdf).unwrap();
+        let id = doc.get_pages()[&1];
+        assert!(!page_has_image(&doc, id), "outlines, not a picture");
+        let before: Vec<_> = std::fs::read_dir(".").unwrap().map(|e| e.unwrap().file_name()).collect();
+        let (image, dpi) = pdf_page_image(&doc, &pdf, 1, id).unwrap();
+        let after: Vec<_> = std::fs::read_dir(".").unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(before, after, "nothing written into the current folder");
+        assert_eq!((image.width(), dpi), (2550, 300));
+        let mut engine = Tesseract::new("eng").expect("Tesseract with English (install-deps.sh installs it)");
+        let read = engine.read(&image, dpi).unwrap();
+        let folded = read.text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(folded.contains("pelican survey counted 4812 birds") && folded.contains("Danube delta"), "{folded}");
+        assert!(pdf_page_image(&doc, b"%PDF-1.4 not really", 1, id).is_err(), "a failed render is an error");
     }
 }

@@ -515,6 +515,98 @@ pub fn planted_sentence(document: usize, page: usize) -> String {
     )
 }
 
+/// A PDF whose text is set in TrueType fonts embedded whole (Type0, Identity-H, a ToUnicode map of
+/// every glyph used), as word processors write documents in any script: `fonts` are font files,
+/// `pages` lines of (font index, text) in 12-point type. Glyphs come one per character, unshaped
+/// (Arabic and Devanagari show their isolated forms): enough for text extraction, which reads the
+/// characters back through the ToUnicode map.
+pub fn embedded_font_pdf(fonts: &[&[u8]], pages: &[Vec<(usize, String)>]) -> Result<Vec<u8>, String> {
+    use ab_glyph::Font as _;
+    let parsed: Vec<ab_glyph::FontRef<'_>> =
+        fonts.iter().map(|f| ab_glyph::FontRef::try_from_slice(f).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
+    let mut objects: Vec<Vec<u8>> = vec![Vec::new(), Vec::new()];
+    let mut add = |body: Vec<u8>| {
+        objects.push(body);
+        objects.len()
+    };
+    // Each font's glyphs in use: glyph id -> the character it stands for.
+    let mut used: Vec<std::collections::BTreeMap<u16, char>> = vec![Default::default(); fonts.len()];
+    let mut contents = Vec::new();
+    for page in pages {
+        let mut ops = String::new();
+        for (row, (font, text)) in page.iter().enumerate() {
+            let face = parsed.get(*font).ok_or_else(|| format!("no font {font}"))?;
+            let mut hex = String::new();
+            for c in text.chars() {
+                let id = face.glyph_id(c).0;
+                if id == 0 {
+                    return Err(format!("font {font} has no glyph for {c:?}"));
+                }
+                used[*font].entry(id).or_insert(c);
+                write!(hex, "{id:04X}").unwrap();
+            }
+            let y = 720.0 - 18.0 * row as f32;
+            writeln!(ops, "BT /F{font} 12 Tf 72 {y:.1} Td <{hex}> Tj ET").unwrap();
+        }
+        contents.push(ops);
+    }
+    let mut font_refs = String::new();
+    for (i, (file, face)) in fonts.iter().zip(&parsed).enumerate() {
+        let units = face.units_per_em().unwrap_or(1000.0);
+        let per_mille = |v: f32| (v * 1000.0 / units).round() as i32;
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        z.write_all(file).map_err(|e| e.to_string())?;
+        let compressed = z.finish().map_err(|e| e.to_string())?;
+        let file_id = add(raw_stream(&format!(" /Length1 {} /Filter /FlateDecode", file.len()), &compressed));
+        let (ascent, descent) = (per_mille(face.ascent_unscaled()), per_mille(face.descent_unscaled()));
+        let descriptor = add(format!(
+            "<< /Type /FontDescriptor /FontName /Embedded{i} /Flags 32 /FontBBox [-1000 {descent} 2000 {ascent}] /ItalicAngle 0 \
+                 /Ascent {ascent} /Descent {descent} /CapHeight {ascent} /StemV 80 /FontFile2 {file_id} 0 R >>"
+        )
+        .into_bytes());
+        let widths: String =
+            used[i].keys().map(|&id| format!("{id} [{}] ", per_mille(face.h_advance_unscaled(ab_glyph::GlyphId(id))))).collect();
+        let cid_font = add(format!(
+            "<< /Type /Font /Subtype /CIDFontType2 /BaseFont /Embedded{i} /CIDSystemInfo << /Registry (Adobe) /Ordering (Identity) \
+                 /Supplement 0 >> /FontDescriptor {descriptor} 0 R /CIDToGIDMap /Identity /W [{widths}] >>"
+        )
+        .into_bytes());
+        let mut cmap = String::from(
+            "/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CIDSystemInfo << /Registry (Adobe) /Ordering (UCS) \
+             /Supplement 0 >> def /CMapName /Adobe-Identity-UCS def /CMapType 2 def\n1 begincodespacerange <0000> <FFFF> endcodespacerange\n",
+        );
+        let entries: Vec<(&u16, &char)> = used[i].iter().collect();
+        for block in entries.chunks(100) {
+            writeln!(cmap, "{} beginbfchar", block.len()).unwrap();
+            for (id, c) in block {
+                let utf16: String = c.encode_utf16(&mut [0; 2]).iter().map(|u| format!("{u:04X}")).collect();
+                writeln!(cmap, "<{id:04X}> <{utf16}>").unwrap();
+            }
+            cmap.push_str("endbfchar\n");
+        }
+        cmap.push_str("endcmap CMapName currentdict /CMap defineresource pop end end");
+        let to_unicode = add(raw_stream("", cmap.as_bytes()));
+        let type0 = add(format!(
+            "<< /Type /Font /Subtype /Type0 /BaseFont /Embedded{i} /Encoding /Identity-H /DescendantFonts [{cid_font} 0 R] \
+                 /ToUnicode {to_unicode} 0 R >>"
+        )
+        .into_bytes());
+        write!(font_refs, "/F{i} {type0} 0 R ").unwrap();
+    }
+    let mut kids = Vec::new();
+    for ops in &contents {
+        let content = add(raw_stream("", ops.as_bytes()));
+        kids.push(add(format!(
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {content} 0 R /Resources << /Font << {font_refs}>> >> >>"
+        )
+        .into_bytes()));
+    }
+    objects[0] = b"<< /Type /Catalog /Pages 2 0 R >>".to_vec();
+    let kids_list: String = kids.iter().map(|id| format!("{id} 0 R ")).collect();
+    objects[1] = format!("<< /Type /Pages /Kids [{kids_list}] /Count {} >>", kids.len()).into_bytes();
+    Ok(raw_pdf(&objects, ""))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

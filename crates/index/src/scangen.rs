@@ -219,6 +219,65 @@ pub fn text_then_scans_pdf(text: &str, pages: &[GrayImage], dpi: u32, encoding: 
     pdf_with_scans(Some(text), pages, dpi, encoding)
 }
 
+/// A one-page PDF whose text is drawn as the font's glyph outlines, filled paths with no font
+/// and no image: what a design tool's "convert text to outlines" or a vector export writes. Only a
+/// renderer can turn it into pixels for OCR. `lines` are set at `points` from the top left.
+pub fn vector_text_pdf(font: &FontVec, lines: &[&str], points: f32) -> Vec<u8> {
+    use std::fmt::Write as _;
+    let scale = points / font.units_per_em().unwrap_or(1000.0);
+    let mut path = String::new();
+    for (row, line) in lines.iter().enumerate() {
+        let (mut x, baseline) = (72.0, 792.0 - 72.0 - points * 1.4 * (row as f32 + 1.0));
+        for c in line.chars() {
+            let id = font.glyph_id(c);
+            if let Some(outline) = font.outline(id) {
+                let at = |p: ab_glyph::Point| (x + p.x * scale, baseline + p.y * scale);
+                let mut current = None;
+                for curve in &outline.curves {
+                    use ab_glyph::OutlineCurve::{Cubic, Line, Quad};
+                    let start = match curve {
+                        Line(a, _) | Quad(a, _, _) | Cubic(a, _, _, _) => *a,
+                    };
+                    if current != Some(start) {
+                        let (sx, sy) = at(start);
+                        write!(path, "{sx:.2} {sy:.2} m ").unwrap();
+                    }
+                    current = Some(match curve {
+                        Line(_, b) => {
+                            let (bx, by) = at(*b);
+                            write!(path, "{bx:.2} {by:.2} l ").unwrap();
+                            *b
+                        }
+                        Quad(a, c, b) => {
+                            // A quadratic as the cubic through the same points.
+                            let c1 = ab_glyph::point(a.x + (c.x - a.x) * 2.0 / 3.0, a.y + (c.y - a.y) * 2.0 / 3.0);
+                            let c2 = ab_glyph::point(b.x + (c.x - b.x) * 2.0 / 3.0, b.y + (c.y - b.y) * 2.0 / 3.0);
+                            let ((x1, y1), (x2, y2), (bx, by)) = (at(c1), at(c2), at(*b));
+                            write!(path, "{x1:.2} {y1:.2} {x2:.2} {y2:.2} {bx:.2} {by:.2} c ").unwrap();
+                            *b
+                        }
+                        Cubic(_, c1, c2, b) => {
+                            let ((x1, y1), (x2, y2), (bx, by)) = (at(*c1), at(*c2), at(*b));
+                            write!(path, "{x1:.2} {y1:.2} {x2:.2} {y2:.2} {bx:.2} {by:.2} c ").unwrap();
+                            *b
+                        }
+                    });
+                }
+                path.push_str("f\n");
+            }
+            x += font.h_advance_unscaled(id) * scale;
+        }
+    }
+    use crate::pdfgen::{raw_pdf, raw_stream};
+    let objects = vec![
+        b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_vec(),
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << >> >>".to_vec(),
+        raw_stream("", format!("0 g\n{path}").as_bytes()),
+    ];
+    raw_pdf(&objects, "")
+}
+
 fn pdf_with_scans(text_page: Option<&str>, pages: &[GrayImage], dpi: u32, encoding: Encoding) -> Vec<u8> {
     use crate::pdfgen::{raw_pdf, raw_stream};
     let mut objects: Vec<Vec<u8>> = vec![Vec::new(), Vec::new()];

@@ -80,6 +80,25 @@ fn is_list_marker(before: &str) -> bool {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        #![proptest_config(warpfold_testkit::cases(10_000))]
+
+        /// A summary in any script is cut at a character boundary: what is kept is the start of
+        /// the text, ends at a sentence end (`.`, `!` or `?` and what closes it) when it is shorter
+        /// than the text, and the loop detector reads it without panicking.
+        #[test]
+        fn a_summary_in_any_script_is_cut_at_a_sentence_end(text in warpfold_testkit::text(60)) {
+            let kept = end_at_sentence(&text);
+            proptest::prop_assert!(text.starts_with(kept));
+            if kept.len() < text.trim_end().len() {
+                let last = kept.trim_end_matches(['"', '\'', ')', ']']).chars().last();
+                proptest::prop_assert!(matches!(last, Some('.' | '!' | '?')), "{kept:?}");
+                proptest::prop_assert!(text[kept.len()..].chars().next().is_some_and(char::is_whitespace));
+            }
+            let _ = loops(&text);
+        }
+    }
+
     #[test]
     fn a_word_four_gram_three_times_is_a_loop_twice_is_not() {
         let looping = "This document is a report of a report of a report of a report about bridges.";

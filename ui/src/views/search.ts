@@ -15,14 +15,14 @@ const STOP = new Set(
 export function queryStems(query: string): string[] {
   const words = query
     .toLowerCase()
-    .split(/[^\p{L}\p{N}]+/u)
+    .split(/[^\p{L}\p{M}\p{N}]+/u)
     .filter((w) => w.length > 1 && !STOP.has(w));
   return [...new Set(words.map((w) => (w.length > 4 ? w.replace(/(es|s)$/, "") : w)))];
 }
 
 export function matches(text: string, stems: string[]): boolean {
   if (!stems.length) return false;
-  for (const m of text.toLowerCase().matchAll(/[\p{L}\p{N}]+/gu)) if (stems.some((s) => m[0].startsWith(s))) return true;
+  for (const m of text.toLowerCase().matchAll(/[\p{L}\p{M}\p{N}]+/gu)) if (stems.some((s) => m[0].startsWith(s))) return true;
   return false;
 }
 
@@ -31,7 +31,7 @@ export function highlighted(text: string, stems: string[]): (string | HTMLElemen
   if (!stems.length) return [text];
   const out: (string | HTMLElement)[] = [];
   let last = 0;
-  for (const m of text.matchAll(/[\p{L}\p{N}]+/gu)) {
+  for (const m of text.matchAll(/[\p{L}\p{M}\p{N}]+/gu)) {
     const word = m[0].toLowerCase();
     if (!stems.some((s) => word.startsWith(s))) continue;
     const i = m.index ?? 0;
