@@ -292,3 +292,53 @@ fn a_parser_panic_is_stored_without_a_backtrace_and_sqlite_errors_are_said_once(
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.matches("not a database").count(), 1, "{stderr}");
 }
+
+/// The extraction worker reads the open file the indexer checked and hashed, never the path again:
+/// a link to another user's private file renamed over the document after it was opened (what a
+/// writer of a watched folder can time with inotify), or a FIFO renamed over it, changes nothing.
+/// Before, the worker re-opened the path: the private file's text was indexed under the innocent
+/// name and hash (6 of 40 tries in a blind loop), and a FIFO blocked the worker for its whole
+/// wall-clock limit. The swap here is made deterministically between the open and the worker's
+/// start.
+#[test]
+fn a_link_or_fifo_swapped_in_after_the_check_is_never_what_the_worker_reads() {
+    use warpfold_index::docgen;
+    use warpfold_index::extract::{extract_opened, Isolation};
+    use warpfold_index::files::open_checked;
+    let dir = tempfile::tempdir().unwrap();
+    let watched = dir.path().join("watched");
+    std::fs::create_dir(&watched).unwrap();
+    let private = dir.path().join("private.html");
+    std::fs::write(&private, docgen::html("Private", &[&["The safe's code is 4711, kept by the owner alone."]])).unwrap();
+    let isolation = Isolation::new(env!("CARGO_BIN_EXE_warpfold").into(), vec!["extract-worker".into()]);
+    for swap in ["link", "fifo"] {
+        let note = watched.join(format!("note-{swap}.html"));
+        std::fs::write(&note, docgen::html("Note", &[&["An innocent note about the garden party on Sunday."]])).unwrap();
+        let (file, _) = open_checked(&note).unwrap();
+        let replacement = watched.join(format!(".swap-{swap}"));
+        match swap {
+            "link" => std::os::unix::fs::symlink(&private, &replacement).unwrap(),
+            _ => {
+                let c = std::ffi::CString::new(replacement.as_os_str().as_bytes()).unwrap();
+                // SAFETY: a valid NUL-terminated path.
+                assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+            }
+        }
+        std::fs::rename(&replacement, &note).unwrap();
+        // A worker that opened the FIFO would block until its wall-clock limit and fail.
+        let read = extract_opened(&note, &file, &isolation).unwrap_or_else(|e| panic!("{swap}: {e}"));
+        let text = read.pages.join("\n");
+        assert!(text.contains("garden party") && !text.contains("4711"), "{swap}: {text}");
+    }
+}
+
+/// `warpfold index --db` anywhere creates the index readable by its owner alone.
+#[test]
+fn an_index_made_by_the_cli_is_private_to_its_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("note.txt"), "a private note about the harbour").unwrap();
+    let db = dir.path().join("anywhere.db");
+    let out = warpfold().arg("index").arg(dir.path().join("note.txt")).arg("--db").arg(&db).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::metadata(&db).unwrap().permissions().mode() & 0o777, 0o600);
+}

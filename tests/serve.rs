@@ -652,3 +652,39 @@ fn a_huge_file_is_streamed_to_the_browser_in_flat_memory_and_only_documents_are_
         request(addr, "GET", &format!("/api/file?path={}", folder.join("payload.desktop").display()), Some("s3cret"), None);
     assert_eq!(status, 403, "{body}");
 }
+
+/// The whole answer, headers and body, of one request.
+fn full_response(addr: &str, path: &str) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer s3cret\r\nConnection: close\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    String::from_utf8_lossy(&response).to_lowercase()
+}
+
+/// API answers are never stored by the browser (search hits and documents are the user's text)
+/// nor sniffed; a document opened by its address is sandboxed and named as its file. Before: no
+/// `Cache-Control: no-store`, no `nosniff`, no CSP or `Content-Disposition` on /api/file.
+#[test]
+fn api_answers_are_not_stored_and_a_document_is_served_sandboxed_under_its_name() {
+    let (server, _dir) = fresh(&[]);
+    let addr = server.addr.as_str();
+    let (status, stored) = request_bytes(addr, "POST", "/api/upload?name=r%C3%A9sum%C3%A9.txt", "s3cret", b"notes about the harbour");
+    assert_eq!(status, 200, "{stored}");
+    let path: String = serde_json::from_str::<serde_json::Value>(&stored).unwrap()["path"].as_str().unwrap().to_string();
+    for route in ["/api/state", "/api/search?q=harbour", "/api/status", "/api/file?path=nowhere"] {
+        let answer = full_response(addr, route);
+        assert!(
+            answer.contains("cache-control: no-store\r\n") && answer.contains("x-content-type-options: nosniff\r\n"),
+            "{route}: {answer}"
+        );
+    }
+    let encoded: String =
+        path.bytes().map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") }).collect();
+    let file = full_response(addr, &format!("/api/file?path={encoded}"));
+    assert!(file.starts_with("http/1.1 200"), "{file}");
+    assert!(file.contains("content-security-policy: sandbox; default-src 'none'"), "{file}");
+    assert!(file.contains("content-disposition: inline; filename*=utf-8''r%c3%a9sum%c3%a9.txt\r\n"), "{file}");
+}

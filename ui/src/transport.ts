@@ -231,6 +231,8 @@ class HttpTransport implements Transport {
     // A window opened now, inside the click, is not blocked as a pop-up; it is pointed at the bytes
     // once they are here (the token goes in a header, so a plain link cannot fetch them).
     const win = window.open("", "_blank");
+    // The document's window gets no handle back to this one (which holds the token).
+    if (win) win.opener = null;
     try {
       const res = await this.request("GET", `/api/file?path=${encodeURIComponent(path)}`);
       const blob = await res.blob();

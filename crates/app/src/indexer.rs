@@ -231,7 +231,7 @@ impl App {
             }
             let Ok((handle, meta)) = files::open_checked(&file) else { continue };
             if gone_sizes.contains(&meta.len()) {
-                if let Ok(hash) = hash_file(handle) {
+                if let Ok(hash) = hash_file(&handle) {
                     by_hash.insert(hash, file);
                 }
             }

@@ -156,12 +156,38 @@ pub enum Origin {
     Webview,
 }
 
+/// The most distinct paths one call of [`App::add_paths`] takes (a drop of files, a list pasted):
+/// more is a folder's worth, which the folder names in one path.
+pub const MAX_PATHS_AT_ONCE: usize = 10_000;
+
+/// Creates `dir` (and its missing parents) readable by its owner alone (0700): the data folder
+/// holds the index, uploads and settings. A folder that exists keeps its mode, with a warning when
+/// other users may read it.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        if let Ok(meta) = std::fs::metadata(dir) {
+            if meta.permissions().mode() & 0o077 != 0 {
+                tracing::warn!("{} can be read by other users of this machine (chmod 700 it to keep the index private)", dir.display());
+            }
+            return Ok(());
+        }
+        return std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir);
+    }
+    #[allow(unreachable_code)]
+    std::fs::create_dir_all(dir)
+}
+
 impl App {
     /// Starts the app: opens (creating) the index, restores the queue from it, starts the indexer,
     /// the sampler and the watcher, and scans every watched folder.
     pub fn start(config: AppConfig, embedder: Arc<Embedder>) -> Result<App, AppError> {
-        std::fs::create_dir_all(&config.data_dir)?;
+        create_private_dir(&config.data_dir)?;
         let store = Store::open(&config.db, &config.model, embedder.engine.info().output_dim)?;
+        if let Some(warning) = warpfold_index::store::readable_by_others(&config.db) {
+            tracing::warn!("{warning}");
+        }
         let (events, _) = broadcast::channel(4096);
         let board = Arc::new(QueueBoard::new(events.clone()));
         board.restore(&store.documents()?);
@@ -354,8 +380,18 @@ impl App {
         if paths.is_empty() {
             return Err(AppError::InvalidInput("no paths given".into()));
         }
-        let mut resolved = Vec::new();
-        for path in paths {
+        // One folder named 120,000 times in one request is one folder: each is resolved and
+        // walked once.
+        let mut seen = std::collections::HashSet::new();
+        let distinct: Vec<&String> = paths.iter().filter(|p| seen.insert(p.as_str())).collect();
+        if distinct.len() > MAX_PATHS_AT_ONCE {
+            return Err(AppError::InvalidInput(format!(
+                "{} different paths at once; at most {MAX_PATHS_AT_ONCE} (name their folder instead)",
+                distinct.len()
+            )));
+        }
+        let mut resolved: Vec<PathBuf> = Vec::new();
+        for path in distinct {
             // From the webview a missing path is refused like one outside what the user chose, so
             // the answer does not tell whether it exists.
             let canonical = match (std::fs::canonicalize(path), origin) {
@@ -369,7 +405,9 @@ impl App {
             if let Some(reason) = watch::refusal(&canonical, "indexing") {
                 return Err(AppError::InvalidInput(reason));
             }
-            resolved.push(canonical);
+            if !resolved.contains(&canonical) {
+                resolved.push(canonical);
+            }
         }
         let queued = self.queue_waiting(&resolved);
         let _ = self.inner.jobs.send(Job::Index(resolved));
@@ -387,7 +425,7 @@ impl App {
             return Err(AppError::InvalidInput(format!("{name}: only {} files are indexed", warpfold_index::extract::SUPPORTED)));
         }
         let dir = self.inner.config.data_dir.join("inbox");
-        std::fs::create_dir_all(&dir)?;
+        create_private_dir(&dir)?;
         let received = inbox::receive(&dir, body, max_bytes)?;
         let target = std::fs::canonicalize(inbox::store(&dir, name, received)?)?;
         self.queue_waiting(std::slice::from_ref(&target));
@@ -500,13 +538,16 @@ impl App {
     }
 }
 
-/// The settings in `path` (none yet: the defaults). A file that cannot be read as settings is not
-/// overwritten by the next save: it is moved aside to `settings.json.unreadable-SECONDS`, where the
+/// The settings in `path` (none yet: the defaults). A file that cannot be read, or read as
+/// settings, is not overwritten by the next save: it is moved aside to `settings.json.unreadable-SECONDS`, where the
 /// folders it names can be recovered, and the app starts watching nothing, saying so in its log.
 fn load_settings(path: &Path) -> Settings {
-    let Ok(bytes) = std::fs::read(path) else { return Settings::default() };
-    match serde_json::from_slice(&bytes) {
+    // Only a file that is not there means "no settings yet": one that cannot be read (no
+    // permission, an I/O error, a link loop) is kept aside like one that cannot be parsed.
+    let read = std::fs::read(path).map_err(|e| e.to_string()).and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()));
+    match read {
         Ok(settings) => settings,
+        Err(_) if std::fs::symlink_metadata(path).is_err() => Settings::default(),
         Err(e) => {
             let seconds = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
             let aside = path.with_extension(format!("json.unreadable-{seconds}"));

@@ -379,8 +379,17 @@ pub fn extract_file(path: &Path, isolation: &Isolation) -> Result<Extracted, Ext
     }
 }
 
-/// The extraction worker's whole job: read `path`, extract, print the result as one JSON value on
-/// stdout. Returns the process exit code. Started with [`OCR_PAGES_VARIABLE`] set, it reads those
+/// The document a worker was handed: its stdin, the indexer's checked open file (never the path,
+/// which may name something else by now).
+fn read_stdin() -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::io::stdin().lock().read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// The extraction worker's whole job: read the document on stdin (`path` names its kind), extract,
+/// print the result as one JSON value on stdout. Returns the process exit code. Started with [`OCR_PAGES_VARIABLE`] set, it reads those
 /// pages by OCR instead ([`ocr_worker`]).
 pub fn worker_main(path: &Path) -> i32 {
     if let Err(e) = apply_worker_limits() {
@@ -390,7 +399,7 @@ pub fn worker_main(path: &Path) -> i32 {
     if let Ok(pages) = std::env::var(OCR_PAGES_VARIABLE) {
         return ocr_worker(path, &pages);
     }
-    let result = match std::fs::read(path) {
+    let result = match read_stdin() {
         Ok(bytes) => match file_kind(path) {
             Some(FileKind::Document(format)) => crate::formats::extract(format, &bytes),
             // An image is all scan: its pages are counted (and its size checked) here, and read by OCR.
@@ -464,7 +473,7 @@ fn ocr_worker(path: &Path, pages: &str) -> i32 {
         Ok(engine) => engine,
         Err(reason) => return if say(&OcrLine::Unavailable(reason)) { 0 } else { 3 },
     };
-    let bytes = match std::fs::read(path) {
+    let bytes = match read_stdin() {
         Ok(bytes) => bytes,
         Err(e) => return if say(&OcrLine::Unavailable(format!("cannot read the file: {e}"))) { 0 } else { 3 },
     };
@@ -629,14 +638,20 @@ struct WorkerRun {
 /// worker that writes nothing for that long is stopped too (an OCR worker reports every page).
 fn run_worker(
     path: &Path,
+    file: &std::fs::File,
     isolation: &Isolation,
     env: &[(&str, String)],
     cpu_seconds: u64,
     stall: Option<Duration>,
 ) -> Result<WorkerRun, ExtractError> {
+    use std::io::Seek;
     let memory_limit = isolation.memory_limit_mib.saturating_mul(1 << 20);
     let mut command = worker_command(isolation, cpu_seconds, memory_limit);
-    command.args(&isolation.args).arg(path).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // The document on stdin: the checked open file, from its start (a duplicate shares the offset,
+    // and the workers for one document run one after the other).
+    let mut input = file.try_clone().map_err(|e| ExtractError::Io(e.to_string()))?;
+    input.rewind().map_err(|e| ExtractError::Io(e.to_string()))?;
+    command.args(&isolation.args).arg(path).stdin(Stdio::from(input)).stdout(Stdio::piped()).stderr(Stdio::piped());
     // A panic's report is kept as the file's error: its message, never a backtrace.
     command.env_remove("RUST_BACKTRACE").env_remove("RUST_LIB_BACKTRACE").env_remove(OCR_PAGES_VARIABLE);
     // Workers run side by side, one per core: Tesseract's own threads would only compete.
@@ -690,14 +705,25 @@ fn worker_failure(run: &WorkerRun, cpu_seconds: u64, isolation: &Isolation) -> E
     }
 }
 
-/// Runs the worker on `path` and turns whatever it does into a result for this file; pages
-/// without text (and image files) then go through OCR.
+/// Opens `path` as [`crate::files::open_checked`] does and extracts it ([`extract_opened`]).
 pub fn extract_isolated(path: &Path, isolation: &Isolation) -> Result<Extracted, ExtractError> {
+    let (file, _) = crate::files::open_checked(path).map_err(|e| ExtractError::Io(e.to_string()))?;
+    extract_opened(path, &file, isolation)
+}
+
+/// Runs the worker on the document open as `file` (its path names its kind) and turns whatever it
+/// does into a result for this file; pages without text (and image files) then go through OCR.
+///
+/// Why the open file and not the path: the caller checked and hashed what `file` holds; a second
+/// open of the path may meet something else, a link to another user's private file or a FIFO
+/// renamed over it in between. Every worker for the document, OCR's too, reads this same open
+/// file on its stdin, from its start.
+pub fn extract_opened(path: &Path, file: &std::fs::File, isolation: &Isolation) -> Result<Extracted, ExtractError> {
     // The time limit is processor time (RLIMIT_CPU), so a worker that waits for a busy machine (it
     // runs at a low priority beside the indexer's other work) is not stopped for the machine's
     // load; a wall-clock limit of WALL_FACTOR times as long still catches one that blocks.
     let cpu_seconds = isolation.timeout.as_secs().max(1);
-    let run = run_worker(path, isolation, &[], cpu_seconds, None)?;
+    let run = run_worker(path, file, isolation, &[], cpu_seconds, None)?;
     let result = match run.status {
         Some(status) if status.success() => serde_json::from_slice::<Result<Extracted, ExtractError>>(&run.stdout)
             .map_err(|e| ExtractError::Worker(format!("unreadable worker output: {e}")))?,
@@ -711,7 +737,7 @@ pub fn extract_isolated(path: &Path, isolation: &Isolation) -> Result<Extracted,
         (Err(ExtractError::NoTextLayer { pages }), Some(languages)) if scannable => {
             let mut extracted = Extracted { pages: vec![String::new(); pages], warnings: Vec::new(), ocr_pages: Vec::new() };
             let wanted: Vec<u32> = (1..=pages as u32).collect();
-            if let Err(reason) = ocr_into(path, isolation, languages, &wanted, true, &mut extracted) {
+            if let Err(reason) = ocr_into(path, file, isolation, languages, &wanted, true, &mut extracted) {
                 return Err(ExtractError::OcrUnavailable { pages, reason });
             }
             if extracted.pages.iter().all(|p| p.trim().is_empty()) {
@@ -732,7 +758,7 @@ pub fn extract_isolated(path: &Path, isolation: &Isolation) -> Result<Extracted,
             let blank: Vec<u32> =
                 (1..=extracted.pages.len() as u32).filter(|&p| extracted.pages[p as usize - 1].trim().is_empty()).collect();
             if !blank.is_empty() {
-                if let Err(reason) = ocr_into(path, isolation, languages, &blank, false, &mut extracted) {
+                if let Err(reason) = ocr_into(path, file, isolation, languages, &blank, false, &mut extracted) {
                     extracted.warnings.push(format!("{} page(s) without text were not read by OCR: {reason}", blank.len()));
                 }
             }
@@ -745,8 +771,10 @@ pub fn extract_isolated(path: &Path, isolation: &Isolation) -> Result<Extracted,
 /// Reads `wanted` pages by OCR into `extracted` (their text, `ocr_pages`, a note naming the engine
 /// and the mean confidence, and a warning for each page that could not be read). `render`: pages
 /// that are not a picture are rendered (else left blank). Errs only when OCR cannot run at all.
+#[allow(clippy::too_many_arguments)]
 fn ocr_into(
     path: &Path,
+    file: &std::fs::File,
     isolation: &Isolation,
     languages: &str,
     wanted: &[u32],
@@ -768,7 +796,7 @@ fn ocr_into(
         // Processor time for the whole batch, and no page may take more than WALL_FACTOR times the
         // per-page limit on the wall clock: a page that hangs is stopped after its own time.
         let stall = Duration::from_secs(isolation.timeout.as_secs().max(1)) * WALL_FACTOR;
-        let run = run_worker(path, isolation, &env, cpu_seconds, Some(stall)).map_err(|e| e.to_string())?;
+        let run = run_worker(path, file, isolation, &env, cpu_seconds, Some(stall)).map_err(|e| e.to_string())?;
         let mut answered = Vec::new();
         let mut done = false;
         for line in run.stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {

@@ -26,7 +26,7 @@ use warpfold_engine::scheduler::Ticket;
 use warpfold_engine::Lane;
 
 use crate::chunk::chunk_document;
-use crate::extract::{extract_isolated, extract_text_file, file_kind, ExtractError, FileKind, Isolation};
+use crate::extract::{extract_opened, extract_text_file, file_kind, ExtractError, FileKind, Isolation};
 use crate::files::{self, Collected, ReadError};
 use crate::store::{Commit, DocumentCommit, DocumentRecord, Store, StoreError};
 
@@ -339,7 +339,7 @@ fn read_error(e: ReadError) -> ExtractError {
 
 /// The SHA-256 of a file read in blocks ([`content_hash`]'s value for its bytes), from a handle
 /// opened by [`files::open_checked`].
-pub fn hash_file(mut file: std::fs::File) -> std::io::Result<String> {
+pub fn hash_file(mut file: &std::fs::File) -> std::io::Result<String> {
     use std::io::Read;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
@@ -353,6 +353,13 @@ pub fn hash_file(mut file: std::fs::File) -> std::io::Result<String> {
     Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// What [`prepare`] read of a file: a text file's bytes, or the checked open file the extraction
+/// worker reads.
+enum Read {
+    Bytes(Vec<u8>),
+    File(std::fs::File),
+}
+
 /// Reads, hashes, extracts and chunks one file (a worker's whole job for it). Text files are read
 /// once, under the size limit, and the bytes hashed are the bytes indexed; a PDF or another
 /// document format is hashed as a stream and read again by its isolated worker.
@@ -362,13 +369,15 @@ fn prepare(path: &Path, store: &Store, embedder: &Embedder, options: &IndexOptio
     let kind = file_kind(path);
     let read = match kind {
         Some(FileKind::Text) => {
-            files::read_checked(path, options.max_text_bytes).map(|(bytes, meta)| (content_hash(&bytes), Some(bytes), meta))
+            files::read_checked(path, options.max_text_bytes).map(|(bytes, meta)| (content_hash(&bytes), Some(Read::Bytes(bytes)), meta))
         }
-        _ => files::open_checked(path)
-            .and_then(|(file, meta)| hash_file(file).map(|hash| (hash, None, meta)).map_err(|e| ReadError::Io(e.to_string()))),
+        _ => files::open_checked(path).and_then(|(file, meta)| {
+            let hash = hash_file(&file).map_err(|e| ReadError::Io(e.to_string()))?;
+            Ok((hash, Some(Read::File(file)), meta))
+        }),
     };
     StageClock::add(&clock.read, read_started);
-    let (hash, text_bytes, meta) = match read {
+    let (hash, contents, meta) = match read {
         Ok(read) => read,
         Err(e) => return Outcome::Ready(failed_record(path_text, String::new(), 0, 0, &read_error(e))),
     };
@@ -383,9 +392,12 @@ fn prepare(path: &Path, store: &Store, embedder: &Embedder, options: &IndexOptio
     }
     progress.stage(&path_text, FileStage::Extracting);
     let extract_started = Instant::now();
-    let extracted = match (kind, text_bytes) {
-        (Some(FileKind::Text), Some(bytes)) => extract_text_file(&bytes),
-        (Some(FileKind::Pdf | FileKind::Document(_) | FileKind::Image(_)), _) => extract_isolated(path, &options.isolation),
+    let extracted = match (kind, contents) {
+        (Some(FileKind::Text), Some(Read::Bytes(bytes))) => extract_text_file(&bytes),
+        // The worker reads the open file that was hashed, not the path again.
+        (Some(FileKind::Pdf | FileKind::Document(_) | FileKind::Image(_)), Some(Read::File(file))) => {
+            extract_opened(path, &file, &options.isolation)
+        }
         _ => Err(ExtractError::Unsupported(
             path.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_else(|| "(no extension)".into()),
         )),

@@ -9,7 +9,7 @@
 //! different files are embedded once.
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
 
@@ -146,11 +146,55 @@ fn decode_breaks(text: &str) -> Vec<(usize, u32)> {
         .collect()
 }
 
+/// Creates the index file readable by its owner alone (0600) when it does not exist yet: it holds
+/// every indexed document's text. SQLite gives its -wal and -shm files the mode of the index file,
+/// so they are private too. An existing index keeps its mode; [`readable_by_others`] tells when
+/// that lets other users read it.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// What of an index (the file, its -wal and -shm, its folder) other users of the machine may read,
+/// as a warning to show; None when nothing is.
+pub fn readable_by_others(path: &Path) -> Option<String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mut open: Vec<String> = Vec::new();
+        let wal = PathBuf::from(format!("{}-wal", path.display()));
+        let shm = PathBuf::from(format!("{}-shm", path.display()));
+        for file in [path.to_path_buf(), wal, shm] {
+            if std::fs::metadata(&file).is_ok_and(|m| m.permissions().mode() & 0o044 != 0) {
+                open.push(file.display().to_string());
+            }
+        }
+        if !open.is_empty() {
+            return Some(format!(
+                "the index {} can be read by other users of this machine (chmod 600 it to keep its text private)",
+                open.join(", ")
+            ));
+        }
+    }
+    None
+}
+
 impl Store {
     /// Opens (creating if needed) the index at `path` for a model; refuses an index built with
     /// another model, whose vectors would not be comparable.
     pub fn open(path: &Path, model: &str, dim: usize) -> Result<Store, StoreError> {
         let display = path.display().to_string();
+        create_private(path).map_err(|e| StoreError::Open { path: display.clone(), message: e.to_string() })?;
         let conn = Connection::open(path).map_err(|e| open_error(&display, e))?;
         // 16 KiB pages for a new index (an existing one keeps its own): a chunk's text, its vector
         // and its full-text postings fit a page where 4 KiB pages spill into overflow pages, and a

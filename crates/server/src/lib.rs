@@ -494,7 +494,23 @@ async fn file(State(state): State<Shared>, query: Result<Query<PathBody>, axum::
             // than a small one. A file that grows meanwhile is sent as long as it was when opened.
             use tokio::io::AsyncReadExt;
             let body = Body::from_stream(tokio_util::io::ReaderStream::new(tokio::fs::File::from_std(file).take(size)));
-            ([(header::CONTENT_TYPE, kind.to_string()), (header::CONTENT_LENGTH, size.to_string())], body).into_response()
+            // A document opened by address runs nothing: sandboxed, no scripts, no requests, and
+            // named as the file it is.
+            let name = std::path::Path::new(&path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let encoded: String = name
+                .bytes()
+                .map(|b| if b.is_ascii_alphanumeric() || b"-._".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+                .collect();
+            (
+                [
+                    (header::CONTENT_TYPE, kind.to_string()),
+                    (header::CONTENT_LENGTH, size.to_string()),
+                    (header::CONTENT_SECURITY_POLICY, "sandbox; default-src 'none'; img-src data:; style-src 'unsafe-inline'".to_string()),
+                    (header::CONTENT_DISPOSITION, format!("inline; filename*=UTF-8''{encoded}")),
+                ],
+                body,
+            )
+                .into_response()
         }
         Ok(Err(e)) => app_error(e),
         Err(_) => app_error(AppError::Internal("the request's task failed".into())),
@@ -597,6 +613,16 @@ mod ui_files {
     pub const CSS: &str = "";
 }
 
+/// Every API answer: never stored by a browser or proxy (search hits and documents are the user's
+/// text; the browser's disk cache would keep them), and never sniffed into another type.
+async fn api_headers(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-store"));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, header::HeaderValue::from_static("nosniff"));
+    response
+}
+
 /// The UI's own files: public, strict CSP, no caching surprises.
 fn static_file(body: &'static str, kind: &'static str) -> Response {
     (
@@ -625,6 +651,7 @@ fn router(state: Shared) -> Router {
         .route("/api/status", get(status))
         .route("/metrics", get(metrics))
         .layer(middleware::from_fn_with_state(state.clone(), require_token))
+        .layer(middleware::from_fn(api_headers))
         .with_state(state.clone());
     Router::new()
         .route("/", get(|| async { static_file(ui_files::INDEX, "text/html; charset=utf-8") }))
