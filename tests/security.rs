@@ -342,3 +342,26 @@ fn an_index_made_by_the_cli_is_private_to_its_owner() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(std::fs::metadata(&db).unwrap().permissions().mode() & 0o777, 0o600);
 }
+
+/// OCR work per document is bounded: a PDF of 25 image pages with `--ocr-max-pages 3` has three
+/// pages read and says which were not, and is not read again by the next run (the limit is the
+/// file's, not a passing failure). Before, every page of a 5,000-page PDF was rendered and read
+/// (about 30 minutes, hours at 15,000).
+#[test]
+fn ocr_stops_at_the_documents_page_limit_and_says_which_pages_were_not_read() {
+    use warpfold_index::pdfgen::{Page, PdfDocument};
+    let dir = tempfile::tempdir().unwrap();
+    let pdf = dir.path().join("many-pages.pdf");
+    std::fs::write(&pdf, PdfDocument { pages: vec![Page::image_only(); 25], ..Default::default() }.to_bytes()).unwrap();
+    let db = dir.path().join("i.db");
+    let index = || {
+        let out = warpfold().arg("index").arg(&pdf).arg("--db").arg(&db).args(["--json", "--ocr-max-pages", "3"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let report = index();
+    let error = report["failures"][0]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("OCR stopped after 3 pages") && error.contains("pages 4-25 were not read"), "{report:#}");
+    assert_eq!(report["failures"][0]["status"], "no_text");
+    assert_eq!(index()["documents_skipped"], 1, "not read again");
+}

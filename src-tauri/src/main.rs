@@ -153,6 +153,16 @@ fn start_app(handle: &tauri::AppHandle) -> Result<App, AppError> {
         config.index_options.isolation.ocr_languages = warpfold_index::ocr::languages_setting(&languages)
             .map_err(|e| AppError::InvalidInput(format!("WARPFOLD_OCR_LANGUAGES: {e}")))?;
     }
+    // WARPFOLD_OCR_MAX_PAGES, WARPFOLD_OCR_BUDGET_SECS: how much OCR one document may have.
+    let number = |name: &str| -> Result<Option<u64>, AppError> {
+        std::env::var(name).ok().map(|v| v.trim().parse::<u64>().map_err(|e| AppError::InvalidInput(format!("{name}: {e}")))).transpose()
+    };
+    if let Some(pages) = number("WARPFOLD_OCR_MAX_PAGES")? {
+        config.index_options.isolation.ocr_max_pages = pages as usize;
+    }
+    if let Some(seconds) = number("WARPFOLD_OCR_BUDGET_SECS")? {
+        config.index_options.isolation.ocr_budget = std::time::Duration::from_secs(seconds);
+    }
     // Every document dropped or watched is summarized too (WARPFOLD_SUMMARIZE=0: not).
     if std::env::var("WARPFOLD_SUMMARIZE").as_deref() != Ok("0") {
         config.summaries = Some(warpfold_app::summaries::SummaryConfig {

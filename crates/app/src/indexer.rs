@@ -29,7 +29,13 @@ impl App {
     pub(crate) fn run_indexer(&self, jobs: Receiver<Job>) {
         let progress = Progress { observer: Some(self.inner.board.clone()), ..Progress::default() };
         let mut pending: Vec<Job> = Vec::new();
+        let mut settling = Settling::default();
+        let mut rearmed = std::time::Instant::now();
         loop {
+            if rearmed.elapsed() >= REARM_EVERY {
+                self.rearm_watches();
+                rearmed = std::time::Instant::now();
+            }
             if pending.is_empty() {
                 match jobs.recv_timeout(Duration::from_millis(200)) {
                     Ok(job) => pending.push(job),
@@ -61,7 +67,8 @@ impl App {
                 Job::Settle(paths) => {
                     // A new folder stands for the files in it, each of which must have settled.
                     let Collected { files, refused } = self.collect_watched(&paths);
-                    let (ready, later): (Vec<_>, Vec<_>) = files.into_iter().partition(|p| settled(p, self.inner.config.settle));
+                    let settle = self.inner.config.settle;
+                    let (ready, later): (Vec<_>, Vec<_>) = files.into_iter().partition(|p| settling.settled(p, settle));
                     if !later.is_empty() {
                         let (jobs, wait) = (self.inner.jobs.clone(), self.inner.config.settle);
                         std::thread::spawn(move || {
@@ -145,6 +152,10 @@ impl App {
         if path.exists() {
             return Ok(()); // recreated since the event
         }
+        if self.holds_a_watched_folder(path) {
+            self.rearm_watches(); // notes it gone; its documents stay until it returns
+            return Ok(());
+        }
         let mut store = Store::open_existing(&self.inner.config.db)?;
         for doc in self.indexed_under(&store, path)? {
             if !Path::new(&doc).exists() {
@@ -157,6 +168,10 @@ impl App {
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<(), AppError> {
+        if self.holds_a_watched_folder(from) {
+            self.rearm_watches(); // renamed away: its documents stay until it returns
+            return Ok(());
+        }
         let mut store = Store::open_existing(&self.inner.config.db)?;
         let mut moved = 0;
         for doc in self.indexed_under(&store, from)? {
@@ -188,9 +203,10 @@ impl App {
     /// Would a scan of the watched folders read `file`: a kind warpfold reads, inside a watched
     /// folder, with no hidden (`.`) folder or name on the way to it?
     fn would_read(&self, file: &Path) -> bool {
-        let Some(root) = self.watched_roots().into_iter().find(|root| file.starts_with(root)) else { return false };
-        let hidden = file.strip_prefix(&root).expect("under root").components().any(|c| files::hidden(c.as_os_str()));
-        !hidden && warpfold_index::extract::file_kind(file).is_some()
+        let roots = self.watched_roots();
+        roots.iter().any(|root| file.starts_with(root))
+            && !files::hidden_within(file, &roots)
+            && warpfold_index::extract::file_kind(file).is_some()
     }
 
     /// A watched folder's catch-up: what went or was renamed ([`Self::scan`]), then everything in it
@@ -265,10 +281,40 @@ fn in_empty_folder(gone: &Path, root: &Path) -> bool {
     std::fs::read_dir(folder).map_or(true, |mut entries| entries.next().is_none())
 }
 
-/// Has the file been left alone for `settle`? (A file still being copied has a fresh mtime.)
-fn settled(path: &Path, settle: Duration) -> bool {
-    match std::fs::metadata(path).and_then(|m| m.modified()) {
-        Ok(mtime) => mtime.elapsed().map(|age| age >= settle).unwrap_or(false),
-        Err(_) => true, // gone: the indexer skips it
+/// How often the watched folders are checked for having come back (renamed back, remounted).
+const REARM_EVERY: Duration = Duration::from_secs(2);
+
+/// What the watcher's files looked like when last seen, to tell when each has settled.
+///
+/// Why by what the file is and not by its clock: a file whose modification time lies in the
+/// future (a camera or another machine with a wrong clock, `touch -d tomorrow`) never grows old
+/// by the clock, and was waited for forever; one copied with its old time kept looks settled
+/// while still being written. A file is settled when its size and modification time are what
+/// they were when it was seen `settle` ago or more.
+#[derive(Default)]
+struct Settling {
+    seen: std::collections::HashMap<PathBuf, (u64, Option<std::time::SystemTime>, std::time::Instant)>,
+}
+
+impl Settling {
+    fn settled(&mut self, path: &Path, settle: Duration) -> bool {
+        let Ok(meta) = std::fs::metadata(path) else {
+            self.seen.remove(path);
+            return true; // gone: the indexer skips it
+        };
+        let now = (meta.len(), meta.modified().ok());
+        match self.seen.get(path) {
+            Some(&(size, mtime, since)) if (size, mtime) == now => {
+                let settled = since.elapsed() >= settle;
+                if settled {
+                    self.seen.remove(path);
+                }
+                settled
+            }
+            _ => {
+                self.seen.insert(path.to_path_buf(), (now.0, now.1, std::time::Instant::now()));
+                false
+            }
+        }
     }
 }

@@ -133,6 +133,10 @@ struct Inner {
     /// Paths the user handed over by dropping them on the window (desktop).
     chosen: Mutex<HashSet<PathBuf>>,
     watcher: Mutex<Option<FolderWatcher>>,
+    /// Each watched folder's identity (device, inode) when its watch was registered, or None while
+    /// it is gone: a folder renamed away and back, or a drive mounted again, is watched again and
+    /// caught up with when it reappears ([`App::rearm_watches`]).
+    armed: Mutex<std::collections::HashMap<PathBuf, Option<(u64, u64)>>>,
     stop: AtomicBool,
     /// Documents to summarize (when summaries are on), a batch per message: the documents of one index run arrive together,
     /// so the summarizer never starts on the first of them alone.
@@ -154,6 +158,12 @@ pub enum Origin {
     User,
     /// The desktop webview: only paths the user dropped or folders they watch.
     Webview,
+}
+
+/// A folder's identity on disk (device, inode), if it is there.
+fn identity(folder: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(folder).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// The most distinct paths one call of [`App::add_paths`] takes (a drop of files, a list pasted):
@@ -214,6 +224,7 @@ impl App {
                 settings: Mutex::new(settings.clone()),
                 chosen: Mutex::new(HashSet::new()),
                 watcher: Mutex::new(None),
+                armed: Mutex::new(std::collections::HashMap::new()),
                 stop: AtomicBool::new(false),
                 summarize,
                 summary_totals: Mutex::new(summaries::SummaryTotals::default()),
@@ -320,9 +331,54 @@ impl App {
     fn watch(&self, folder: &Path) -> Result<(), AppError> {
         let watcher = self.inner.watcher.lock().clone();
         match watcher {
-            Some(watcher) => watcher.watch(folder).map_err(|e| AppError::Io(format!("watching {}: {e}", folder.display()))),
+            Some(watcher) => {
+                watcher.watch(folder).map_err(|e| AppError::Io(format!("watching {}: {e}", folder.display())))?;
+                self.inner.armed.lock().insert(folder.to_path_buf(), identity(folder));
+                Ok(())
+            }
             None => Err(AppError::Internal("the app has stopped".into())),
         }
+    }
+
+    /// Watches again, and catches up with, every saved folder that came back: renamed away and
+    /// back, or a drive mounted again (a new inode, whose old watch the kernel dropped). A folder
+    /// that is gone keeps its documents meanwhile. Run by the indexer every few seconds.
+    pub(crate) fn rearm_watches(&self) {
+        for folder in self.folders().into_iter().map(PathBuf::from) {
+            let now = if policy::unchanged(&folder) { identity(&folder) } else { None };
+            let before = self.inner.armed.lock().get(&folder).copied();
+            match (before, now) {
+                (Some(before), Some(_)) if before == now => {}
+                (_, None) => {
+                    if before != Some(None) {
+                        tracing::warn!(folder = %folder.display(), "a watched folder is gone (renamed, or its drive unmounted): its documents are kept until it returns");
+                        self.inner.armed.lock().insert(folder, None);
+                    }
+                }
+                (_, Some(_)) => {
+                    tracing::info!(folder = %folder.display(), "a watched folder is back: watching it again and catching up");
+                    if let Some(watcher) = self.inner.watcher.lock().as_ref() {
+                        watcher.unwatch(&folder);
+                    }
+                    match self.watch(&folder) {
+                        Ok(()) => {
+                            let _ = self.inner.jobs.send(Job::Scan(folder));
+                        }
+                        Err(e) => {
+                            // Not tried again every few seconds: again when the folder changes.
+                            tracing::warn!(folder = %folder.display(), error = %e, "cannot watch a folder that came back");
+                            self.inner.armed.lock().insert(folder, now);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Is `path` a watched folder, or a folder holding one? Its removal or rename away keeps the
+    /// documents: a folder renamed away and back, or a drive unmounted, is not a deletion.
+    pub(crate) fn holds_a_watched_folder(&self, path: &Path) -> bool {
+        self.folders().iter().any(|f| Path::new(f).starts_with(path))
     }
 
     /// Watches a folder from now on (and after restarts) and indexes what it holds. The root, and
@@ -368,6 +424,7 @@ impl App {
             if let Some(watcher) = self.inner.watcher.lock().as_ref() {
                 watcher.unwatch(Path::new(path));
             }
+            self.inner.armed.lock().remove(Path::new(path));
             self.change_folders(&mut settings, |folders| folders.retain(|f| f != path))?;
             settings.folders.clone()
         };
@@ -447,7 +504,10 @@ impl App {
     /// The real paths of what the watcher reported, only where they lie inside a watched folder.
     fn collect_watched(&self, paths: &[PathBuf]) -> Collected {
         let roots = self.watched_roots();
-        let present: Vec<PathBuf> = paths.iter().filter(|p| std::fs::symlink_metadata(p).is_ok()).cloned().collect();
+        // The walk's rule for hidden entries, on the whole way from the watched folder: a file in
+        // `.ssh/` or `.git/sub/` is not read because its own name is plain.
+        let present: Vec<PathBuf> =
+            paths.iter().filter(|p| std::fs::symlink_metadata(p).is_ok()).filter(|p| !files::hidden_within(p, &roots)).cloned().collect();
         files::collect_within(&present, &roots).unwrap_or_default()
     }
 

@@ -620,3 +620,102 @@ fn a_folder_named_many_times_at_once_is_queued_once() {
     let err = app.add_paths(&many, Origin::User).unwrap_err();
     assert!(err.kind() == "invalid_input" && err.to_string().contains("at most 10000"), "{err}");
 }
+
+/// Files written into hidden folders of a watched folder (`.ssh/notes.txt`, `.git/sub/later.md`)
+/// are not indexed: the watcher follows the walk's rule on the whole way from the folder, not only
+/// on the file's own name. Before, both were indexed (and kept across restarts).
+#[test]
+fn the_watcher_skips_files_inside_hidden_folders_as_the_walk_does() {
+    let loaded = model();
+    let data = tempfile::tempdir().unwrap();
+    let watched = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(watched.path()).unwrap();
+    let app = start(data.path(), &loaded);
+    app.add_folder(&root.display().to_string(), Origin::User).unwrap();
+    std::fs::create_dir_all(root.join(".ssh")).unwrap();
+    std::fs::create_dir_all(root.join(".git/sub")).unwrap();
+    std::fs::write(root.join(".ssh/notes.txt"), "the private key's passphrase is in the drawer").unwrap();
+    std::fs::write(root.join(".git/sub/later.md"), "a note inside the repository's own folder").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let visible = root.join("visible.txt");
+    std::fs::write(&visible, "a plain note about the garden").unwrap();
+    eventually("visible.txt indexed", || state_of(&app, &visible) == Some(QueueState::Done));
+    // The hidden files' events came first; give a late batch its settle time too.
+    std::thread::sleep(Duration::from_millis(1500));
+    let docs = indexed(&app);
+    assert_eq!(docs, vec![visible.display().to_string()], "only the visible file");
+    assert!(app.search("private key passphrase drawer", 5).unwrap().iter().all(|h| !h.path.contains(".ssh")));
+}
+
+/// A file whose modification time lies an hour in the future (a camera or another machine with a
+/// wrong clock) is indexed once it stops changing, and so is an edit that keeps such a time.
+/// Before, it never "settled" by the clock: retried every settle period forever, never indexed,
+/// and an edited one kept its old text.
+#[test]
+fn files_with_a_modification_time_in_the_future_are_indexed_once_they_stop_changing() {
+    let loaded = model();
+    let data = tempfile::tempdir().unwrap();
+    let watched = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(watched.path()).unwrap();
+    let app = start(data.path(), &loaded);
+    app.add_folder(&root.display().to_string(), Origin::User).unwrap();
+    let future = std::time::SystemTime::now() + Duration::from_secs(3600);
+    let note = root.join("from-the-camera.txt");
+    std::fs::write(&note, "Flamingos wade in the salt pans at dawn.").unwrap();
+    std::fs::File::options().write(true).open(&note).unwrap().set_modified(future).unwrap();
+    eventually("the future-dated file indexed", || state_of(&app, &note) == Some(QueueState::Done));
+    assert!(chunk_text(&app, &note).unwrap().contains("Flamingos"));
+    std::fs::write(&note, "Pelicans fish together in the shallow lagoon.").unwrap();
+    std::fs::File::options().write(true).open(&note).unwrap().set_modified(future + Duration::from_secs(60)).unwrap();
+    eventually("the edit indexed", || chunk_text(&app, &note).is_some_and(|t| t.contains("Pelicans")));
+}
+
+/// A watched folder renamed away keeps its documents; renamed back, it is caught up with (a file
+/// written while it was away is indexed) and followed again. Replaced by a new folder of the same
+/// name (a drive mounted again: a new inode, whose old watch the kernel dropped), it is watched
+/// again and its files indexed. Before: every document left the index when the folder went, and
+/// after it came back only files written later were indexed until a restart; a remounted drive
+/// was no longer watched.
+#[test]
+fn a_watched_folder_renamed_away_and_back_or_remounted_keeps_its_documents_and_is_followed_again() {
+    let loaded = model();
+    let data = tempfile::tempdir().unwrap();
+    let parent = tempfile::tempdir().unwrap();
+    let parent = std::fs::canonicalize(parent.path()).unwrap();
+    let root = parent.join("Documents");
+    std::fs::create_dir(&root).unwrap();
+    let names = ["a.txt", "b.txt", "c.txt"];
+    for (i, name) in names.iter().enumerate() {
+        std::fs::write(root.join(name), format!("Note {i} about the lighthouse keeper's logbook.")).unwrap();
+    }
+    let app = start(data.path(), &loaded);
+    app.add_folder(&root.display().to_string(), Origin::User).unwrap();
+    let all_indexed = |app: &App, files: &[PathBuf]| files.iter().all(|f| state_of(app, f) == Some(QueueState::Done));
+    let first: Vec<PathBuf> = names.iter().map(|n| root.join(n)).collect();
+    eventually("the three notes indexed", || all_indexed(&app, &first));
+
+    // Renamed away: the documents stay (their files are elsewhere for now).
+    let away = parent.join("Documents-away");
+    std::fs::rename(&root, &away).unwrap();
+    std::fs::write(away.join("while-away.txt"), "Written while the folder was away: the tide tables.").unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(indexed(&app).len(), 3, "the documents stay while the folder is away");
+    // Back: caught up with, and followed again.
+    std::fs::rename(&away, &root).unwrap();
+    let caught_up = root.join("while-away.txt");
+    eventually("the file written while away indexed", || state_of(&app, &caught_up) == Some(QueueState::Done));
+    let later = root.join("after-return.txt");
+    std::fs::write(&later, "Written after the folder came back: the fog signal.").unwrap();
+    eventually("a file written after the return indexed", || state_of(&app, &later) == Some(QueueState::Done));
+    assert_eq!(indexed(&app).len(), 5);
+
+    // A new folder of the same name (a drive mounted again).
+    std::fs::rename(&root, parent.join("old-drive")).unwrap();
+    std::fs::create_dir(&root).unwrap();
+    let remounted = root.join("on-the-new-drive.txt");
+    std::fs::write(&remounted, "A note on the remounted drive about the keeper's cat.").unwrap();
+    eventually("the remounted folder's file indexed", || state_of(&app, &remounted) == Some(QueueState::Done));
+    let written_later = root.join("written-later.txt");
+    std::fs::write(&written_later, "Written into the remounted folder later: the lamp's oil.").unwrap();
+    eventually("the remounted folder watched again", || state_of(&app, &written_later) == Some(QueueState::Done));
+}

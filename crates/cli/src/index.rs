@@ -64,11 +64,31 @@ pub struct IndexArgs {
     /// extraction time limit then holds per page.
     #[arg(long, env = "WARPFOLD_OCR_LANGUAGES", default_value = warpfold_index::ocr::DEFAULT_LANGUAGES)]
     pub ocr_languages: String,
+    #[command(flatten)]
+    pub ocr_limits: OcrLimits,
     /// Index only shard I of N (0 <= I < N): the files whose path, relative to the folder given,
     /// hashes into it; the same files on every run and machine. Give each shard its own --db and
     /// combine them with `warpfold merge` (docs/scale-out.md).
     #[arg(long, value_name = "I/N")]
     pub shard: Option<Shard>,
+}
+
+/// How much OCR one document may have (`index` and `serve`).
+#[derive(Args, Debug, Clone)]
+pub struct OcrLimits {
+    /// The most pages of one document read by OCR; the document notes the pages it did not reach.
+    #[arg(long, env = "WARPFOLD_OCR_MAX_PAGES", default_value_t = warpfold_index::extract::DEFAULT_OCR_MAX_PAGES)]
+    pub ocr_max_pages: usize,
+    /// The most seconds OCR spends on one document; the document notes the pages it did not reach.
+    #[arg(long, env = "WARPFOLD_OCR_BUDGET_SECS", default_value_t = warpfold_index::extract::DEFAULT_OCR_BUDGET.as_secs())]
+    pub ocr_budget_secs: u64,
+}
+
+impl OcrLimits {
+    pub fn apply(&self, isolation: &mut Isolation) {
+        isolation.ocr_max_pages = self.ocr_max_pages;
+        isolation.ocr_budget = Duration::from_secs(self.ocr_budget_secs);
+    }
 }
 
 #[derive(Args, Debug)]
@@ -113,6 +133,7 @@ fn isolation(args: &IndexArgs) -> Result<Isolation> {
     isolation.memory_limit_mib = args.extract_memory_mib;
     isolation.ocr_languages =
         warpfold_index::ocr::languages_setting(&args.ocr_languages).map_err(|e| anyhow::anyhow!("--ocr-languages: {e}"))?;
+    args.ocr_limits.apply(&mut isolation);
     Ok(isolation)
 }
 

@@ -37,6 +37,8 @@ pub struct ServeArgs {
     /// The languages OCR reads scanned pages and images in (e.g. eng, eng+deu), or `off`.
     #[arg(long, env = "WARPFOLD_OCR_LANGUAGES", default_value = warpfold_index::ocr::DEFAULT_LANGUAGES)]
     pub ocr_languages: String,
+    #[command(flatten)]
+    pub ocr_limits: crate::index::OcrLimits,
     /// The token clients must send; default: a random one, printed at start.
     #[arg(long, env = "WARPFOLD_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
@@ -77,6 +79,7 @@ fn start_app(global: &GlobalOptions, args: &ServeArgs) -> Result<App> {
     config.memory = memory;
     config.index_options.isolation.ocr_languages =
         warpfold_index::ocr::languages_setting(&args.ocr_languages).map_err(|e| anyhow::anyhow!("--ocr-languages: {e}"))?;
+    args.ocr_limits.apply(&mut config.index_options.isolation);
     if args.summarize {
         config.summaries = Some(warpfold_app::summaries::SummaryConfig {
             model: crate::summarize::chat_model_path(global, args.chat_model.as_ref())?,

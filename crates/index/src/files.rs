@@ -102,6 +102,16 @@ pub fn hidden(name: &std::ffi::OsStr) -> bool {
     name.as_encoded_bytes().first() == Some(&b'.')
 }
 
+/// Whether `path`, inside one of `roots`, has a hidden entry ([`hidden`]) on the way from that
+/// root to it (the root's own name does not count: a user may choose a hidden folder to watch).
+pub fn hidden_within(path: &Path, roots: &[PathBuf]) -> bool {
+    roots
+        .iter()
+        .filter_map(|root| path.strip_prefix(root).ok())
+        .min_by_key(|rest| rest.components().count())
+        .is_some_and(|rest| rest.components().any(|c| hidden(c.as_os_str())))
+}
+
 /// Every file under `paths` that warpfold reads: folders recursively (hidden entries skipped,
 /// symbolic links followed only where their real path stays inside the folder being walked), plus
 /// files named directly whatever their extension (a named link is followed: the user chose it).

@@ -14,6 +14,7 @@
 //!   shard indexes merged into one, or searched together as if merged.
 //! - [`pipeline`]: the parallel, bounded, resumable run that ties them together.
 //! - [`poppler`]: Poppler's pdftoppm and pdftotext, fed the checked bytes on stdin.
+//! - [`sandbox`]: the extraction worker's Landlock sandbox (reads of the system only).
 //! - [`pdfgen`]: PDFs with known content, for the tests and the bundled samples.
 //!
 //! No Tauri and no CUDA here: the desktop shell and the GPU backend plug in from outside.
@@ -31,6 +32,7 @@ pub mod pdfpages;
 pub mod pipeline;
 pub mod poppler;
 pub mod samples;
+pub mod sandbox;
 pub mod scangen;
 pub mod search;
 pub mod shard;

@@ -538,6 +538,13 @@ fn raw_samples(samples: &[u8], width: u32, height: u32, bits: i64, channels: usi
     }
 }
 
+/// Whether a page image holds no ink to speak of: fewer than one pixel in 20,000 darker than
+/// mid-grey (a page number at 300 dpi is about one in 7,000). Such a page is not given to OCR.
+pub fn blank(image: &GrayImage) -> bool {
+    let dark = image.as_raw().iter().filter(|&&v| v < 128).count() as u64;
+    dark * 20_000 < image.width() as u64 * image.height() as u64
+}
+
 /// Renders page `number` of `pdf` in grey at up to 300 dpi (less for pages so large that 300 dpi
 /// would pass [`MAX_PIXELS`]), with Poppler's `pdftoppm` fed the document's bytes (crate::poppler).
 fn render_page(pdf: &[u8], number: u32, width_points: f32) -> Result<(GrayImage, u32), String> {
@@ -669,6 +676,24 @@ mod tests {
         assert!(folded.contains(planted[1]), "{folded}");
         let typed = lopdf::Document::load_mem(&crate::scangen::text_then_scans_pdf("typed", &[], 300, Encoding::Flate)).unwrap();
         assert!(!page_has_image(&typed, first(&typed)));
+    }
+
+    #[test]
+    fn a_blank_page_is_told_from_one_with_a_page_number() {
+        let mut page = GrayImage::from_pixel(2550, 3300, image::Luma([250]));
+        assert!(blank(&page));
+        // Dust: a few dark specks.
+        for i in 0..100 {
+            page.put_pixel(100 + i * 7, 200, image::Luma([10]));
+        }
+        assert!(blank(&page));
+        // A page number: about 30 x 40 pixels of ink.
+        for x in 1260..1290 {
+            for y in 3100..3140 {
+                page.put_pixel(x, y, image::Luma([0]));
+            }
+        }
+        assert!(!blank(&page));
     }
 
     /// A page of text drawn as outlines (no font, no image) is rendered by the real `pdftoppm`,
