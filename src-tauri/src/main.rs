@@ -201,6 +201,7 @@ fn forward_events(handle: tauri::AppHandle, app: &App) {
             Ok(AppEvent::Folders(folders)) => drop(handle.emit("folders", folders)),
             Ok(AppEvent::Removed(path)) => drop(handle.emit("removed", path)),
             Ok(AppEvent::Summary(summary)) => drop(handle.emit("summary", summary)),
+            Ok(AppEvent::WritesStopped(reason)) => drop(handle.emit("writes_stopped", reason)),
             Err(RecvError::Lagged(_)) => drop(handle.emit("resync", ())),
             Err(_) => return,
         }

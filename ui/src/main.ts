@@ -79,6 +79,7 @@ async function start(): Promise<void> {
     folders: (f) => store.setFolders(f),
     removed: (path) => store.removeFile(path),
     summary: (e) => store.summaryReady(e.path),
+    writes_stopped: (reason) => store.stopWrites(reason),
     resync: reload,
     connection: (c: Connection) => {
       showConnection(c);

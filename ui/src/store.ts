@@ -16,6 +16,8 @@ function zeroCounts(): Counts {
 class Store {
   model = "";
   summaries: Summaries | null = null;
+  /** Why nothing more is written to the index; null while indexing goes on. */
+  writesStopped: string | null = null;
   device: Device | null = null;
   folders: string[] = [];
   files = new Map<string, FileState>();
@@ -46,8 +48,14 @@ class Store {
     // If the server sent every file, the counts follow from them; trust them either way.
     this.bins = (s.bins ?? []).slice(-MAX_BINS);
     this.samples = (s.samples ?? []).slice(-MAX_SAMPLES);
+    this.writesStopped = s.writes_stopped ?? null;
     this.lastQueueChange = Math.max(0, ...[...this.files.values()].map((f) => f.updated_ms || 0));
     this.emit("device", "folders", "queue", "bins", "samples");
+  }
+
+  stopWrites(reason: string): void {
+    this.writesStopped = reason;
+    this.emit("queue");
   }
 
   setFolders(folders: string[]): void {

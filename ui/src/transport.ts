@@ -19,6 +19,8 @@ export interface LiveHandlers {
   removed(path: string): void;
   /** A document's summary is ready, or could not be made. */
   summary(event: { path: string; summary: string | null; error: string | null }): void;
+  /** Nothing more is written to the index, and why. */
+  writes_stopped(reason: string): void;
   /** The live stream's health; after "live" following a gap the caller should reload the state. */
   connection(state: Connection): void;
 }
@@ -109,6 +111,7 @@ class TauriTransport implements Transport {
       listen<string>("removed", (e) => h.removed(e.payload)),
       listen<unknown>("resync", () => h.resync()),
       listen<{ path: string; summary: string | null; error: string | null }>("summary", (e) => h.summary(e.payload)),
+      listen<string>("writes_stopped", (e) => h.writes_stopped(e.payload)),
       call<void>("subscribe_samples", { channel }),
     ])
       .then(([a, b, c, d, e, f]) => {
@@ -282,6 +285,9 @@ class HttpTransport implements Transport {
           break;
         case "summary":
           h.summary(payload as { path: string; summary: string | null; error: string | null });
+          break;
+        case "writes_stopped":
+          h.writes_stopped(payload as string);
           break;
         case "resync":
           h.resync();

@@ -97,6 +97,8 @@ export interface AppState {
   samples: Sample[];
   /** The chat model that writes summaries, where it runs and its settings; null: summaries off. */
   summaries?: Summaries | null;
+  /** Why nothing more is written to the index (deleted or replaced while the app ran); null while indexing goes on. */
+  writes_stopped?: string | null;
   /** Optional extras a server may send: what the index holds. */
   documents?: number;
   chunks?: number;

@@ -141,6 +141,9 @@ pub struct AppStateView {
     pub chunks: u64,
     /// The chat model and its settings; None: summaries are off.
     pub summaries: Option<crate::summaries::SummaryView>,
+    /// Why nothing more is written to the index (it was deleted or replaced while the app ran);
+    /// None while indexing goes on.
+    pub writes_stopped: Option<String>,
 }
 
 /// A live event: `event` names it (the SSE event name / Tauri event name), `data` carries it.
@@ -155,6 +158,8 @@ pub enum AppEvent {
     Removed(String),
     /// A document's summary is ready (or could not be made).
     Summary(SummaryEvent),
+    /// Nothing more is written to the index, and why ([`AppStateView::writes_stopped`]).
+    WritesStopped(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -172,6 +177,7 @@ impl AppEvent {
             AppEvent::Sample(_) => "sample",
             AppEvent::Folders(_) => "folders",
             AppEvent::Removed(_) => "removed",
+            AppEvent::WritesStopped(_) => "writes_stopped",
             AppEvent::Summary(_) => "summary",
         }
     }
@@ -185,6 +191,7 @@ impl AppEvent {
             AppEvent::Folders(x) => serde_json::to_string(x),
             AppEvent::Removed(x) => serde_json::to_string(x),
             AppEvent::Summary(x) => serde_json::to_string(x),
+            AppEvent::WritesStopped(x) => serde_json::to_string(x),
         }
         .expect("plain data serialises")
     }

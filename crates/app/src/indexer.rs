@@ -50,6 +50,10 @@ impl App {
             }
             pending.extend(jobs.try_iter());
             let job = pending.remove(0);
+            // An index deleted or replaced under the app is not written to (App::index_intact).
+            if !self.index_intact() {
+                continue;
+            }
             let result = match job {
                 Job::Index(mut paths) => {
                     // Merge every index job waiting behind this one into one run (one set of bins).

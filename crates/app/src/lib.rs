@@ -137,6 +137,10 @@ struct Inner {
     /// it is gone: a folder renamed away and back, or a drive mounted again, is watched again and
     /// caught up with when it reappears ([`App::rearm_watches`]).
     armed: Mutex<std::collections::HashMap<PathBuf, Option<(u64, u64)>>>,
+    /// The index file's identity (device, inode) when the app opened it ([`App::index_intact`]).
+    index_identity: Option<(u64, u64)>,
+    /// Why nothing more is written to the index, once that is so.
+    writes_stopped: Mutex<Option<String>>,
     stop: AtomicBool,
     /// Documents to summarize (when summaries are on), a batch per message: the documents of one index run arrive together,
     /// so the summarizer never starts on the first of them alone.
@@ -212,6 +216,7 @@ impl App {
             }
             None => (None, None),
         };
+        let index_identity = identity(&config.db);
         let app = App {
             inner: Arc::new(Inner {
                 searcher: Mutex::new(Searcher::open(&config.db).ok()),
@@ -225,6 +230,8 @@ impl App {
                 chosen: Mutex::new(HashSet::new()),
                 watcher: Mutex::new(None),
                 armed: Mutex::new(std::collections::HashMap::new()),
+                index_identity,
+                writes_stopped: Mutex::new(None),
                 stop: AtomicBool::new(false),
                 summarize,
                 summary_totals: Mutex::new(summaries::SummaryTotals::default()),
@@ -294,7 +301,28 @@ impl App {
             documents: counts.map_or(0, |c| c.documents),
             chunks: counts.map_or(0, |c| c.chunks),
             summaries: self.inner.config.summaries.as_ref().map(|c| c.view(self.summary_totals())),
+            writes_stopped: self.inner.writes_stopped.lock().clone(),
         }
+    }
+
+    /// Is the index still the file the app opened? Deleted, the next write would silently make a
+    /// new, empty one (the queue says done, search finds nothing); replaced (by a copy, a restore,
+    /// junk), writes would go to another index or fail with the reason only in the log. Either
+    /// way nothing more is written: the reason is kept, logged once, and shown (state and event).
+    pub(crate) fn index_intact(&self) -> bool {
+        if self.inner.writes_stopped.lock().is_some() {
+            return false;
+        }
+        let db = &self.inner.config.db;
+        let reason = match (identity(db), self.inner.index_identity) {
+            (Some(now), Some(opened)) if now == opened => return true,
+            (None, _) => format!("the index {} was deleted while warpfold ran: nothing more is written to it (restart warpfold to make a new one)", db.display()),
+            _ => format!("the index {} was replaced by another file while warpfold ran: nothing more is written to it (restart warpfold to use the new file)", db.display()),
+        };
+        tracing::error!("{reason}");
+        *self.inner.writes_stopped.lock() = Some(reason.clone());
+        let _ = self.inner.events.send(AppEvent::WritesStopped(reason));
+        false
     }
 
     pub fn folders(&self) -> Vec<String> {

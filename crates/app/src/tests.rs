@@ -719,3 +719,45 @@ fn a_watched_folder_renamed_away_and_back_or_remounted_keeps_its_documents_and_i
     std::fs::write(&written_later, "Written into the remounted folder later: the lamp's oil.").unwrap();
     eventually("the remounted folder watched again", || state_of(&app, &written_later) == Some(QueueState::Done));
 }
+
+/// The index deleted under the running app: nothing more is written (before, the next write made
+/// a new, empty index: the queue said done and search found nothing), and the state and an event
+/// say why. Replaced by another file (junk here): the same, instead of files staying "waiting"
+/// forever with the reason only in the log.
+#[test]
+fn an_index_deleted_or_replaced_under_the_app_is_not_written_and_the_app_says_why() {
+    let loaded = model();
+    for how in ["deleted", "replaced"] {
+        let data = tempfile::tempdir().unwrap();
+        let docs = tempfile::tempdir().unwrap();
+        let app = start(data.path(), &loaded);
+        let mut events = app.subscribe();
+        let first = docs.path().join("first.txt");
+        std::fs::write(&first, "the first note about otters").unwrap();
+        app.add_paths(&[first.display().to_string()], Origin::User).unwrap();
+        eventually("the first note indexed", || indexed(&app).len() == 1);
+        let db = data.path().join("index.db");
+        for file in ["index.db", "index.db-wal", "index.db-shm"] {
+            let _ = std::fs::remove_file(data.path().join(file));
+        }
+        if how == "replaced" {
+            std::fs::write(&db, b"not an index at all").unwrap();
+        }
+        let second = docs.path().join("second.txt");
+        std::fs::write(&second, "the second note about beavers").unwrap();
+        app.add_paths(&[second.display().to_string()], Origin::User).unwrap();
+        eventually("the app says writes stopped", || app.state().writes_stopped.is_some());
+        let reason = app.state().writes_stopped.unwrap();
+        assert!(reason.contains(&format!("was {how}")) && reason.contains("nothing more is written"), "{reason}");
+        match how {
+            "deleted" => assert!(!db.exists(), "no new, empty index was made"),
+            _ => assert_eq!(std::fs::read(&db).unwrap(), b"not an index at all", "the other file is left alone"),
+        }
+        let mut said = false;
+        while let Ok(event) = events.try_recv() {
+            said |= matches!(event, AppEvent::WritesStopped(ref r) if r == &reason);
+        }
+        assert!(said, "an event says so");
+        app.stop();
+    }
+}

@@ -64,6 +64,12 @@ export function mountQueue(openDetail: (path: string) => void): void {
   function drawProgressLabel() {
     const total = store.total();
     const el = $("queue-progress-label");
+    if (store.writesStopped) {
+      // nothing more is indexed: said where the progress is read, until a restart
+      el.textContent = `Indexing stopped: ${store.writesStopped}`;
+      el.dataset.state = "stopped";
+      return;
+    }
     if (!total) {
       el.textContent = "Nothing queued yet.";
       el.dataset.state = "empty";
