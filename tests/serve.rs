@@ -688,3 +688,31 @@ fn api_answers_are_not_stored_and_a_document_is_served_sandboxed_under_its_name(
     assert!(file.contains("content-security-policy: sandbox; default-src 'none'"), "{file}");
     assert!(file.contains("content-disposition: inline; filename*=utf-8''r%c3%a9sum%c3%a9.txt\r\n"), "{file}");
 }
+
+/// The token from a file (first line), so it is not in the process list; given with --token, a
+/// warning says it is visible there.
+#[test]
+fn the_token_can_come_from_a_file_and_one_on_the_command_line_is_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("token");
+    std::fs::write(&file, "from-a-file\n").unwrap();
+    let (db, data) = (dir.path().join("i.db"), dir.path().join("data"));
+    let mut command = warpfold();
+    command.args(["serve", "--addr", "127.0.0.1:0", "--token-file"]).arg(&file).arg("--db").arg(&db).arg("--data-dir").arg(&data);
+    let (server, _) = launch(command, 1);
+    assert_eq!(request(&server.addr, "GET", "/api/state", Some("from-a-file"), None).0, 200);
+    assert_eq!(request(&server.addr, "GET", "/api/state", Some("s3cret"), None).0, 401);
+    drop(server);
+    let mut command = warpfold();
+    command.args(["serve", "--addr", "127.0.0.1:0", "--token", "s3cret"]).arg("--db").arg(&db).arg("--data-dir").arg(&data);
+    let mut child = command.env_remove("WARPFOLD_TOKEN").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("visible to every user of this machine"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -154,6 +154,14 @@ fn a_corpus_in_every_script_is_indexed_and_each_query_finds_its_own_files() {
         let first = api["hits"][0]["path"].as_str().unwrap_or_default();
         assert!(first.contains(&format!("/{script}.")), "{query:?} by the API: {first}");
     }
+    // Summaries of every script (the default chat model, a short budget): each document gets a
+    // summary or its reason, nothing panics.
+    let texts: Vec<std::path::PathBuf> = SCRIPTS.iter().map(|(script, _, _)| docs.join(format!("{script}.txt"))).collect();
+    let out = crate::common::warpfold().arg("summarize").args(&texts).args(["--json", "--max-tokens", "16"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), SCRIPTS.len());
+    assert!(lines.iter().all(|l| l["summary"].is_string() || l["error"].is_string()), "{lines:#?}");
 }
 
 /// A file name holding a terminal escape is printed escaped by the CLI's report (before: raw, so

@@ -23,8 +23,8 @@ if [ ! -d "$OUT/manuals" ]; then
   rm -rf "$OUT/deb" && mkdir -p "$OUT/deb" "$OUT/manuals"
   dpkg-deb --fsys-tarfile "$OUT/$TEX_DEB" | tar -x -C "$OUT/deb"
   # one flat folder, named by their package folder (two manuals share a file name)
-  find "$OUT/deb/usr/share/doc/texlive-doc/latex" -name '*.pdf' | while read -r f; do
-    rel=${f#"$OUT/deb/usr/share/doc/texlive-doc/latex/"}
+  find "$OUT/deb/usr/share/doc/texlive-doc" -name '*.pdf' | while read -r f; do
+    rel=${f#"$OUT/deb/usr/share/doc/texlive-doc/"}
     cp "$f" "$OUT/manuals/${rel//\//__}"
   done
 fi

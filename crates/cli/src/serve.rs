@@ -39,9 +39,14 @@ pub struct ServeArgs {
     pub ocr_languages: String,
     #[command(flatten)]
     pub ocr_limits: crate::index::OcrLimits,
-    /// The token clients must send; default: a random one, printed at start.
+    /// The token clients must send; default: a random one, printed at start. Given on the command
+    /// line it is visible to every user of the machine (/proc/PID/cmdline): prefer WARPFOLD_TOKEN
+    /// or --token-file.
     #[arg(long, env = "WARPFOLD_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Read the token from this file's first line (keep it readable by you alone).
+    #[arg(long, value_name = "FILE", conflicts_with = "token")]
+    pub token_file: Option<PathBuf>,
     /// The largest upload (POST /api/upload) taken, in MiB; a larger body is answered 413.
     #[arg(long, default_value_t = 512, value_name = "MIB")]
     pub max_upload_mib: u64,
@@ -57,14 +62,29 @@ pub fn run(global: &GlobalOptions, args: &ServeArgs) -> Result<ExitCode> {
 
 /// [`run`] with the random number generator given (tests give one that fails).
 fn serve(global: &GlobalOptions, args: &ServeArgs, random: impl FnOnce(&mut [u8]) -> Result<(), getrandom::Error>) -> Result<ExitCode> {
+    let token = match &args.token_file {
+        Some(file) => Some(token_from_file(file)?),
+        None => {
+            if std::env::args().any(|a| a == "--token" || a.starts_with("--token=")) {
+                eprintln!("warning: a token given with --token is visible to every user of this machine in the process list; use WARPFOLD_TOKEN or --token-file");
+            }
+            args.token.clone()
+        }
+    };
     let options = ServerOptions {
         addr: args.addr,
-        token: args.token.clone(),
+        token,
         allowed_hosts: args.allow_hosts.clone(),
         max_upload_bytes: args.max_upload_mib.saturating_mul(1 << 20),
     };
     warpfold_server::serve(&options, random, || start_app(global, args))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The first line of a token file, without its line end; an empty one is refused by the server.
+fn token_from_file(file: &std::path::Path) -> Result<String> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("reading the token file {}", file.display()))?;
+    Ok(text.lines().next().unwrap_or_default().trim().to_string())
 }
 
 /// The embedding engine, the index and (with --summarize) the summarizer, as the flags say.
