@@ -202,6 +202,7 @@ fn forward_events(handle: tauri::AppHandle, app: &App) {
             Ok(AppEvent::Removed(path)) => drop(handle.emit("removed", path)),
             Ok(AppEvent::Summary(summary)) => drop(handle.emit("summary", summary)),
             Ok(AppEvent::WritesStopped(reason)) => drop(handle.emit("writes_stopped", reason)),
+            Ok(AppEvent::WritesPaused(reason)) => drop(handle.emit("writes_paused", reason)),
             Err(RecvError::Lagged(_)) => drop(handle.emit("resync", ())),
             Err(_) => return,
         }

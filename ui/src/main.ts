@@ -80,6 +80,7 @@ async function start(): Promise<void> {
     removed: (path) => store.removeFile(path),
     summary: (e) => store.summaryReady(e.path),
     writes_stopped: (reason) => store.stopWrites(reason),
+    writes_paused: (reason) => store.pauseWrites(reason),
     resync: reload,
     connection: (c: Connection) => {
       showConnection(c);

@@ -18,6 +18,8 @@ class Store {
   summaries: Summaries | null = null;
   /** Why nothing more is written to the index; null while indexing goes on. */
   writesStopped: string | null = null;
+  /** Why indexing is paused for now; null while it goes on. */
+  writesPaused: string | null = null;
   device: Device | null = null;
   folders: string[] = [];
   files = new Map<string, FileState>();
@@ -49,8 +51,14 @@ class Store {
     this.bins = (s.bins ?? []).slice(-MAX_BINS);
     this.samples = (s.samples ?? []).slice(-MAX_SAMPLES);
     this.writesStopped = s.writes_stopped ?? null;
+    this.writesPaused = s.writes_paused ?? null;
     this.lastQueueChange = Math.max(0, ...[...this.files.values()].map((f) => f.updated_ms || 0));
     this.emit("device", "folders", "queue", "bins", "samples");
+  }
+
+  pauseWrites(reason: string | null): void {
+    this.writesPaused = reason;
+    this.emit("queue");
   }
 
   stopWrites(reason: string): void {

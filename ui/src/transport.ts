@@ -21,6 +21,8 @@ export interface LiveHandlers {
   summary(event: { path: string; summary: string | null; error: string | null }): void;
   /** Nothing more is written to the index, and why. */
   writes_stopped(reason: string): void;
+  /** Indexing paused (why) or resumed (null). */
+  writes_paused(reason: string | null): void;
   /** The live stream's health; after "live" following a gap the caller should reload the state. */
   connection(state: Connection): void;
 }
@@ -112,6 +114,7 @@ class TauriTransport implements Transport {
       listen<unknown>("resync", () => h.resync()),
       listen<{ path: string; summary: string | null; error: string | null }>("summary", (e) => h.summary(e.payload)),
       listen<string>("writes_stopped", (e) => h.writes_stopped(e.payload)),
+      listen<string | null>("writes_paused", (e) => h.writes_paused(e.payload)),
       call<void>("subscribe_samples", { channel }),
     ])
       .then(([a, b, c, d, e, f]) => {
@@ -288,6 +291,9 @@ class HttpTransport implements Transport {
           break;
         case "writes_stopped":
           h.writes_stopped(payload as string);
+          break;
+        case "writes_paused":
+          h.writes_paused(payload as string | null);
           break;
         case "resync":
           h.resync();

@@ -99,6 +99,8 @@ export interface AppState {
   summaries?: Summaries | null;
   /** Why nothing more is written to the index (deleted or replaced while the app ran); null while indexing goes on. */
   writes_stopped?: string | null;
+  /** Why indexing is paused for now (the disk is full; it resumes by itself); null while it goes on. */
+  writes_paused?: string | null;
   /** Optional extras a server may send: what the index holds. */
   documents?: number;
   chunks?: number;

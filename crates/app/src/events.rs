@@ -144,6 +144,9 @@ pub struct AppStateView {
     /// Why nothing more is written to the index (it was deleted or replaced while the app ran);
     /// None while indexing goes on.
     pub writes_stopped: Option<String>,
+    /// Why indexing is paused for now (the disk is full; it resumes by itself when writes succeed
+    /// again); None while it goes on.
+    pub writes_paused: Option<String>,
 }
 
 /// A live event: `event` names it (the SSE event name / Tauri event name), `data` carries it.
@@ -160,6 +163,8 @@ pub enum AppEvent {
     Summary(SummaryEvent),
     /// Nothing more is written to the index, and why ([`AppStateView::writes_stopped`]).
     WritesStopped(String),
+    /// Indexing paused (the reason) or resumed (None) ([`AppStateView::writes_paused`]).
+    WritesPaused(Option<String>),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -178,6 +183,7 @@ impl AppEvent {
             AppEvent::Folders(_) => "folders",
             AppEvent::Removed(_) => "removed",
             AppEvent::WritesStopped(_) => "writes_stopped",
+            AppEvent::WritesPaused(_) => "writes_paused",
             AppEvent::Summary(_) => "summary",
         }
     }
@@ -192,6 +198,7 @@ impl AppEvent {
             AppEvent::Removed(x) => serde_json::to_string(x),
             AppEvent::Summary(x) => serde_json::to_string(x),
             AppEvent::WritesStopped(x) => serde_json::to_string(x),
+            AppEvent::WritesPaused(x) => serde_json::to_string(x),
         }
         .expect("plain data serialises")
     }

@@ -32,6 +32,18 @@ impl App {
         let mut settling = Settling::default();
         let mut rearmed = std::time::Instant::now();
         loop {
+            // Paused for want of space: no job runs (each would fail the same way) until a write
+            // succeeds again; then the run's files are indexed again.
+            if self.inner.writes_paused.lock().is_some() {
+                if self.inner.stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                self.try_resume();
+                if self.inner.writes_paused.lock().is_some() {
+                    std::thread::sleep(Duration::from_millis(200));
+                    continue;
+                }
+            }
             if rearmed.elapsed() >= REARM_EVERY {
                 self.rearm_watches();
                 rearmed = std::time::Instant::now();
@@ -118,14 +130,21 @@ impl App {
             return Ok(());
         }
         let indexed_files = collected.files.clone();
-        let report = index_collected(
+        let report = match index_collected(
             collected,
             &self.inner.config.db,
             &self.inner.embedder,
             &self.inner.config.model,
             &self.inner.config.index_options,
             progress,
-        )?;
+        ) {
+            Ok(report) => report,
+            Err(e) if e.disk_full() => {
+                self.pause_for_space(&e.to_string(), &indexed_files);
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
         tracing::info!(
             indexed = report.documents_indexed,
             failed = report.documents_failed,
@@ -283,6 +302,65 @@ impl App {
 fn in_empty_folder(gone: &Path, root: &Path) -> bool {
     let Some(folder) = gone.ancestors().skip(1).take_while(|a| a.starts_with(root)).find(|a| a.exists()) else { return false };
     std::fs::read_dir(folder).map_or(true, |mut entries| entries.next().is_none())
+}
+
+/// Indexing paused for want of space.
+pub(crate) struct Paused {
+    pub(crate) reason: String,
+    /// The files of the run that could not be written, indexed again on resuming.
+    files: Vec<PathBuf>,
+    /// When a write was last tried.
+    probed: std::time::Instant,
+}
+
+/// How often a paused app tries a write.
+const PROBE_EVERY: Duration = Duration::from_secs(3);
+/// What a probe writes beside the index: a commit's worth of pages.
+const PROBE_BYTES: usize = 1 << 20;
+
+impl App {
+    /// The disk is full: the run's files that are not done go back to waiting (not failed: they
+    /// were never written), and indexing pauses, visibly, until [`Self::try_resume`] succeeds.
+    fn pause_for_space(&self, error: &str, files: &[PathBuf]) {
+        let reason = format!("the disk holding the index is full ({error}): indexing is paused, and resumes by itself when there is room");
+        tracing::error!("{reason}");
+        let not_done: Vec<String> = files
+            .iter()
+            .map(|f| f.display().to_string())
+            .filter(|p| self.inner.board.get(p).is_some_and(|f| f.state != QueueState::Done))
+            .collect();
+        self.inner.board.waiting(&not_done);
+        *self.inner.writes_paused.lock() =
+            Some(Paused { reason: reason.clone(), files: files.to_vec(), probed: std::time::Instant::now() });
+        let _ = self.inner.events.send(crate::AppEvent::WritesPaused(Some(reason)));
+    }
+
+    /// While paused: every [`PROBE_EVERY`], writes and syncs [`PROBE_BYTES`] beside the index; when
+    /// that succeeds, resumes and indexes the paused run's files again (what was written is
+    /// skipped as unchanged).
+    fn try_resume(&self) {
+        let mut paused = self.inner.writes_paused.lock();
+        let Some(state) = paused.as_mut() else { return };
+        if state.probed.elapsed() < PROBE_EVERY {
+            return;
+        }
+        state.probed = std::time::Instant::now();
+        let dir = self.inner.config.db.parent().unwrap_or(Path::new("."));
+        let probe = tempfile::NamedTempFile::new_in(dir).and_then(|mut file| {
+            use std::io::Write;
+            file.write_all(&vec![0u8; PROBE_BYTES])?;
+            file.as_file().sync_all()
+        });
+        if probe.is_err() {
+            return;
+        }
+        let files = std::mem::take(&mut state.files);
+        *paused = None;
+        drop(paused);
+        tracing::info!("there is room on the disk again: indexing resumes");
+        let _ = self.inner.events.send(crate::AppEvent::WritesPaused(None));
+        let _ = self.inner.jobs.send(Job::Index(files));
+    }
 }
 
 /// How often the watched folders are checked for having come back (renamed back, remounted).

@@ -141,6 +141,8 @@ struct Inner {
     index_identity: Option<(u64, u64)>,
     /// Why nothing more is written to the index, once that is so.
     writes_stopped: Mutex<Option<String>>,
+    /// Indexing paused for want of space, with the files to index again when it resumes.
+    writes_paused: Mutex<Option<indexer::Paused>>,
     stop: AtomicBool,
     /// Documents to summarize (when summaries are on), a batch per message: the documents of one index run arrive together,
     /// so the summarizer never starts on the first of them alone.
@@ -232,6 +234,7 @@ impl App {
                 armed: Mutex::new(std::collections::HashMap::new()),
                 index_identity,
                 writes_stopped: Mutex::new(None),
+                writes_paused: Mutex::new(None),
                 stop: AtomicBool::new(false),
                 summarize,
                 summary_totals: Mutex::new(summaries::SummaryTotals::default()),
@@ -302,6 +305,7 @@ impl App {
             chunks: counts.map_or(0, |c| c.chunks),
             summaries: self.inner.config.summaries.as_ref().map(|c| c.view(self.summary_totals())),
             writes_stopped: self.inner.writes_stopped.lock().clone(),
+            writes_paused: self.inner.writes_paused.lock().as_ref().map(|p| p.reason.clone()),
         }
     }
 
@@ -432,7 +436,15 @@ impl App {
         let folders = {
             let mut settings = self.inner.settings.lock();
             if !settings.folders.contains(&text) {
-                self.change_folders(&mut settings, |folders| folders.push(text))?;
+                // Not saved (a full disk, say): not watched either, so what the app follows is
+                // what it will follow after a restart.
+                if let Err(e) = self.change_folders(&mut settings, |folders| folders.push(text.clone())) {
+                    if let Some(watcher) = self.inner.watcher.lock().as_ref() {
+                        watcher.unwatch(&folder);
+                    }
+                    self.inner.armed.lock().remove(&folder);
+                    return Err(e);
+                }
             }
             settings.folders.clone()
         };

@@ -761,3 +761,63 @@ fn an_index_deleted_or_replaced_under_the_app_is_not_written_and_the_app_says_wh
         app.stop();
     }
 }
+
+/// A small file system that holds the index: when it fills, the run stops reading files, the
+/// files not written go back to waiting (not failed), and the state and an event say indexing is
+/// paused; when space is freed, it resumes by itself and every file is indexed. Before: the run
+/// extracted and embedded every remaining file, each then failed, and nothing was retried until a
+/// restart. Needs to mount a tmpfs (root, as the test machines run); skipped where it cannot.
+#[test]
+fn a_full_disk_pauses_indexing_visibly_and_it_resumes_when_space_is_freed() {
+    let loaded = model();
+    let root = tempfile::tempdir().unwrap();
+    let small = root.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    let mounted = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=16m", "tmpfs"]).arg(&small).status();
+    if !mounted.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    }
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(small.clone());
+    let data = small.join("data");
+    let app = start(&data, &loaded);
+    // Leave about 80 KB free: a few documents' worth.
+    let filler = small.join("filler");
+    let free = |p: &Path| -> u64 {
+        let out = std::process::Command::new("df").args(["-B1", "--output=avail"]).arg(p).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).lines().nth(1).unwrap().trim().parse().unwrap()
+    };
+    std::fs::write(&filler, vec![1u8; (free(&small) - 80_000) as usize]).unwrap();
+    let docs = tempfile::tempdir().unwrap();
+    let mut rng = 7u64;
+    let mut words = || {
+        (0..300)
+            .map(|_| {
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                format!("w{}", rng >> 40)
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let files: Vec<PathBuf> = (0..12).map(|i| docs.path().join(format!("note-{i:02}.txt"))).collect();
+    for file in &files {
+        std::fs::write(file, words()).unwrap();
+    }
+    app.add_paths(&[docs.path().display().to_string()], Origin::User).unwrap();
+    eventually("indexing paused for want of space", || app.state().writes_paused.is_some());
+    let reason = app.state().writes_paused.unwrap();
+    assert!(reason.contains("full") && reason.contains("resumes by itself"), "{reason}");
+    assert!(files.iter().all(|f| state_of(&app, f) != Some(QueueState::Failed)), "files not written wait; none is failed");
+    std::fs::remove_file(&filler).unwrap();
+    eventually("indexing resumed and every file done", || {
+        app.state().writes_paused.is_none() && files.iter().all(|f| state_of(&app, f) == Some(QueueState::Done))
+    });
+    assert_eq!(indexed(&app).len(), files.len());
+    app.stop();
+}

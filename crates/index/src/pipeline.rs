@@ -46,6 +46,15 @@ pub enum IndexError {
     Shard(String),
 }
 
+impl IndexError {
+    /// Whether the index could not be written for want of space (SQLite's "database or disk is
+    /// full", or the system's ENOSPC): a failure that passes when space is freed.
+    pub fn disk_full(&self) -> bool {
+        let text = self.to_string();
+        text.contains("database or disk is full") || text.contains("No space left on device") || text.contains("os error 28")
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct IndexOptions {
     pub isolation: Isolation,
@@ -545,6 +554,9 @@ pub fn index_collected(
     let warnings = Mutex::new(Vec::new());
     let (mut indexed, mut chunks_written, mut chunks_embedded, mut chunks_reembedded) = (0u64, 0u64, 0u64, 0u64);
     let mut write_error: Option<StoreError> = None;
+    // Set with the first failed write (a full disk, say): the workers read no more files, so a run
+    // does not extract and embed hundreds of documents it cannot write.
+    let halted = std::sync::atomic::AtomicBool::new(false);
 
     let worker_stores = (0..jobs).map(|_| Store::open_existing(db)).collect::<Result<Vec<_>, _>>()?;
     let submit_store = Store::open_existing(db)?;
@@ -569,10 +581,13 @@ pub fn index_collected(
         });
         for store in worker_stores {
             let (work_rx, ready_tx) = (work_rx.clone(), ready_tx.clone());
-            let (skipped, progress, clock) = (&skipped, progress, &clock);
+            let (skipped, progress, clock, halted) = (&skipped, progress, &clock, &halted);
             scope.spawn(move || {
                 yield_to_the_device();
                 for path in work_rx {
+                    if halted.load(Ordering::Relaxed) {
+                        break; // the files not read stay where they were (the caller's queue)
+                    }
                     let span = tracing::info_span!(parent: None, "document", path = %path.display());
                     match span.in_scope(|| prepare(&path, &store, embedder, options, progress, clock)) {
                         Outcome::Skipped => {
@@ -652,6 +667,7 @@ pub fn index_collected(
                             .stage(&record.path, FileStage::Finished { status: "failed", error: Some(e.to_string()), chunks: 0, pages: 0 });
                     }
                     write_error = Some(e);
+                    halted.store(true, Ordering::Relaxed);
                     StageClock::add(&clock.write, write_started);
                     clock.write_cpu.fetch_add(StageClock::thread_cpu_nanos().saturating_sub(cpu_started), Ordering::Relaxed);
                     return;
@@ -668,6 +684,7 @@ pub fn index_collected(
                                 FileStage::Finished { status: "failed", error: Some(e.to_string()), chunks: 0, pages: 0 },
                             );
                             write_error = Some(e);
+                            halted.store(true, Ordering::Relaxed);
                             continue;
                         }
                     }

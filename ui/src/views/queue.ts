@@ -70,6 +70,11 @@ export function mountQueue(openDetail: (path: string) => void): void {
       el.dataset.state = "stopped";
       return;
     }
+    if (store.writesPaused) {
+      el.textContent = `Paused: ${store.writesPaused}`;
+      el.dataset.state = "paused";
+      return;
+    }
     if (!total) {
       el.textContent = "Nothing queued yet.";
       el.dataset.state = "empty";
