@@ -47,6 +47,17 @@ fn start(data: &Path, loaded: &LoadedModel) -> App {
     App::start(config, Arc::clone(&loaded.embedder)).expect("the app starts")
 }
 
+/// A started app watching a new, empty folder: the app, the folder (canonical), and the temporary
+/// folders to keep until the test ends (the data folder and the watched one).
+fn watching_a_new_folder(loaded: &LoadedModel) -> (App, PathBuf, [tempfile::TempDir; 2]) {
+    let data = tempfile::tempdir().unwrap();
+    let watched = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(watched.path()).unwrap();
+    let app = start(data.path(), loaded);
+    app.add_folder(&root.display().to_string(), Origin::User).unwrap();
+    (app, root, [data, watched])
+}
+
 /// A document's bytes as the server streams them ([`App::open_document`]).
 fn read_document(app: &App, path: &str) -> Result<Vec<u8>, AppError> {
     use std::io::Read;
@@ -627,11 +638,7 @@ fn a_folder_named_many_times_at_once_is_queued_once() {
 #[test]
 fn the_watcher_skips_files_inside_hidden_folders_as_the_walk_does() {
     let loaded = model();
-    let data = tempfile::tempdir().unwrap();
-    let watched = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(watched.path()).unwrap();
-    let app = start(data.path(), &loaded);
-    app.add_folder(&root.display().to_string(), Origin::User).unwrap();
+    let (app, root, _folders) = watching_a_new_folder(&loaded);
     std::fs::create_dir_all(root.join(".ssh")).unwrap();
     std::fs::create_dir_all(root.join(".git/sub")).unwrap();
     std::fs::write(root.join(".ssh/notes.txt"), "the private key's passphrase is in the drawer").unwrap();
@@ -654,11 +661,7 @@ fn the_watcher_skips_files_inside_hidden_folders_as_the_walk_does() {
 #[test]
 fn files_with_a_modification_time_in_the_future_are_indexed_once_they_stop_changing() {
     let loaded = model();
-    let data = tempfile::tempdir().unwrap();
-    let watched = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(watched.path()).unwrap();
-    let app = start(data.path(), &loaded);
-    app.add_folder(&root.display().to_string(), Origin::User).unwrap();
+    let (app, root, _folders) = watching_a_new_folder(&loaded);
     let future = std::time::SystemTime::now() + Duration::from_secs(3600);
     let note = root.join("from-the-camera.txt");
     std::fs::write(&note, "Flamingos wade in the salt pans at dawn.").unwrap();
