@@ -316,6 +316,10 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
 
     await t.test("a French and a Japanese question find their letter and mark its words", async () => {
       const ask = async (question, file, words) => {
+        // the list cleared first, so the hits read below are this question's, not the last one's
+        await page.getByTestId("search-input").fill("");
+        await page.getByTestId("search-input").press("Enter");
+        await page.getByTestId("search-hit").first().waitFor({ state: "detached" });
         await page.getByTestId("search-input").fill(question);
         await page.getByTestId("search-input").press("Enter");
         const first = page.locator(`[data-testid=search-hit][data-path$="/library/${file}"]`).first();
