@@ -111,8 +111,8 @@ fn the_server_guards_with_its_token_embeds_like_the_engine_and_searches() {
     let (status, _) = request(addr, "POST", "/v1/embeddings", Some("s3cret"), Some(r#"{"input": "x", "model": "other"}"#));
     assert_eq!(status, 400);
 
-    // Search over the index, with the token in the query string as a browser would send it.
-    let (status, body) = request(addr, "GET", "/api/search?q=pick%20tomatoes%20ripen%20indoors&k=2&token=s3cret", None, None);
+    // Search over the index.
+    let (status, body) = request(addr, "GET", "/api/search?q=pick%20tomatoes%20ripen%20indoors&k=2", Some("s3cret"), None);
     assert_eq!(status, 200, "{body}");
     let v: Value = serde_json::from_str(&body).unwrap();
     let hits = &v["hits"];
@@ -715,4 +715,84 @@ fn the_token_can_come_from_a_file_and_one_on_the_command_line_is_warned_about() 
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The whole answer, headers and body, of one request given as its head (request line and
+/// headers, no blank line).
+fn exchange(addr: &str, head: &str) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.write_all(format!("{head}\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n").as_bytes()).unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    String::from_utf8_lossy(&response).into_owned()
+}
+
+fn status_of(response: &str) -> u16 {
+    response.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A browser hands the token over once for an HttpOnly, SameSite=Strict cookie named for the port;
+/// the token in an address opens nothing (it would stay in history and logs). Before the UI sends
+/// the cookie to a server it has not checked, the server proves it holds the token: an HMAC of the
+/// client's challenge under the key the exchange gave, which a server with another token (say,
+/// another user's on the same port after this one stopped) cannot give. Before: `?token=` opened
+/// the API, there was no cookie, and the UI sent its token to whatever answered.
+#[test]
+fn a_browser_trades_the_token_for_a_cookie_and_checks_the_server_before_sending_it() {
+    use hmac::Mac;
+    let (server, _dir) = fresh(&[]);
+    let addr = server.addr.as_str();
+    let port = addr.rsplit(':').next().unwrap();
+    assert_eq!(request(addr, "GET", "/api/state?token=s3cret", None, None).0, 401, "a token in the address opens nothing");
+    assert_eq!(status_of(&exchange(addr, "POST /api/session HTTP/1.1")), 401, "no cookie without the token");
+
+    let answer = exchange(addr, "POST /api/session HTTP/1.1\r\nAuthorization: Bearer s3cret");
+    assert_eq!(status_of(&answer), 200, "{answer}");
+    let set_cookie = answer.lines().find_map(|l| l.strip_prefix("set-cookie: ")).unwrap_or_else(|| panic!("{answer}"));
+    let cookie = set_cookie.split(';').next().unwrap();
+    assert!(cookie.starts_with(&format!("warpfold_session_{port}=")), "{set_cookie}");
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(set_cookie.split("; ").any(|a| a == attribute), "{attribute} missing: {set_cookie}");
+    }
+    assert!(!cookie.contains("s3cret"), "the cookie is not the token: {cookie}");
+    let body: Value = serde_json::from_str(answer.split_once("\r\n\r\n").unwrap().1).unwrap();
+    let proof_key = body["proof_key"].as_str().unwrap().to_string();
+    assert_eq!(proof_key.len(), 64, "{body}");
+
+    // The cookie opens the API; one for another port or another token does not.
+    let with_cookie = |cookie: &str| status_of(&exchange(addr, &format!("GET /api/state HTTP/1.1\r\nCookie: theme=dark; {cookie}")));
+    assert_eq!(with_cookie(cookie), 200);
+    let value = cookie.split_once('=').unwrap().1;
+    assert_eq!(with_cookie(&format!("warpfold_session_1{port}={value}")), 401);
+    assert_eq!(with_cookie(&format!("warpfold_session_{port}={}", "0".repeat(value.len()))), 401);
+
+    // The proof, checked as the UI checks it.
+    let key: Vec<u8> = (0..64).step_by(2).map(|i| u8::from_str_radix(&proof_key[i..i + 2], 16).unwrap()).collect();
+    let expected = |challenge: &[u8]| {
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&key).unwrap();
+        mac.update(challenge);
+        mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    let proof_from = |addr: &str, challenge: &[u8]| {
+        let hex: String = challenge.iter().map(|b| format!("{b:02x}")).collect();
+        let (status, body) = request(addr, "GET", &format!("/api/hello?challenge={hex}"), None, None);
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str::<Value>(&body).unwrap()["proof"].as_str().unwrap().to_string()
+    };
+    let (a, b) = ([7u8; 32], *b"another challenge, 32 bytes long");
+    assert_eq!(proof_from(addr, &a), expected(&a));
+    assert_eq!(proof_from(addr, &b), expected(&b));
+    assert_ne!(expected(&a), expected(&b));
+    for bad in ["", "abc", "zz", "00", &"ab".repeat(65)] {
+        assert_eq!(request(addr, "GET", &format!("/api/hello?challenge={bad}"), None, None).0, 400, "{bad:?}");
+    }
+    assert_eq!(status_of(&exchange(addr, "DELETE /api/session HTTP/1.1\r\nAuthorization: Bearer s3cret")), 204);
+
+    // Another server (another token) cannot give this one's proof.
+    let dir = tempfile::tempdir().unwrap();
+    let (db, data) = (dir.path().join("i.db"), dir.path().join("data"));
+    let mut command = warpfold();
+    command.args(["serve", "--addr", "127.0.0.1:0", "--token", "someone-else"]).arg("--db").arg(&db).arg("--data-dir").arg(&data);
+    let (impostor, _) = launch(command, 1);
+    assert_ne!(proof_from(&impostor.addr, &a), expected(&a));
 }

@@ -13,6 +13,7 @@
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, createWriteStream } from "node:fs";
+import { createServer as createHttpServer } from "node:http";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
@@ -189,7 +190,8 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
     });
 
     const page = await newPage();
-    await t.test("opens with ?token=, keeps it and takes it out of the address bar", async () => {
+    await t.test("opens with ?token=, trades it for a cookie and takes it out of the address bar", async () => {
+      const TOKEN_FOR_PAGE = TOKEN;
       await page.goto(`${base}/?token=${TOKEN}`);
       await page.locator("#app").waitFor({ state: "visible" });
       assert.ok(!page.url().includes("token="), `token still in the URL: ${page.url()}`);
@@ -208,7 +210,14 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       if (products) assert.equal((await page.getByTestId("precision").textContent()).trim(), products);
       await page.getByTestId("queue-progress-label").waitFor();
       await shot(page, "empty");
-      // the token survives a reload (sessionStorage)
+      // the token was traded for an HttpOnly cookie: no script and no storage holds it
+      assert.ok(!(await page.evaluate(() => document.cookie)).includes("warpfold_session"), "the session cookie is HttpOnly");
+      const stored = await page.evaluate(() => JSON.stringify({ ...sessionStorage }) + JSON.stringify({ ...localStorage }));
+      assert.ok(!stored.includes(TOKEN_FOR_PAGE), `the token is kept in storage: ${stored}`);
+      const cookies = await page.context().cookies();
+      const session = cookies.find((c) => c.name.startsWith("warpfold_session_"));
+      assert.ok(session && session.httpOnly && session.sameSite === "Strict", `cookie: ${JSON.stringify(cookies)}`);
+      // the session survives a reload (the cookie, and the key to check the server with)
       await page.reload();
       await page.locator('[data-testid=connection][data-state="live"]').waitFor();
     });
@@ -278,8 +287,9 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       assert.match(await panel.getByTestId("detail-state").textContent(), /done/);
       await page.waitForTimeout(300); // the panel's slide-in
       await shot(page, "detail");
+      // opened by address with the cookie: sandboxed by the server, no handle back to this tab
       const [popup] = await Promise.all([page.context().waitForEvent("page"), panel.getByTestId("detail-open").click()]);
-      await popup.waitForURL(/^blob:/, { timeout: 30_000 });
+      await popup.waitForURL(/\/api\/file\?path=.*tomatoes\.pdf$/, { timeout: 30_000 });
       await popup.setViewportSize({ width: 1000, height: 700 });
       await popup.waitForTimeout(1500); // the PDF viewer draws
       await shot(popup, "open-file");
@@ -387,11 +397,33 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       await context.close();
     });
 
+    await t.test("after the server stops, a program that takes its port and cannot prove the token gets no credentials", async () => {
+      server.child.kill("SIGTERM");
+      await new Promise((r) => (server.child.exitCode !== null || server.child.signalCode !== null ? r() : server.child.once("exit", r)));
+      const seen = [];
+      const impostor = createHttpServer((req, res) => {
+        seen.push({ url: req.url, cookie: req.headers.cookie ?? "", authorization: req.headers.authorization ?? "" });
+        res.writeHead(200, { "Content-Type": "application/json" });
+        res.end(req.url.startsWith("/api/hello") ? JSON.stringify({ server: "warpfold", proof: "00".repeat(32) }) : "{}");
+      });
+      await new Promise((r) => impostor.listen(port, "127.0.0.1", r));
+      try {
+        await page.getByTestId("token-screen").waitFor({ state: "visible" });
+        assert.match(await page.getByTestId("token-reason").textContent(), /could not prove it holds the token/);
+        assert.ok(seen.some((r) => r.url.startsWith("/api/hello")), `the page asked for the proof: ${JSON.stringify(seen)}`);
+        const leaked = seen.filter((r) => r.cookie.includes("warpfold_session") || r.authorization);
+        assert.deepEqual(leaked, [], "nothing credentialed went to the impostor");
+        await shot(page, "untrusted");
+      } finally {
+        await new Promise((r) => impostor.close(r));
+      }
+    });
+
     assert.deepEqual(pageErrors, [], "no script errors in the page");
   } finally {
     await browser?.close().catch(() => undefined);
     server.child.kill("SIGTERM");
-    await new Promise((r) => (server.child.exitCode !== null ? r() : server.child.once("exit", r)));
+    await new Promise((r) => (server.child.exitCode !== null || server.child.signalCode !== null ? r() : server.child.once("exit", r)));
     rmSync(tmp, { recursive: true, force: true });
   }
 });

@@ -5,7 +5,7 @@ import "../style.css";
 
 import { $ } from "./dom";
 import { store } from "./store";
-import { createTransport, hasToken, setToken, type Connection } from "./transport";
+import { createTransport, forgetSession, hasSession, signIn, takeToken, type Connection } from "./transport";
 import { ApiError } from "./types";
 import { mountBins } from "./views/bins";
 import { mountDetail } from "./views/detail";
@@ -18,33 +18,54 @@ import { showError, whenUnauthorized } from "./views/toast";
 
 const transport = createTransport();
 
-function tokenScreen(): void {
+const UNTRUSTED_SCREEN =
+  "the server now at this address could not prove it holds the token this page signed in with: it was restarted with a new token, or it is another program, and nothing was sent to it. Sign in again only with the token the warpfold you started printed.";
+
+/** The sign-in screen; `reason` says why the page is here when it is not simply a first visit. */
+function tokenScreen(reason?: string): void {
+  forgetSession();
   $("app").hidden = true;
   $("token-screen").hidden = false;
   document.title = "warpfold · token missing or wrong";
+  const why = $("token-reason");
+  why.hidden = !reason;
+  why.textContent = reason ? `${reason[0].toUpperCase()}${reason.slice(1)}` : "";
   const form = $("token-form") as HTMLFormElement;
   const input = $("token-input") as HTMLInputElement;
   input.focus();
   form.onsubmit = (e) => {
     e.preventDefault();
-    if (!input.value.trim()) return;
-    setToken(input.value.trim());
-    location.reload();
+    const token = input.value.trim();
+    if (!token) return;
+    signIn(token).then(
+      () => location.reload(),
+      (err) => {
+        why.hidden = false;
+        why.textContent = err instanceof ApiError && err.unauthorized ? "That token is not this server's." : String((err as Error).message ?? err);
+      },
+    );
   };
 }
 
 async function start(): Promise<void> {
   document.documentElement.dataset.transport = transport.kind;
-  whenUnauthorized(tokenScreen);
-  if (transport.kind === "http" && !hasToken()) {
-    tokenScreen();
-    return;
+  whenUnauthorized((reason) => tokenScreen(reason));
+  if (transport.kind === "http") {
+    const token = takeToken();
+    if (token !== null) {
+      try {
+        await signIn(token);
+      } catch (e) {
+        return tokenScreen(e instanceof ApiError && !e.unauthorized ? e.message : undefined);
+      }
+    }
+    if (!hasSession()) return tokenScreen();
   }
   let initial;
   try {
     initial = await transport.state();
   } catch (e) {
-    if (e instanceof ApiError && e.unauthorized) return tokenScreen();
+    if (e instanceof ApiError && e.unauthorized) return tokenScreen(e.message);
     $("app").hidden = false;
     showError(e, "Loading the state");
     setTimeout(() => location.reload(), 5000);
@@ -85,6 +106,7 @@ async function start(): Promise<void> {
     connection: (c: Connection) => {
       showConnection(c);
       if (c === "unauthorized") tokenScreen();
+      if (c === "untrusted") tokenScreen(UNTRUSTED_SCREEN);
       if (c === "reconnecting") gap = true;
       if (c === "live" && gap) {
         // events were missed while the stream was down: take the whole state again

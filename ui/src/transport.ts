@@ -6,7 +6,9 @@ import { listen } from "@tauri-apps/api/event";
 import { getCurrentWebview } from "@tauri-apps/api/webview";
 import { ApiError, toDocumentDetail, type AppState, type BinView, type DocumentDetail, type FileState, type Hit, type Sample } from "./types";
 
-export type Connection = "connecting" | "live" | "reconnecting" | "unauthorized";
+/** "untrusted": the server now at this address could not prove it holds the token signed in with
+ * (restarted with a new token, or another program on the port); nothing credentialed is sent to it. */
+export type Connection = "connecting" | "live" | "reconnecting" | "unauthorized" | "untrusted";
 
 export interface LiveHandlers {
   queue(file: FileState): void;
@@ -147,23 +149,79 @@ class TauriTransport implements Transport {
 // ---------------------------------------------------------------------------------------------
 // HTTP (`warpfold serve`)
 
-const TOKEN_KEY = "warpfold.token";
+/** The key the server proves itself with (given when the token was traded for the cookie). */
+const PROOF_KEY = "warpfold.proof";
 
-/** Takes `?token=` from the address once, keeps it for the tab, and removes it from the address bar. */
+/** Takes `?token=` from the address, once, and removes it from the address bar and history entry. */
 export function takeToken(): string | null {
   const url = new URL(window.location.href);
   const fromUrl = url.searchParams.get("token");
   if (fromUrl !== null) {
-    sessionStorage.setItem(TOKEN_KEY, fromUrl);
     url.searchParams.delete("token");
     history.replaceState(history.state, "", url.pathname + url.search + url.hash);
   }
-  return sessionStorage.getItem(TOKEN_KEY);
+  return fromUrl;
 }
 
-export function setToken(token: string): void {
-  sessionStorage.setItem(TOKEN_KEY, token);
+/** Trades the token for the server's session cookie (HttpOnly: no script reads it) and keeps the
+ * key the server proves itself with; the token itself is not kept anywhere. */
+export async function signIn(token: string): Promise<void> {
+  let res: Response;
+  try {
+    res = await fetch("/api/session", { method: "POST", headers: { Authorization: `Bearer ${token}` }, cache: "no-store" });
+  } catch (e) {
+    throw new ApiError("io", `cannot reach the warpfold server (${(e as Error).message})`);
+  }
+  if (!res.ok) throw await errorFrom(res);
+  const body = (await res.json()) as { proof_key?: unknown };
+  if (typeof body.proof_key !== "string") throw new ApiError("internal", "the server's answer holds no proof key");
+  sessionStorage.setItem(PROOF_KEY, body.proof_key);
 }
+
+/** Forgets this tab's session (after the server refused it). */
+export function forgetSession(): void {
+  sessionStorage.removeItem(PROOF_KEY);
+}
+
+export function hasSession(): boolean {
+  return !!sessionStorage.getItem(PROOF_KEY);
+}
+
+function hex(bytes: Uint8Array): string {
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** Asks the server, without credentials, to prove it holds the token: an HMAC of a fresh challenge
+ * under the proof key. "unreachable": nothing answered properly (try again later). */
+async function checkServer(): Promise<"proven" | "unreachable" | "untrusted"> {
+  const keyHex = sessionStorage.getItem(PROOF_KEY);
+  if (!keyHex || !/^[0-9a-f]{64}$/.test(keyHex)) return "untrusted";
+  const subtle = globalThis.crypto?.subtle;
+  // Outside a secure context (plain http to a name other than localhost) there is no WebCrypto to
+  // check with; docs/security.md says so.
+  if (!subtle) return "proven";
+  const challenge = crypto.getRandomValues(new Uint8Array(32));
+  let res: Response;
+  try {
+    res = await fetch(`/api/hello?challenge=${hex(challenge)}`, { credentials: "omit", cache: "no-store" });
+  } catch {
+    return "unreachable";
+  }
+  if (res.status >= 500) return "unreachable";
+  let proof: unknown;
+  try {
+    proof = res.ok ? ((await res.json()) as { proof?: unknown }).proof : undefined;
+  } catch {
+    proof = undefined;
+  }
+  const keyBytes = new Uint8Array(keyHex.match(/../g)!.map((b) => parseInt(b, 16)));
+  const key = await subtle.importKey("raw", keyBytes, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const expected = hex(new Uint8Array(await subtle.sign("HMAC", key, challenge)));
+  return proof === expected ? "proven" : "untrusted";
+}
+
+const UNTRUSTED =
+  "the server now at this address did not prove it holds the token this page signed in with: it was restarted with a new token, or it is another program. Nothing was sent to it.";
 
 async function errorFrom(res: Response): Promise<ApiError> {
   let kind = res.status === 401 ? "unauthorized" : res.status === 404 ? "not_found" : "internal";
@@ -183,23 +241,25 @@ async function errorFrom(res: Response): Promise<ApiError> {
 
 class HttpTransport implements Transport {
   readonly kind = "http" as const;
-  constructor(private token: string | null) {}
+  /** Whether the server answering now has proven it holds the token (see `checkServer`); false
+   * again after any dropped connection, since another program may have taken the port since. */
+  private proven = false;
 
-  private headers(extra?: Record<string, string>): Record<string, string> {
-    const h: Record<string, string> = { ...extra };
-    if (this.token) h.Authorization = `Bearer ${this.token}`;
-    return h;
+  private async ensureProven(): Promise<void> {
+    if (this.proven) return;
+    const verdict = await checkServer();
+    if (verdict === "untrusted") throw new ApiError("unauthorized", UNTRUSTED, 401);
+    if (verdict === "unreachable") throw new ApiError("io", "cannot reach the warpfold server");
+    this.proven = true;
   }
 
   private async request(method: string, path: string, body?: BodyInit, type?: string): Promise<Response> {
+    await this.ensureProven();
     let res: Response;
     try {
-      res = await fetch(path, {
-        method,
-        headers: this.headers(type ? { "Content-Type": type } : undefined),
-        body,
-      });
+      res = await fetch(path, { method, headers: type ? { "Content-Type": type } : {}, body, credentials: "same-origin" });
     } catch (e) {
+      this.proven = false;
       throw new ApiError("io", `cannot reach the warpfold server (${(e as Error).message})`);
     }
     if (!res.ok) throw await errorFrom(res);
@@ -234,27 +294,10 @@ class HttpTransport implements Transport {
     return toDocumentDetail(await this.json<unknown>("GET", `/api/document?path=${encodeURIComponent(path)}`));
   }
   async openFile(path: string) {
-    // A window opened now, inside the click, is not blocked as a pop-up; it is pointed at the bytes
-    // once they are here (the token goes in a header, so a plain link cannot fetch them).
-    const win = window.open("", "_blank");
-    // The document's window gets no handle back to this one (which holds the token).
-    if (win) win.opener = null;
-    try {
-      const res = await this.request("GET", `/api/file?path=${encodeURIComponent(path)}`);
-      const blob = await res.blob();
-      const url = URL.createObjectURL(blob);
-      if (win) win.location.href = url;
-      else {
-        const a = document.createElement("a");
-        a.href = url;
-        a.download = path.split(/[\\/]/).pop() || "file";
-        a.click();
-      }
-      setTimeout(() => URL.revokeObjectURL(url), 60_000);
-    } catch (e) {
-      win?.close();
-      throw e;
-    }
+    // Opened by address: the session cookie goes with it (same site), the server sends it sandboxed
+    // (an origin of its own, no scripts), and the new tab gets no handle back to this one.
+    if (!this.proven) throw new ApiError("io", "not connected to the warpfold server: try again once it is live");
+    window.open(`/api/file?path=${encodeURIComponent(path)}`, "_blank", "noopener");
   }
 
   subscribe(h: LiveHandlers): () => void {
@@ -304,10 +347,20 @@ class HttpTransport implements Transport {
     const connect = async () => {
       controller = new AbortController();
       try {
+        if (!this.proven) {
+          const verdict = await checkServer();
+          if (verdict === "untrusted") {
+            h.connection("untrusted");
+            return; // never send the cookie to it; signing in again is the user's choice
+          }
+          if (verdict === "unreachable") throw new Error("unreachable");
+          this.proven = true;
+        }
         const res = await fetch("/api/events", {
-          headers: this.headers({ Accept: "text/event-stream" }),
+          headers: { Accept: "text/event-stream" },
           signal: controller.signal,
           cache: "no-store",
+          credentials: "same-origin",
         });
         if (res.status === 401) {
           h.connection("unauthorized");
@@ -342,10 +395,11 @@ class HttpTransport implements Transport {
             if (data.length) dispatch(event, data.join("\n"));
           }
         }
-      } catch (e) {
+      } catch {
         if (stopped) return;
       }
       if (stopped) return;
+      this.proven = false;
       h.connection("reconnecting");
       timer = window.setTimeout(connect, delay);
       delay = Math.min(delay * 2, 10_000);
@@ -368,9 +422,5 @@ class HttpTransport implements Transport {
 /** Picks the transport once, at start. */
 export function createTransport(): Transport {
   if (typeof window !== "undefined" && window.__TAURI_INTERNALS__) return new TauriTransport();
-  return new HttpTransport(takeToken());
-}
-
-export function hasToken(): boolean {
-  return !!sessionStorage.getItem(TOKEN_KEY);
+  return new HttpTransport();
 }

@@ -112,6 +112,10 @@ pub struct Extracted {
     /// The pages (1-based) whose text was read by OCR from their image.
     #[serde(default)]
     pub ocr_pages: Vec<u32>,
+    /// How many OCR worker processes read its pages: one per document, parsing it once, unless a
+    /// page crashed or stopped one (the next starts after that page).
+    #[serde(skip)]
+    pub ocr_workers: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -226,7 +230,7 @@ pub fn extract_pdf_in_process(bytes: &[u8]) -> Result<Extracted, ExtractError> {
     if !has_eof {
         warnings.push("the file has no %%EOF marker (truncated?); the pages that could be read were kept".into());
     }
-    Ok(Extracted { pages, warnings, ocr_pages: Vec::new() })
+    Ok(Extracted { pages, warnings, ocr_pages: Vec::new(), ocr_workers: 0 })
 }
 
 /// Average words a page below which a PDF's text is checked against Poppler's: a typeset page
@@ -275,7 +279,7 @@ pub fn extract_pdf_with_fallback(bytes: &[u8]) -> Result<Extracted, ExtractError
     if let Ok(read) = own {
         warnings.extend(read.warnings);
     }
-    Ok(Extracted { pages: poppler, warnings, ocr_pages: Vec::new() })
+    Ok(Extracted { pages: poppler, warnings, ocr_pages: Vec::new(), ocr_workers: 0 })
 }
 
 /// Tidies extracted page text: Unix line ends, no control characters, no trailing spaces, at most
@@ -330,7 +334,7 @@ pub fn extract_text_file(bytes: &[u8]) -> Result<Extracted, ExtractError> {
         return Err(ExtractError::Blank);
     }
     let warnings = decoded.note().into_iter().collect();
-    Ok(Extracted { pages: vec![normalize_page(&decoded.text)], warnings, ocr_pages: Vec::new() })
+    Ok(Extracted { pages: vec![normalize_page(&decoded.text)], warnings, ocr_pages: Vec::new(), ocr_workers: 0 })
 }
 
 /// How PDF workers are started and bounded.
@@ -452,8 +456,8 @@ const OCR_RENDER_VARIABLE: &str = "WARPFOLD_OCR_RENDER";
 const MIN_OCR_CONFIDENCE: i32 = 40;
 /// What a page read below [`MIN_OCR_CONFIDENCE`] is noted with.
 const NOISE_NOTE: &str = "OCR found no text it could trust";
-/// Pages one OCR worker reads before the next is started.
-const OCR_BATCH: usize = 8;
+/// Set in an OCR worker's environment: the processor seconds each page may take.
+const OCR_PAGE_SECONDS_VARIABLE: &str = "WARPFOLD_OCR_PAGE_SECONDS";
 
 /// One line of an OCR worker's output.
 #[derive(Debug, Serialize, Deserialize)]
@@ -490,6 +494,7 @@ fn ocr_worker(path: &Path, pages: &str) -> i32 {
         Ok(bytes) => bytes,
         Err(e) => return if say(&OcrLine::Unavailable(format!("cannot read the file: {e}"))) { 0 } else { 3 },
     };
+    let page_seconds: u64 = std::env::var(OCR_PAGE_SECONDS_VARIABLE).ok().and_then(|v| v.parse().ok()).unwrap_or(0);
     let source = match file_kind(path) {
         Some(FileKind::Image(format)) => PageSource::Image(format),
         _ => match open_pdf(&bytes) {
@@ -501,6 +506,11 @@ fn ocr_worker(path: &Path, pages: &str) -> i32 {
         },
     };
     for page in pages {
+        // Each page its own processor time: the soft limit moves to what is used now plus the
+        // page's share (SIGXCPU past it, which the indexer reports for this page).
+        if page_seconds > 0 {
+            cpu_limit_from_now(page_seconds);
+        }
         let image = match &source {
             PageSource::Image(format) => {
                 crate::ocr::image_page(&bytes, *format, page as usize).map(|i| Some((i, 300))).map_err(|e| e.to_string())
@@ -528,6 +538,27 @@ fn ocr_worker(path: &Path, pages: &str) -> i32 {
     } else {
         3
     }
+}
+
+/// Sets this process's soft processor-time limit to what it has used so far plus `seconds` (never
+/// past the hard limit its starter set).
+fn cpu_limit_from_now(seconds: u64) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: getrusage, getrlimit and setrlimit on this process, with structs they fill.
+    unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_SELF, &mut usage) != 0 || libc::getrlimit(libc::RLIMIT_CPU, &mut limit) != 0 {
+            return;
+        }
+        // Whole seconds used, rounded up: the limit counts seconds.
+        let used = (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec + 1) as u64;
+        let soft = used.saturating_add(seconds);
+        limit.rlim_cur = if limit.rlim_max == libc::RLIM_INFINITY { soft as _ } else { soft.min(limit.rlim_max as u64) as _ };
+        libc::setrlimit(libc::RLIMIT_CPU, &limit);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = seconds;
 }
 
 enum PageSource {
@@ -655,8 +686,9 @@ struct WorkerRun {
 }
 
 /// Runs the worker on `path` with `env` added to its environment, under `cpu_seconds` of processor
-/// time (and four times that on the wall clock) and the isolation's memory limit. With `stall`, a
-/// worker that writes nothing for that long is stopped too (an OCR worker reports every page).
+/// time (and four times that on the wall clock, or until `deadline` when that is sooner) and the
+/// isolation's memory limit. With `stall`, a worker that writes nothing for that long is stopped
+/// too (an OCR worker reports every page).
 fn run_worker(
     path: &Path,
     file: &std::fs::File,
@@ -664,6 +696,7 @@ fn run_worker(
     env: &[(&str, String)],
     cpu_seconds: u64,
     stall: Option<Duration>,
+    deadline: Option<Instant>,
 ) -> Result<WorkerRun, ExtractError> {
     use std::io::Seek;
     let memory_limit = isolation.memory_limit_mib.saturating_mul(1 << 20);
@@ -685,7 +718,8 @@ fn run_worker(
     let last_output = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let stdout = spawn_reader(child.stdout.take().expect("piped"), started, Some(last_output.clone()), MAX_WORKER_OUTPUT);
     let stderr = spawn_reader(child.stderr.take().expect("piped"), started, None, MAX_WORKER_STDERR);
-    let deadline = started + Duration::from_secs(cpu_seconds) * WALL_FACTOR;
+    let wall = started + Duration::from_secs(cpu_seconds) * WALL_FACTOR;
+    let deadline = deadline.map_or(wall, |d| d.min(wall));
     let stalled = || {
         stall.is_some_and(|stall| {
             let last = Duration::from_millis(last_output.load(std::sync::atomic::Ordering::Relaxed));
@@ -744,7 +778,7 @@ pub fn extract_opened(path: &Path, file: &std::fs::File, isolation: &Isolation) 
     // runs at a low priority beside the indexer's other work) is not stopped for the machine's
     // load; a wall-clock limit of WALL_FACTOR times as long still catches one that blocks.
     let cpu_seconds = isolation.timeout.as_secs().max(1);
-    let run = run_worker(path, file, isolation, &[], cpu_seconds, None)?;
+    let run = run_worker(path, file, isolation, &[], cpu_seconds, None, None)?;
     let result = match run.status {
         Some(status) if status.success() => serde_json::from_slice::<Result<Extracted, ExtractError>>(&run.stdout)
             .map_err(|e| ExtractError::Worker(format!("unreadable worker output: {e}")))?,
@@ -756,7 +790,8 @@ pub fn extract_opened(path: &Path, file: &std::fs::File, isolation: &Isolation) 
             Err(ExtractError::OcrUnavailable { pages, reason: "OCR is turned off".into() })
         }
         (Err(ExtractError::NoTextLayer { pages }), Some(languages)) if scannable => {
-            let mut extracted = Extracted { pages: vec![String::new(); pages], warnings: Vec::new(), ocr_pages: Vec::new() };
+            let mut extracted =
+                Extracted { pages: vec![String::new(); pages], warnings: Vec::new(), ocr_pages: Vec::new(), ocr_workers: 0 };
             let wanted: Vec<u32> = (1..=pages as u32).collect();
             if let Err(reason) = ocr_into(path, file, isolation, languages, &wanted, true, &mut extracted) {
                 return Err(ExtractError::OcrUnavailable { pages, reason });
@@ -817,18 +852,25 @@ fn ocr_into(
             ));
             break;
         }
-        let batch: Vec<u32> = remaining.iter().copied().take(OCR_BATCH).collect();
-        let cpu_seconds = isolation.timeout.as_secs().max(1) * batch.len() as u64;
+        // One worker for every page left, so the document is parsed once (another starts only
+        // after a page that stopped one). Each page has its own processor time (the worker moves
+        // its soft limit page by page), the whole run the sum, and no page may go more than
+        // WALL_FACTOR times its limit on the clock without an answer; the document's OCR budget
+        // bounds the run too.
+        let batch = remaining.clone();
+        let page_seconds = isolation.timeout.as_secs().max(1);
+        let cpu_seconds = page_seconds * (batch.len() as u64 + 1);
         let list = batch.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
         let env = [
             (OCR_PAGES_VARIABLE, list),
             (OCR_LANGUAGES_VARIABLE, languages.to_string()),
             (OCR_RENDER_VARIABLE, if render { "1" } else { "0" }.to_string()),
+            (OCR_PAGE_SECONDS_VARIABLE, page_seconds.to_string()),
         ];
-        // Processor time for the whole batch, and no page may take more than WALL_FACTOR times the
-        // per-page limit on the wall clock: a page that hangs is stopped after its own time.
-        let stall = Duration::from_secs(isolation.timeout.as_secs().max(1)) * WALL_FACTOR;
-        let run = run_worker(path, file, isolation, &env, cpu_seconds, Some(stall)).map_err(|e| e.to_string())?;
+        let stall = Duration::from_secs(page_seconds) * WALL_FACTOR;
+        let deadline = started + isolation.ocr_budget;
+        extracted.ocr_workers += 1;
+        let run = run_worker(path, file, isolation, &env, cpu_seconds, Some(stall), Some(deadline)).map_err(|e| e.to_string())?;
         let mut answered = Vec::new();
         let mut done = false;
         for line in run.stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
@@ -874,6 +916,9 @@ fn ocr_into(
             }
             remaining.retain(|p| !batch.contains(p));
             continue;
+        }
+        if run.status.is_none() && started.elapsed() >= isolation.ocr_budget {
+            continue; // the document's budget, said once at the loop's top
         }
         // The first page not answered stopped the worker: it keeps the reason, the rest go on.
         let failure = worker_failure(&run, cpu_seconds, isolation);
@@ -1124,7 +1169,7 @@ mod tests {
     fn text_files_in_other_encodings_are_read_and_say_so_and_binary_ones_are_refused() {
         assert_eq!(
             extract_text_file(b"ok\r\nfine\n").unwrap(),
-            Extracted { pages: vec!["ok\nfine".to_string()], warnings: vec![], ocr_pages: vec![] }
+            Extracted { pages: vec!["ok\nfine".to_string()], warnings: vec![], ocr_pages: vec![], ocr_workers: 0 }
         );
         let latin1 = extract_text_file(b"caf\xe9 au lait, cr\xe8me br\xfbl\xe9e").unwrap();
         assert_eq!(latin1.pages, vec!["café au lait, crème brûlée".to_string()]);
@@ -1194,6 +1239,54 @@ mod tests {
         let mut off = missing.clone();
         off.ocr_languages = None;
         assert!(extract_isolated(&scan, &off).unwrap_err().to_string().ends_with("OCR is turned off"));
+    }
+
+    /// One OCR worker reads every page of a document, so the PDF is parsed once, each page with its
+    /// own processor time; the document's OCR budget stops the worker mid-run and names the pages
+    /// not read. Before, a worker was started (and the whole PDF parsed) for every 8 pages, and
+    /// the budget was looked at only between them.
+    #[test]
+    fn one_ocr_worker_reads_all_pages_and_the_budget_stops_it_mid_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let scan = dir.path().join("scan.pdf");
+        std::fs::write(&scan, b"%PDF-1.4 stand-in").unwrap();
+        let starts = dir.path().join("starts");
+        let worker = |name: &str, slow_from: u32| {
+            let script = dir.path().join(name);
+            let body = format!(
+                r#"if [ -z "$WARPFOLD_OCR_PAGES" ]; then printf '{{"Err":{{"kind":"no_text_layer","detail":{{"pages":20}}}}}}'; exit 0; fi
+echo "$WARPFOLD_OCR_PAGES $WARPFOLD_OCR_PAGE_SECONDS" >> {starts}
+for p in $(echo "$WARPFOLD_OCR_PAGES" | tr ',' ' '); do
+  [ $p -ge {slow_from} ] && sleep 1
+  printf '{{"page":{{"page":%s,"result":{{"Ok":{{"text":"words of page %s","confidence":90}}}}}}}}
+' $p $p
+done
+printf '{{"done":{{"engine":"Stand-in OCR"}}}}
+'"#,
+                starts = starts.display()
+            );
+            std::fs::write(&script, body).unwrap();
+            let mut isolation = Isolation::new(PathBuf::from("/bin/sh"), vec![script.display().to_string()]);
+            isolation.timeout = Duration::from_secs(3);
+            isolation
+        };
+        let out = extract_isolated(&scan, &worker("fast.sh", 99)).unwrap();
+        assert_eq!(out.ocr_pages, (1..=20).collect::<Vec<u32>>());
+        assert_eq!(out.ocr_workers, 1);
+        let started = std::fs::read_to_string(&starts).unwrap();
+        let pages: Vec<String> = (1..=20).map(|p| p.to_string()).collect();
+        assert_eq!(started, format!("{} 3\n", pages.join(",")), "one worker, given every page and each page's seconds");
+
+        // Pages 5 on take a second each; the budget of 3 s stops the worker after a few of them.
+        std::fs::remove_file(&starts).unwrap();
+        let mut slow = worker("slow.sh", 5);
+        slow.ocr_budget = Duration::from_secs(3);
+        let out = extract_isolated(&scan, &slow).unwrap();
+        assert_eq!(out.ocr_workers, 1, "{:?}", out.warnings);
+        let last = *out.ocr_pages.last().unwrap();
+        assert!((4..20).contains(&last) && out.ocr_pages == (1..=last).collect::<Vec<u32>>(), "{:?}", out.ocr_pages);
+        let stop = out.warnings.iter().find(|w| w.starts_with("OCR stopped after 3 s")).unwrap_or_else(|| panic!("{:?}", out.warnings));
+        assert!(stop.ends_with(&format!("pages {}-20 were not read", last + 1)), "{stop}");
     }
 
     #[test]

@@ -74,7 +74,7 @@ pub fn extract(format: Format, bytes: &[u8]) -> Result<Extracted, ExtractError> 
             warnings.push(format!("the zip archive's directory is damaged ({e}): its members were read from their own headers"));
         }
     }
-    Ok(Extracted { pages, warnings, ocr_pages: Vec::new() })
+    Ok(Extracted { pages, warnings, ocr_pages: Vec::new(), ocr_workers: 0 })
 }
 
 fn damaged(format: Format, why: impl std::fmt::Display) -> ExtractError {

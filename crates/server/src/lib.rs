@@ -8,10 +8,22 @@
 //! `/v1/embeddings` and Prometheus `/metrics`. All logic lives in `warpfold_app::App`; the
 //! handlers only translate. The model loads once and the index's vectors stay in memory, so a
 //! query pays neither. Every API request must carry the token (`Authorization: Bearer TOKEN`, the
-//! scheme in any case, or `?token=TOKEN` for a page opened by hand); anything else gets 401. The
-//! token is random from the operating system's generator unless given, and the server refuses to
-//! start without one rather than run with a guessable token. The UI's own files are public (a page
-//! without the token shows how to get in). The listener binds 127.0.0.1 unless told otherwise.
+//! scheme in any case) or the session cookie that token was exchanged for; anything else gets
+//! 401. The token is random from the operating system's generator unless given, and the server
+//! refuses to start without one rather than run with a guessable token. The UI's own files are
+//! public (a page without the token shows how to get in). The listener binds 127.0.0.1 unless told
+//! otherwise.
+//!
+//! Why a cookie, and why the server proves itself: a browser page opened as `/?token=T` hands the
+//! token over once (`POST /api/session`) for an HttpOnly, SameSite=Strict cookie and forgets it, so
+//! no script, history entry or session file keeps the token, and a document opened by address
+//! (`/api/file`, sandboxed) is fetched with the cookie instead of a same-origin `blob:` page.
+//! Cookies are sent to whatever answers on the address later, and after this server stops another
+//! local user may bind its port: so before the UI sends anything credentialed to a server it has
+//! not yet checked (at start, after any dropped connection), it asks `GET /api/hello?challenge=N`
+//! without credentials, and the server answers with an HMAC of the challenge under a key derived
+//! from the token (the `proof_key` the exchange gave the page; the key itself opens nothing). A
+//! server that cannot answer is not reconnected to.
 //!
 //! Why a Host allowlist on every route: a web page on another site can point its own DNS name at
 //! 127.0.0.1 (DNS rebinding) and then talk to this server as same-origin, reading the UI and
@@ -70,16 +82,16 @@ pub fn serve(
 ) -> Result<()> {
     let token = server_token(options.token.as_deref(), random)?;
     let app = start_app()?;
-    let state = Arc::new(AppState {
-        token: token.clone(),
-        app,
-        allowed_hosts: options.allowed_hosts.clone(),
-        max_upload_bytes: options.max_upload_bytes,
-    });
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(options.addr).await.with_context(|| format!("listening on {}", options.addr))?;
         let addr = listener.local_addr()?;
+        let state = Arc::new(AppState {
+            credentials: Credentials::new(&token, addr.port()),
+            app,
+            allowed_hosts: options.allowed_hosts.clone(),
+            max_upload_bytes: options.max_upload_bytes,
+        });
         println!("warpfold serve: listening on http://{addr}");
         if options.token.is_none() {
             println!("token: {token}  (clients send `Authorization: Bearer {token}`; open http://{addr}/?token={token} in a browser)");
@@ -90,8 +102,66 @@ pub fn serve(
     })
 }
 
-struct AppState {
+/// What the token opens, and what proves this server holds it.
+struct Credentials {
     token: String,
+    /// The session cookie's name: with the port in it, since browsers send a host's cookies to
+    /// every port of it, and two servers on one machine must not overwrite each other's.
+    cookie_name: String,
+    /// The session cookie's value: derived from the token, so a restart with the same token keeps
+    /// the browser signed in, and a new token signs it out.
+    session: String,
+    /// The key this server proves itself with ([`hello`]); given to a page at the exchange.
+    proof_key: [u8; 32],
+}
+
+impl Credentials {
+    fn new(token: &str, port: u16) -> Self {
+        Credentials {
+            token: token.to_string(),
+            cookie_name: format!("warpfold_session_{port}"),
+            session: hex(&hmac_sha256(token.as_bytes(), b"warpfold session cookie")),
+            proof_key: hmac_sha256(token.as_bytes(), b"warpfold server proof key"),
+        }
+    }
+
+    /// Whether `request` carries the token or this server's session cookie; the reason when not.
+    fn check(&self, request: &Request) -> Result<(), &'static str> {
+        let headers = request.headers();
+        if let Some(given) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer_token) {
+            return if same(given, &self.token) { Ok(()) } else { Err("wrong token") };
+        }
+        let cookies = headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(';'));
+        let mut stale = false;
+        for (name, value) in cookies.filter_map(|c| c.trim().split_once('=')) {
+            if name == self.cookie_name {
+                if same(value, &self.session) {
+                    return Ok(());
+                }
+                stale = true;
+            }
+        }
+        Err(if stale {
+            "the session cookie is from another token: open the page with the new one"
+        } else {
+            "missing token: send `Authorization: Bearer TOKEN`"
+        })
+    }
+}
+
+fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+    use hmac::Mac;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
+    mac.update(message);
+    mac.finalize().into_bytes().into()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+struct AppState {
+    credentials: Credentials,
     app: App,
     /// Host names answered besides IP literals and localhost (`--allow-host`).
     allowed_hosts: Vec<String>,
@@ -175,12 +245,44 @@ fn bearer_token(authorization: &str) -> Option<&str> {
 }
 
 async fn require_token(State(state): State<Shared>, request: Request, next: Next) -> Response {
-    let bearer = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer_token).map(str::to_string);
-    let query = request.uri().query().and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("token=")).map(str::to_string));
-    match bearer.or(query) {
-        Some(token) if same(&token, &state.token) => next.run(request).await,
-        Some(_) => unauthorized("wrong token"),
-        None => unauthorized("missing token: send `Authorization: Bearer TOKEN`"),
+    match state.credentials.check(&request) {
+        Ok(()) => next.run(request).await,
+        Err(reason) => unauthorized(reason),
+    }
+}
+
+/// `POST /api/session` (with the token): the session cookie, and the key the page checks this
+/// server with before it sends the cookie again after a dropped connection.
+async fn start_session(State(state): State<Shared>) -> Response {
+    let c = &state.credentials;
+    let cookie = format!("{}={}; Path=/; HttpOnly; SameSite=Strict", c.cookie_name, c.session);
+    ([(header::SET_COOKIE, cookie)], Json(serde_json::json!({ "proof_key": hex(&c.proof_key) }))).into_response()
+}
+
+/// `DELETE /api/session`: signs this browser out (the cookie is cleared).
+async fn end_session(State(state): State<Shared>) -> Response {
+    let cookie = format!("{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0", state.credentials.cookie_name);
+    ([(header::SET_COOKIE, cookie)], StatusCode::NO_CONTENT).into_response()
+}
+
+#[derive(Deserialize)]
+struct HelloQuery {
+    challenge: String,
+}
+
+/// `GET /api/hello?challenge=HEX` (public): proves this server holds the token, by an HMAC of the
+/// client's fresh challenge (16 to 64 bytes, as hex) under the proof key.
+async fn hello(State(state): State<Shared>, query: Result<Query<HelloQuery>, axum::extract::rejection::QueryRejection>) -> Response {
+    let Ok(Query(HelloQuery { challenge })) = query else { return error(StatusCode::BAD_REQUEST, "expected ?challenge=HEX") };
+    let bytes: Option<Vec<u8>> = (challenge.len() % 2 == 0)
+        .then(|| (0..challenge.len()).step_by(2).map(|i| u8::from_str_radix(challenge.get(i..i + 2)?, 16).ok()).collect())
+        .flatten();
+    match bytes {
+        Some(bytes) if (16..=64).contains(&bytes.len()) => {
+            Json(serde_json::json!({ "server": "warpfold", "proof": hex(&hmac_sha256(&state.credentials.proof_key, &bytes)) }))
+                .into_response()
+        }
+        _ => error(StatusCode::BAD_REQUEST, "the challenge must be 16 to 64 bytes written as hex digits"),
     }
 }
 
@@ -650,7 +752,9 @@ fn router(state: Shared) -> Router {
         .route("/api/events", get(events))
         .route("/api/status", get(status))
         .route("/metrics", get(metrics))
+        .route("/api/session", post(start_session).delete(end_session))
         .layer(middleware::from_fn_with_state(state.clone(), require_token))
+        .route("/api/hello", get(hello))
         .layer(middleware::from_fn(api_headers))
         .with_state(state.clone());
     Router::new()
@@ -742,5 +846,37 @@ mod tests {
         assert!(check_inputs(&vec!["x".to_string(); MAX_INPUTS + 1]).unwrap_err().contains("at most 2048"));
         let big = vec!["x".repeat(MAX_INPUT_BYTES / 2 + 1); 2];
         assert!(check_inputs(&big).unwrap_err().contains("at most 8 MiB"));
+    }
+
+    #[test]
+    fn hmac_sha256_gives_rfc_4231s_answer() {
+        // RFC 4231, test case 1.
+        let mac = hmac_sha256(&[0x0b; 20], b"Hi There");
+        assert_eq!(hex(&mac), "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+    }
+
+    fn with_headers(headers: &[(&str, &str)]) -> Request {
+        let mut request = Request::builder().uri("/api/state");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.body(Body::empty()).unwrap()
+    }
+
+    #[test]
+    fn the_token_or_this_ports_cookie_for_this_token_opens_the_api() {
+        let c = Credentials::new("s3cret", 8787);
+        let ours = format!("warpfold_session_8787={}", c.session);
+        assert_eq!(c.check(&with_headers(&[("authorization", "Bearer s3cret")])), Ok(()));
+        assert_eq!(c.check(&with_headers(&[("cookie", &format!("a=b; {ours}; c=d"))])), Ok(()));
+        assert_eq!(c.check(&with_headers(&[("cookie", "a=b"), ("cookie", &ours)])), Ok(()), "cookies in two headers");
+        assert_eq!(c.check(&with_headers(&[("authorization", "Bearer nope"), ("cookie", &ours)])), Err("wrong token"));
+        let other_port = format!("warpfold_session_8788={}", c.session);
+        assert!(c.check(&with_headers(&[("cookie", &other_port)])).unwrap_err().starts_with("missing token"));
+        let other_token = format!("warpfold_session_8787={}", Credentials::new("other", 8787).session);
+        assert!(c.check(&with_headers(&[("cookie", &other_token)])).unwrap_err().contains("another token"));
+        assert_ne!(c.session, "s3cret");
+        assert_ne!(c.proof_key, Credentials::new("other", 8787).proof_key);
+        assert_eq!(c.proof_key, Credentials::new("s3cret", 9000).proof_key, "the proof follows the token, not the port");
     }
 }

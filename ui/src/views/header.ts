@@ -130,6 +130,7 @@ function drawDevice() {
 export function showConnection(c: Connection): void {
   const el = $("connection");
   el.dataset.state = c;
-  el.querySelector(".connection-label")!.textContent = c === "live" ? "live" : c === "reconnecting" ? "reconnecting…" : c === "unauthorized" ? "no access" : "connecting…";
+  const labels: Record<Connection, string> = { live: "live", reconnecting: "reconnecting…", unauthorized: "no access", untrusted: "not verified", connecting: "connecting…" };
+  el.querySelector(".connection-label")!.textContent = labels[c];
   el.title = c === "live" ? "receiving live updates" : c === "reconnecting" ? "the live stream dropped; retrying" : "";
 }

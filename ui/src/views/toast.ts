@@ -3,9 +3,9 @@
 import { $, h } from "../dom";
 import { ApiError } from "../types";
 
-let onUnauthorized: (() => void) | null = null;
+let onUnauthorized: ((reason: string) => void) | null = null;
 
-export function whenUnauthorized(fn: () => void): void {
+export function whenUnauthorized(fn: (reason: string) => void): void {
   onUnauthorized = fn;
 }
 
@@ -38,7 +38,7 @@ const KIND_TITLE: Record<string, string> = {
 export function showError(e: unknown, context?: string): void {
   if (e instanceof ApiError) {
     if (e.unauthorized) {
-      onUnauthorized?.();
+      onUnauthorized?.(e.message);
       return;
     }
     toast(e.message, "error", (context ? `${context}: ` : "") + (KIND_TITLE[e.kind] ?? e.kind));
