@@ -224,6 +224,9 @@ fn with_summarize_the_server_summarizes_what_is_dropped_on_it() {
         "--data-dir",
         data.to_str().unwrap(),
         "--summarize",
+        // the small model: this test is about the plumbing (tests/facts.rs judges the default's summaries)
+        "--chat-model",
+        "fast",
         "--repetition-penalty",
         "1.15",
         "--no-repeat-ngram",
@@ -251,7 +254,7 @@ fn with_summarize_the_server_summarizes_what_is_dropped_on_it() {
     // Indexed, then summarized on its own (auto), announced by a `summary` event.
     let mut reader = BufReader::new(events);
     let mut seen = String::new();
-    while !seen.contains("event: summary") {
+    while !seen.contains("event: summary") || !seen.ends_with("\n\n") {
         let mut line = String::new();
         assert!(reader.read_line(&mut line).unwrap() > 0, "the event stream ended: {seen}");
         seen.push_str(&line);
@@ -262,9 +265,61 @@ fn with_summarize_the_server_summarizes_what_is_dropped_on_it() {
     let summary = doc["summary"].as_str().unwrap_or_else(|| panic!("no summary: {doc:#}"));
     assert!(summary.split_whitespace().count() >= 5, "{summary}");
     assert!(summary.to_lowercase().contains("tomato"), "a summary of this text names its subject: {summary}");
+    // Checked against the document: whatever it states is there (or was taken out, and listed).
+    assert_eq!(doc["summary_state"], "ready", "{doc:#}");
+    assert_eq!(doc["summary_check"]["checked"], true, "{doc:#}");
+    assert!(seen.contains("\"check\":{\"checked\":true"), "the summary event carries the check: {seen}");
     // Asking again answers from the index (the same text is never summarized twice).
     let (status, body) = request(addr, "POST", "/api/summarize", Some("s3cret"), Some(&format!(r#"{{"paths": ["{path}"]}}"#)));
     assert_eq!((status, serde_json::from_str::<Value>(&body).unwrap()["queued"].as_u64()), (200, Some(1)), "{body}");
+}
+
+/// A document indexed while summaries were off (or waiting when the server stopped) says so, and is
+/// summarized when the server starts again with summaries on. Before: "No summary yet" whether or
+/// not one would come, and documents indexed before a restart were never summarized.
+#[test]
+fn documents_without_a_summary_are_summarized_after_a_restart_and_say_when_summaries_are_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, data) = (dir.path().join("i.db"), dir.path().join("data"));
+    let args = |extra: &[&str]| {
+        let mut a = vec!["--db".to_string(), db.display().to_string(), "--data-dir".to_string(), data.display().to_string()];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let server = start(&args(&[]).iter().map(String::as_str).collect::<Vec<_>>());
+    let text = "The allotment society meets on 3 May 2026 in the village hall. Plots cost 40 pounds a year.";
+    let (status, body) = request_bytes(&server.addr, "POST", "/api/upload?name=allotment.txt", "s3cret", text.as_bytes());
+    assert_eq!(status, 200, "{body}");
+    let path = serde_json::from_str::<Value>(&body).unwrap()["path"].as_str().unwrap().to_string();
+    let document = |addr: &str| {
+        let (status, body) = request(addr, "GET", &format!("/api/document?path={path}"), Some("s3cret"), None);
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str::<Value>(&body).unwrap()
+    };
+    eventually("the upload is indexed", || document(&server.addr)["detail"]["status"] == "indexed");
+    assert_eq!(document(&server.addr)["summary_state"], "off");
+    drop(server);
+
+    let server = start(&args(&["--summarize", "--chat-model", "fast"]).iter().map(String::as_str).collect::<Vec<_>>());
+    let mut events = TcpStream::connect(&server.addr).unwrap();
+    events
+        .write_all(format!("GET /api/events HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer s3cret\r\n\r\n", server.addr).as_bytes())
+        .unwrap();
+    events.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
+    let mut reader = BufReader::new(events);
+    let mut seen = String::new();
+    // Already summarized before the stream opened, or announced on it.
+    while document(&server.addr)["summary_state"] != "ready" {
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "the event stream ended: {seen}");
+        seen.push_str(&line);
+    }
+    let doc = document(&server.addr);
+    assert!(
+        doc["summary"].as_str().is_some_and(|s| !s.trim().is_empty() || !doc["summary_check"]["removed"].as_array().unwrap().is_empty()),
+        "{doc:#}"
+    );
+    assert_eq!(doc["summary_check"]["checked"], true, "{doc:#}");
 }
 
 /// Summary settings that would forbid ordinary prose keep the server from starting, saying why;

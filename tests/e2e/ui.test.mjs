@@ -285,6 +285,9 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       assert.equal((await panel.getByTestId("detail-name").textContent()).trim(), "tomatoes.pdf");
       await panel.getByTestId("detail-chunk").first().waitFor();
       assert.match(await panel.getByTestId("detail-state").textContent(), /done/);
+      // this server runs without --summarize: the panel says so instead of "no summary yet"
+      assert.equal(await panel.getByTestId("summary-state").getAttribute("data-state"), "off");
+      assert.match(await panel.getByTestId("summary-state").textContent(), /Summaries are off/);
       await page.waitForTimeout(300); // the panel's slide-in
       await shot(page, "detail");
       // opened by address with the cookie: sandboxed by the server, no handle back to this tab
@@ -388,6 +391,17 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       await app.getByTestId("search-input").fill("tomatoes");
       await app.getByTestId("search-input").press("Enter");
       await app.getByTestId("search-hit").first().waitFor();
+      // a summary with what its check against the document removed
+      await app.getByTestId("search-hit").first().click();
+      const panel = app.getByTestId("detail-panel");
+      await panel.getByTestId("detail-summary").waitFor();
+      const check = panel.getByTestId("summary-check");
+      assert.equal(await check.getAttribute("data-check"), "removed");
+      await check.locator("summary").click();
+      assert.match(await panel.getByTestId("summary-removed").first().textContent(), /2,900 euros per month.*not in the document: 2,900 euros per month/s);
+      await app.waitForTimeout(300);
+      await shot(app, "summary-check");
+      await app.keyboard.press("Escape");
       // a rejected command shows its {kind, message}
       await app.getByTestId("folder-input").fill("/etc");
       await app.getByTestId("folder-add").click();
@@ -473,6 +487,15 @@ function fakeTauri() {
           return null;
         case "add_paths":
           return { queued: args.paths.length };
+        case "document":
+          return {
+            path: args.path,
+            state: null,
+            detail: { path: args.path, status: "indexed", error: null, pages: 2, size: 48213, chunks: [{ ordinal: 0, page: 1, text: "The tenant pays a one-time security deposit of 2,900 euros. The monthly rent is 1,450 euros." }] },
+            summary: "A lease of a flat in Lyon from 1 April 2026. The tenant pays 1,450 euros a month and a one-time deposit of 2,900 euros.",
+            summary_check: { checked: true, rewritten: true, removed: [{ sentence: "The landlord must pay a security deposit of 2,900 euros per month.", items: ["2,900 euros per month"] }] },
+            summary_state: "ready",
+          };
         case "search":
           return { hits: [{ path: "/docs/tomatoes.pdf", page: 1, score: 0.03, text: `about ${args.query}`, chunk: "" }] };
         case "add_folder":

@@ -94,7 +94,10 @@ class Store {
 
   summaryReady(path: string): void {
     this.lastSummary = path;
+    // one fewer waiting (the next state load brings the server's own count)
+    if (this.summaries?.pending) this.summaries.pending -= 1;
     this.emit("summary");
+    this.emit("device");
   }
 
   bin(b: BinView): void {

@@ -77,6 +77,9 @@ export interface Sample {
 }
 
 export interface Summaries {
+  /** Documents waiting for their summary now, and the seconds until they are done at the pace so far. */
+  pending?: number;
+  eta_seconds?: number | null;
   model: string;
   file: string;
   device: string;
@@ -134,6 +137,19 @@ export interface DocumentDetail {
   /** Pages (1-based) whose text OCR read from their image. */
   ocrPages: number[];
   summary: string | null;
+  /** What checking the summary against the document found (null: no summary, or an older server). */
+  summaryCheck: SummaryCheck | null;
+  /** Where the summary stands: off in this app, not asked for, being written, or ready. */
+  summaryState: "off" | "not_asked" | "pending" | "ready" | null;
+}
+
+export interface SummaryCheck {
+  /** Every figure, date and name of the summary shown was found in the document. */
+  checked: boolean;
+  /** The first summary stated something the document does not and was written again. */
+  rewritten: boolean;
+  /** Sentences taken out, with what in them the document does not hold. */
+  removed: { sentence: string; items: string[] }[];
 }
 
 /**
@@ -153,6 +169,8 @@ export function toDocumentDetail(raw: any): DocumentDetail {
     chunks: Array.isArray(d.chunks) ? d.chunks : [],
     ocrPages: Array.isArray(d.ocr_pages) ? d.ocr_pages.filter((p: unknown) => typeof p === "number") : [],
     summary: raw?.summary ?? null,
+    summaryCheck: raw?.summary_check && typeof raw.summary_check === "object" ? (raw.summary_check as SummaryCheck) : null,
+    summaryState: ["off", "not_asked", "pending", "ready"].includes(raw?.summary_state) ? raw.summary_state : null,
   };
 }
 

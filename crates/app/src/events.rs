@@ -171,6 +171,8 @@ pub enum AppEvent {
 pub struct SummaryEvent {
     pub path: String,
     pub summary: Option<String>,
+    /// What checking it against the document found.
+    pub check: Option<warpfold_index::summaries::SummaryCheck>,
     pub error: Option<String>,
 }
 

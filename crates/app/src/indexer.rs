@@ -153,15 +153,13 @@ impl App {
             "indexed"
         );
         self.refresh_searcher();
-        if let (Some(queue), Some(true)) = (&self.inner.summarize, self.inner.config.summaries.as_ref().map(|s| s.auto)) {
+        if self.inner.config.summaries.as_ref().is_some_and(|s| s.auto) {
             let done: Vec<String> = indexed_files
                 .iter()
                 .map(|file| file.display().to_string())
                 .filter(|path| self.inner.board.get(path).is_some_and(|f| f.state == QueueState::Done))
                 .collect();
-            if !done.is_empty() {
-                let _ = queue.send(done);
-            }
+            self.queue_summaries(done);
         }
         Ok(())
     }

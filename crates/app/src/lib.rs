@@ -147,6 +147,8 @@ struct Inner {
     /// Documents to summarize (when summaries are on), a batch per message: the documents of one index run arrive together,
     /// so the summarizer never starts on the first of them alone.
     summarize: Option<Sender<Vec<String>>>,
+    /// Documents sent to the summarizer whose summary (or its failure) has not been published yet.
+    summaries_pending: Mutex<HashSet<String>>,
     /// What the summarizer has done since the start (the state view and /metrics show it).
     summary_totals: Mutex<summaries::SummaryTotals>,
 }
@@ -237,10 +239,16 @@ impl App {
                 writes_paused: Mutex::new(None),
                 stop: AtomicBool::new(false),
                 summarize,
+                summaries_pending: Mutex::new(HashSet::new()),
                 summary_totals: Mutex::new(summaries::SummaryTotals::default()),
             }),
         };
         if let (Some(summary_config), Some(rx)) = (summary_config, summarize_rx) {
+            // Documents indexed while summaries were waiting when the app last stopped (or before
+            // they were checked) are summarized now.
+            if summary_config.auto {
+                app.queue_summaries(app.unsummarized(&summary_config.model_name()));
+            }
             let summarizer = app.clone();
             std::thread::Builder::new().name("warpfold-summarizer".into()).spawn(move || summarizer.run_summarizer(summary_config, rx))?;
         }
@@ -303,7 +311,12 @@ impl App {
             samples: self.inner.samples.lock().iter().cloned().collect(),
             documents: counts.map_or(0, |c| c.documents),
             chunks: counts.map_or(0, |c| c.chunks),
-            summaries: self.inner.config.summaries.as_ref().map(|c| c.view(self.summary_totals())),
+            summaries: self
+                .inner
+                .config
+                .summaries
+                .as_ref()
+                .map(|c| c.view(self.summary_totals(), self.inner.summaries_pending.lock().len())),
             writes_stopped: self.inner.writes_stopped.lock().clone(),
             writes_paused: self.inner.writes_paused.lock().as_ref().map(|p| p.reason.clone()),
         }
@@ -579,13 +592,13 @@ impl App {
     /// Summarizes indexed documents (in the background: `summary` events follow, and the summary
     /// is stored in the index and shown with the document).
     pub fn summarize(&self, paths: &[String]) -> Result<usize, AppError> {
-        let Some(queue) = &self.inner.summarize else {
+        if self.inner.summarize.is_none() {
             return Err(AppError::InvalidInput("summaries are off (start warpfold serve with --summarize)".into()));
-        };
+        }
         for path in paths {
             self.checked_path(path)?;
         }
-        let _ = queue.send(paths.to_vec());
+        self.queue_summaries(paths.to_vec());
         Ok(paths.len())
     }
 
@@ -593,18 +606,23 @@ impl App {
     pub fn document(&self, path: &str) -> Result<DocumentView, AppError> {
         let checked = self.checked_path(path)?;
         let queued = self.inner.board.get(path);
-        let (detail, summary) = match Store::open_read_only(&self.inner.config.db) {
-            Ok(store) => {
-                let path = checked.display().to_string();
-                // Written by `warpfold summarize --db` (the app does not summarize by itself yet).
-                (store.document_detail(&path)?, store.summary_for_path(&path)?.map(|s| s.summary))
-            }
+        let name = checked.display().to_string();
+        let (detail, stored) = match Store::open_read_only(&self.inner.config.db) {
+            // The app's own summaries, or `warpfold summarize --db`'s.
+            Ok(store) => (store.document_detail(&name)?, store.summary_for_path(&name)?),
             Err(_) => (None, None),
         };
         if queued.is_none() && detail.is_none() {
             return Err(AppError::NotFound(format!("{path} is not in the index")));
         }
-        Ok(DocumentView { path: path.to_string(), state: queued, detail, summary })
+        let summary_state = match (&stored, &self.inner.config.summaries) {
+            (Some(_), _) => SummaryState::Ready,
+            (None, _) if self.inner.summaries_pending.lock().contains(&name) => SummaryState::Pending,
+            (None, None) => SummaryState::Off,
+            (None, Some(_)) => SummaryState::NotAsked,
+        };
+        let (summary, summary_check) = stored.map_or((None, None), |s| (Some(s.summary), s.check));
+        Ok(DocumentView { path: path.to_string(), state: queued, detail, summary, summary_check, summary_state })
     }
 
     /// A document the app holds, opened for reading (for a browser to open it), with its size: the
@@ -673,6 +691,23 @@ pub struct DocumentView {
     pub state: Option<FileState>,
     pub detail: Option<DocumentDetail>,
     pub summary: Option<String>,
+    /// What checking the summary against the document found (None: no summary, or one made
+    /// before summaries were checked).
+    pub summary_check: Option<warpfold_index::summaries::SummaryCheck>,
+    pub summary_state: SummaryState,
+}
+
+/// Where a document's summary stands, so the UI never says "no summary yet" when none will come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SummaryState {
+    /// Summaries are off in this app (the server without `--summarize`, the desktop with them off).
+    Off,
+    /// On, but not automatic, and not asked for this document.
+    NotAsked,
+    /// Waiting for the chat model, or being written.
+    Pending,
+    Ready,
 }
 
 #[cfg(test)]

@@ -39,8 +39,11 @@ impl SummaryConfig {
 
     /// What the UI shows about summaries: which model, where, with which settings, and what it
     /// has done.
-    pub fn view(&self, totals: SummaryTotals) -> SummaryView {
+    pub fn view(&self, totals: SummaryTotals, pending: usize) -> SummaryView {
+        let per_document = (totals.documents > 0).then(|| totals.model_seconds / totals.documents as f64);
         SummaryView {
+            eta_seconds: per_document.map(|s| s * pending as f64),
+            pending,
             totals,
             model: self.model_name(),
             file: self.model.display().to_string(),
@@ -74,6 +77,10 @@ pub struct SummaryTotals {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SummaryView {
     pub totals: SummaryTotals,
+    /// Documents waiting for their summary now.
+    pub pending: usize,
+    /// Seconds until they are done at the pace so far (None before the first summary).
+    pub eta_seconds: Option<f64>,
     pub model: String,
     pub file: String,
     pub device: String,
@@ -133,7 +140,12 @@ impl App {
         let mut summarizer = Summarizer::new(model, options.clone()).map_err(|e| e.to_string())?;
         let summaries = summarizer
             .summarize_cached(Some(&store), name, &docs, |i, c| {
-                self.publish_summary(docs[i].path.to_string(), Some(c.stored.summary.clone()), None)
+                self.publish(SummaryEvent {
+                    path: docs[i].path.to_string(),
+                    summary: Some(c.stored.summary.clone()),
+                    check: c.stored.check.clone(),
+                    error: None,
+                })
             })
             .map_err(|e| e.to_string())?;
         let generated = summaries.iter().filter(|c| c.fresh).count();
@@ -158,9 +170,36 @@ impl App {
     }
 
     fn publish_summary(&self, path: String, summary: Option<String>, error: Option<String>) {
-        if let Some(e) = &error {
-            tracing::warn!(path, error = %e, "summary");
+        self.publish(SummaryEvent { path, summary, check: None, error });
+    }
+
+    fn publish(&self, event: SummaryEvent) {
+        if let Some(e) = &event.error {
+            tracing::warn!(path = event.path, error = %e, "summary");
         }
-        let _ = self.inner.events.send(AppEvent::Summary(SummaryEvent { path, summary, error }));
+        self.inner.summaries_pending.lock().remove(&event.path);
+        let _ = self.inner.events.send(AppEvent::Summary(event));
+    }
+
+    /// Sends `paths` to the summarizer (when summaries are on) and counts them as pending.
+    pub(crate) fn queue_summaries(&self, paths: Vec<String>) {
+        let Some(queue) = &self.inner.summarize else { return };
+        if paths.is_empty() {
+            return;
+        }
+        self.inner.summaries_pending.lock().extend(paths.iter().cloned());
+        let _ = queue.send(paths);
+    }
+
+    /// Indexed documents without a checked summary by `model`.
+    pub(crate) fn unsummarized(&self, model: &str) -> Vec<String> {
+        let Ok(store) = Store::open_read_only(&self.inner.config.db) else { return Vec::new() };
+        let documents = store.documents().unwrap_or_default();
+        documents
+            .into_iter()
+            .filter(|d| d.status == "indexed")
+            .filter(|d| !matches!(store.summary(&d.content_hash, model), Ok(Some(s)) if s.check.is_some()))
+            .map(|d| d.path)
+            .collect()
     }
 }

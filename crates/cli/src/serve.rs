@@ -28,8 +28,8 @@ pub struct ServeArgs {
     /// summarize`); without it, POST /api/summarize answers that summaries are off.
     #[arg(long)]
     pub summarize: bool,
-    /// The chat model for --summarize (a .gguf, a folder with one, or a Hugging Face folder).
-    /// Default: the pinned SmolLM2-135M-Instruct, fetched on first use.
+    /// The chat model for --summarize (a .gguf, a folder with one, a Hugging Face folder, a pinned
+    /// model's name, or `fast`). Default: the device's (see `warpfold summarize --help`).
     #[arg(long)]
     pub chat_model: Option<PathBuf>,
     #[command(flatten)]

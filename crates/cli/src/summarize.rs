@@ -38,8 +38,10 @@ fn defaults() -> SummarizeOptions {
 
 #[derive(Args, Debug, Clone)]
 pub struct ModelArgs {
-    /// The chat model: a .gguf file, a folder with one, or a Hugging Face folder (config.json,
-    /// safetensors, tokenizer.json). Default: the pinned SmolLM2-135M-Instruct Q4_1, fetched on first use.
+    /// The chat model: a .gguf file, a folder with one, a Hugging Face folder (config.json,
+    /// safetensors, tokenizer.json), a pinned model's name (`warpfold models list`), or `fast`
+    /// (SmolLM2-135M: quick, but it keeps few facts). Default: the device's, chosen by measurement
+    /// (BENCHMARKS.md, summary faithfulness), fetched on first use.
     #[arg(long)]
     pub decoder: Option<PathBuf>,
     #[command(flatten)]
@@ -225,10 +227,33 @@ struct DocumentLine<'a> {
     /// Summaries of this document (its own, or of its chunks) that looped and were written again.
     #[serde(skip_serializing_if = "is_zero")]
     retried: usize,
+    /// What checking the summary against its document found: `{checked, rewritten, removed:
+    /// [{sentence, items}]}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    check: Option<&'a warpfold_summarize::grounding::SummaryCheck>,
 }
 
 fn is_zero(n: &usize) -> bool {
     *n == 0
+}
+
+/// What the terminal report says of a summary's check.
+fn check_line(check: Option<&warpfold_summarize::grounding::SummaryCheck>) -> String {
+    match check {
+        None | Some(warpfold_summarize::grounding::SummaryCheck { checked: false, .. }) => "not checked against the document".into(),
+        Some(c) if c.removed.is_empty() => {
+            format!("checked against the document{}", if c.rewritten { ", written again once" } else { "" })
+        }
+        Some(c) => {
+            let items: Vec<String> =
+                c.removed.iter().flat_map(|r| r.items.iter().map(|i| warpfold_app::text::for_terminal(i).into_owned())).collect();
+            format!(
+                "checked against the document; {} sentence(s) removed for stating what it does not: {}",
+                c.removed.len(),
+                items.join(", ")
+            )
+        }
+    }
 }
 
 pub fn run(global: &GlobalOptions, args: &SummarizeArgs) -> Result<ExitCode> {
@@ -272,6 +297,7 @@ pub fn run(global: &GlobalOptions, args: &SummarizeArgs) -> Result<ExitCode> {
                     error: Some(e),
                     cached: false,
                     retried: 0,
+                    check: None,
                 }
             }
             (Ok(_), Some(c)) => DocumentLine {
@@ -283,6 +309,7 @@ pub fn run(global: &GlobalOptions, args: &SummarizeArgs) -> Result<ExitCode> {
                 error: None,
                 cached: !c.fresh,
                 retried: c.retried,
+                check: c.stored.check.as_ref(),
             },
             (Ok(_), None) => unreachable!("every readable document has a summary. This is a bug."),
         };
@@ -293,11 +320,12 @@ pub fn run(global: &GlobalOptions, args: &SummarizeArgs) -> Result<ExitCode> {
             match (line.summary, line.error) {
                 (Some(s), _) => writeln!(
                     out,
-                    "{}\n   ({} tokens in, {} out{})\n",
+                    "{}\n   ({} tokens in, {} out{}; {})\n",
                     s.lines().map(warpfold_app::text::for_terminal).collect::<Vec<_>>().join("\n"),
                     line.tokens_in,
                     line.tokens_out,
-                    if line.cached { ", from the index".to_string() } else { format!(", ready at {:.1} s", line.seconds) }
+                    if line.cached { ", from the index".to_string() } else { format!(", ready at {:.1} s", line.seconds) },
+                    check_line(line.check),
                 )?,
                 (None, Some(e)) => writeln!(out, "not summarized: {}\n", warpfold_app::text::for_terminal(e))?,
                 (None, None) => {}

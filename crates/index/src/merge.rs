@@ -358,14 +358,16 @@ fn copy_shard(
             tx.execute_batch(crate::summaries::SCHEMA)?;
             *any_summaries = true;
         }
-        tx.execute_batch(
-            "INSERT INTO main.summaries(content_hash, model, path, summary, tokens_in, tokens_out, seconds, created_at)
-                 SELECT content_hash, model, path, summary, tokens_in, tokens_out, seconds, created_at FROM shard.summaries WHERE true
+        // a shard from before summaries were checked has no check column: its summaries merge unchecked
+        let check = if crate::summaries::has_check_column(&tx, "shard")? { "check_json" } else { "NULL" };
+        tx.execute_batch(&format!(
+            "INSERT INTO main.summaries(content_hash, model, path, summary, tokens_in, tokens_out, seconds, created_at, check_json)
+                 SELECT content_hash, model, path, summary, tokens_in, tokens_out, seconds, created_at, {check} FROM shard.summaries WHERE true
                  ON CONFLICT(content_hash, model) DO UPDATE SET path = excluded.path, summary = excluded.summary,
                      tokens_in = excluded.tokens_in, tokens_out = excluded.tokens_out, seconds = excluded.seconds,
-                     created_at = excluded.created_at
-                 WHERE excluded.created_at > summaries.created_at;",
-        )?;
+                     created_at = excluded.created_at, check_json = excluded.check_json
+                 WHERE excluded.created_at > summaries.created_at;"
+        ))?;
     }
     tx.commit()?;
     Ok(())
@@ -458,6 +460,7 @@ mod tests {
             tokens_out: 2,
             seconds: 0.1,
             created_at: 5,
+            check: Some(crate::summaries::SummaryCheck { checked: true, ..Default::default() }),
         })
         .unwrap();
         add(&mut s2, "/c/dup.txt", "new", &["the new copy of the duplicate"]);
@@ -479,6 +482,7 @@ mod tests {
         assert_eq!(merged.document_detail("/c/a.txt").unwrap().unwrap().chunks.len(), 2);
         assert_eq!(merged.ocr_pages("/c/a.txt").unwrap(), [1], "pages keep their OCR mark");
         assert_eq!(merged.summary_for_path("/c/b.txt").unwrap().unwrap().summary, "About pilots.");
+        assert!(merged.summary_for_path("/c/b.txt").unwrap().unwrap().check.is_some_and(|c| c.checked), "the check is merged too");
         let (ids, _, dim) = merged.load_vectors().unwrap();
         assert_eq!((ids.len(), dim), (6, 8), "every chunk has its vector");
         assert!(merged.chunks_without_vectors().unwrap().is_empty());

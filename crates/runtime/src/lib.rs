@@ -343,11 +343,15 @@ pub fn large_chat_model(models_root: &Path, on_fetch: impl FnOnce(&models::Model
     model_by_name(models::LARGE_CHAT_MODEL, models_root, on_fetch)
 }
 
-/// The chat model that writes summaries. `choice` is a file, a folder, or the name of a chat model
-/// of the manifest (fetched on first use, e.g. `Qwen2.5-Coder-1.5B-Instruct` on a CPU with the
-/// memory for it); without a choice, the default for `device`: the ≥1B model on a GPU, where it
-/// decodes fast and writes summaries a reader can trust (BENCHMARKS.md, summary quality), and
-/// SmolLM2-135M on a CPU, where the larger model decodes a few tokens a second.
+/// `--decoder fast` (and `WARPFOLD_CHAT_MODEL=fast`): the small chat model, chosen by name.
+pub const FAST_CHAT_MODEL: &str = "fast";
+
+/// The chat model that writes summaries. `choice` is a file, a folder, the name of a chat model of
+/// the manifest (fetched on first use), or [`FAST_CHAT_MODEL`] (`fast`: SmolLM2-135M, the manifest's
+/// small default, quick on any CPU but it keeps few facts and invents more: BENCHMARKS.md, summary
+/// faithfulness); without a choice, the default for `device`: [`models::LARGE_CHAT_MODEL`] on a GPU
+/// and [`models::CPU_CHAT_MODEL`] on a CPU, each chosen by measurement on the documents of
+/// tests/data/facts.
 pub fn chat_model(
     choice: Option<&Path>,
     device: &Device,
@@ -356,6 +360,7 @@ pub fn chat_model(
 ) -> Result<PathBuf, RuntimeError> {
     match choice {
         Some(path) if path.exists() => Ok(path.to_path_buf()),
+        Some(name) if name.as_os_str().eq_ignore_ascii_case(FAST_CHAT_MODEL) => default_model("summarization", models_root, on_fetch),
         Some(name) => {
             let manifest = Manifest::embedded();
             let text = name.to_string_lossy();
@@ -372,7 +377,7 @@ pub fn chat_model(
             }
         }
         None if device.is_cuda() => large_chat_model(models_root, on_fetch),
-        None => default_model("summarization", models_root, on_fetch),
+        None => model_by_name(models::CPU_CHAT_MODEL, models_root, on_fetch),
     }
 }
 
@@ -455,6 +460,21 @@ mod tests {
         let file = large.join("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf");
         assert_eq!(chat_model(Some(&file), &Device::Cpu, &root, no_fetch).unwrap(), file);
         assert_eq!(chat_model(Some(Path::new("QWEN2.5-Coder-1.5B-Instruct")), &Device::Cpu, &root, no_fetch).unwrap(), large);
+        // Without a choice, the CPU's default (chosen by measurement); `fast` names the small model.
+        let cpu_default = root.join(models::CPU_CHAT_MODEL);
+        std::fs::create_dir_all(&cpu_default).unwrap();
+        for name in Manifest::embedded().get(models::CPU_CHAT_MODEL).unwrap().files.keys() {
+            std::fs::write(cpu_default.join(name), b"").unwrap();
+        }
+        assert_eq!(chat_model(None, &Device::Cpu, &root, no_fetch).unwrap(), cpu_default);
+        let small = Manifest::embedded().default_for("summarization").clone();
+        assert_eq!(small.name, "SmolLM2-135M-Instruct");
+        std::fs::create_dir_all(root.join(&small.name)).unwrap();
+        for name in small.files.keys() {
+            std::fs::write(root.join(&small.name).join(name), b"").unwrap();
+        }
+        assert_eq!(chat_model(Some(Path::new("fast")), &Device::Cpu, &root, no_fetch).unwrap(), root.join(&small.name));
+        assert_eq!(chat_model(Some(Path::new("FAST")), &Device::Cpu, &root, no_fetch).unwrap(), root.join(&small.name));
         // The embedding model is no chat model; an unknown name lists the chat models.
         let e = chat_model(Some(Path::new("all-MiniLM-L6-v2")), &Device::Cpu, &root, no_fetch).unwrap_err().to_string();
         assert!(e.contains("not a chat model"), "{e}");

@@ -29,8 +29,13 @@ pub use warpfold_backend::model_dir::{ModelDir, ModelDirError, Pooling};
 /// The manifest as shipped in the repository.
 pub const MANIFEST_JSON: &str = include_str!("../../../models/manifest.json");
 
-/// The ≥1B chat model, fetched on demand: Qwen2.5-Coder-1.5B-Instruct, GGUF Q4_K_M (1.1 GB).
+/// The ≥1B chat model, fetched on demand: Qwen2.5-Coder-1.5B-Instruct, GGUF Q4_K_M (1.1 GB). The
+/// GPU's default chat model.
 pub const LARGE_CHAT_MODEL: &str = "Qwen2.5-Coder-1.5B-Instruct";
+
+/// The CPU's default chat model, chosen on the documents of tests/data/facts (BENCHMARKS.md,
+/// summary faithfulness).
+pub const CPU_CHAT_MODEL: &str = LARGE_CHAT_MODEL;
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct Manifest {

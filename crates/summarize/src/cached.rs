@@ -54,8 +54,9 @@ impl Summarizer<'_> {
     ) -> Result<Vec<CachedSummary>, CachedError> {
         let mut out: Vec<Option<CachedSummary>> = Vec::with_capacity(docs.len());
         for d in docs {
+            // A summary stored before summaries were checked is made again, checked.
             let stored = match store {
-                Some(s) => s.summary(d.content_hash, model)?,
+                Some(s) => s.summary(d.content_hash, model)?.filter(|s| s.check.is_some()),
                 None => None,
             };
             let cached = stored.map(|stored| CachedSummary { stored, fresh: false, retried: 0 });
@@ -79,6 +80,7 @@ impl Summarizer<'_> {
                     tokens_out: r.tokens_out as u64,
                     seconds: r.seconds,
                     created_at: now,
+                    check: Some(r.check),
                 };
                 if let Some(s) = store {
                     s.put_summary(&stored)?;

@@ -6,6 +6,9 @@
 //! - [`output`]: what is done to each summary the model writes: cut at its last sentence end when
 //!   the token budget ran out, and checked for loops; a summary that loops is written again with
 //!   stronger repetition settings ([`SummarizeOptions::retry`]).
+//! - [`grounding`]: every summary checked against its document: each figure, date and name it
+//!   states must be there; one that is not gets the summary written again with a stricter
+//!   instruction, and a sentence still stating one is dropped (and kept aside, shown).
 //! - [`cached`]: summaries kept in the index, by content hash and model, for every front.
 //! - [`generate`]: generation's policy over the model's packed prefill and batched decode step:
 //!   continuous batching, key/value-cache admission, sampling and repetition controls.
@@ -20,6 +23,7 @@
 pub mod cached;
 pub mod chat;
 pub mod generate;
+pub mod grounding;
 pub mod mapreduce;
 pub mod output;
 
@@ -345,6 +349,18 @@ pub fn instruction(task: &Task, style: PromptStyle) -> String {
     }
 }
 
+/// Added to every instruction of the second attempt at a summary that stated a figure, date or
+/// name its document does not hold.
+pub const GROUNDED: &str = "Use only what the text says. Copy every name, number, amount, date and duration exactly as it is written, \
+    with what it applies to (once, per month, per year), and add nothing the text does not say.";
+
+/// [`instruction`] with [`GROUNDED`] added before the text.
+pub fn grounded_instruction(task: &Task, style: PromptStyle) -> String {
+    let plain = instruction(task, style);
+    let head = plain.strip_suffix(task.text.as_str()).unwrap_or(&plain).trim_end();
+    format!("{head} {GROUNDED}\n\n{}", task.text)
+}
+
 /// A chat model as map-reduce's [`mapreduce::Summarize`], keeping the generator's counters.
 pub struct Summarizer<'a> {
     pub chat: &'a ChatModel,
@@ -354,7 +370,11 @@ pub struct Summarizer<'a> {
     pub retries: RetryStats,
     /// Seconds spent in the model (tokenizing, generating, detokenizing).
     pub seconds: f64,
+    /// Summaries written again because they stated something their document does not.
+    pub rewritten: usize,
     started: Instant,
+    /// The prompts of a second, grounded attempt ([`GROUNDED`]).
+    grounded: bool,
 }
 
 impl<'a> Summarizer<'a> {
@@ -385,13 +405,63 @@ impl<'a> Summarizer<'a> {
             let budget = BatchOptions::kv_tokens_for(free, 0.1, c.num_hidden_layers, c.kv_heads(), c.head_dim(), 2);
             options.batch.kv_tokens = options.batch.kv_tokens.min(budget);
         }
-        Ok(Self { chat, options, stats: GenerationStats::default(), retries: RetryStats::default(), seconds: 0.0, started: Instant::now() })
+        Ok(Self {
+            chat,
+            options,
+            stats: GenerationStats::default(),
+            retries: RetryStats::default(),
+            seconds: 0.0,
+            rewritten: 0,
+            started: Instant::now(),
+            grounded: false,
+        })
     }
 
-    /// Summarizes documents (their plain text), long ones by map-reduce.
+    /// Summarizes documents (their plain text), long ones by map-reduce, and checks each summary
+    /// against its document ([`grounding`]): a summary stating a figure, date or name the document
+    /// does not hold is written again, all of them together, with [`GROUNDED`] added to every
+    /// prompt (the better of the two is kept: fewer unsupported items, the second on a tie); then
+    /// each sentence still stating one is dropped and recorded in the summary's check.
     pub fn summarize_documents(&mut self, documents: &[String]) -> Result<Vec<DocumentSummary>, MapReduceError<ChatError>> {
         let chunk = self.options.chunk_tokens;
-        mapreduce::summarize_documents(self, documents, chunk)
+        let mut out = mapreduce::summarize_documents(self, documents, chunk)?;
+        let sources: Vec<grounding::Source> = documents.iter().map(|d| grounding::Source::new(d)).collect();
+        let failing: Vec<usize> = (0..out.len()).filter(|&i| !grounding::supported(&out[i].summary, &sources[i])).collect();
+        if !failing.is_empty() {
+            tracing::info!(
+                failing = failing.len(),
+                of = out.len(),
+                "summaries that state something their document does not are written again, grounded"
+            );
+            let texts: Vec<String> = failing.iter().map(|&i| documents[i].clone()).collect();
+            self.grounded = true;
+            let again = mapreduce::summarize_documents(self, &texts, chunk);
+            self.grounded = false;
+            for (&i, second) in failing.iter().zip(again?) {
+                self.rewritten += 1;
+                let first = &mut out[i];
+                first.draft = Some(first.summary.clone());
+                first.check.rewritten = true;
+                first.tokens_in += second.tokens_in;
+                first.tokens_out += second.tokens_out;
+                first.rounds += second.rounds;
+                first.retried += second.retried;
+                first.seconds = second.seconds;
+                if grounding::unsupported_count(&second.summary, &sources[i]) <= grounding::unsupported_count(&first.summary, &sources[i]) {
+                    first.summary = second.summary;
+                }
+            }
+        }
+        for (summary, source) in out.iter_mut().zip(&sources) {
+            let (kept, removed) = grounding::drop_unsupported(&summary.summary, source);
+            if !removed.is_empty() {
+                summary.draft.get_or_insert_with(|| summary.summary.clone());
+                summary.summary = kept;
+            }
+            summary.check.checked = true;
+            summary.check.removed = removed;
+        }
+        Ok(out)
     }
 
     /// Generates for every prompt with `sampling`, all together, and returns each one's text (cut
@@ -498,7 +568,10 @@ impl mapreduce::Summarize for Summarizer<'_> {
         let started = Instant::now();
         let prompts = tasks
             .iter()
-            .map(|t| self.chat.encode_chat(SYSTEM_PROMPT, &instruction(t, self.options.prompts)))
+            .map(|t| {
+                let text = if self.grounded { grounded_instruction(t, self.options.prompts) } else { instruction(t, self.options.prompts) };
+                self.chat.encode_chat(SYSTEM_PROMPT, &text)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let lengths: Vec<usize> = prompts.iter().map(Vec::len).collect();
         let options = self.options.clone();

@@ -71,6 +71,12 @@ pub struct DocumentSummary {
     /// Summaries of this document (of its chunks, or the final one) that looped and were written
     /// again.
     pub retried: usize,
+    /// What the check against the document found ([`crate::grounding`]); unchecked until
+    /// [`crate::Summarizer::summarize_documents`] checks it.
+    pub check: crate::grounding::SummaryCheck,
+    /// The model's first summary, when the one kept differs from it (written again or trimmed by
+    /// the check): what the check caught, for measuring it.
+    pub draft: Option<String>,
 }
 
 /// Why map-reduce could not finish.

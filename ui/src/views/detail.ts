@@ -143,7 +143,7 @@ function body(doc: DocumentDetail, query?: string): HTMLElement {
         : h("div", { class: "callout callout-error", "data-testid": "detail-error" }, doc.error)
       : null,
     h("h3", null, "Summary"),
-    doc.summary ? h("p", { class: "summary", "data-testid": "detail-summary" }, doc.summary) : h("p", { class: "muted" }, "No summary yet."),
+    summary(doc),
     h("h3", null, `Chunks`, h("span", { class: "h-sub" }, doc.chunks.length ? ` ${grouped(doc.chunks.length)}` : "")),
     chunks.length
       ? h(
@@ -155,6 +155,61 @@ function body(doc: DocumentDetail, query?: string): HTMLElement {
   );
   if (firstHit) requestAnimationFrame(() => el.querySelector(".chunk.match")?.scrollIntoView({ block: "center" }));
   return el;
+}
+
+/** The summary with what its check against the document found, or why there is none. */
+function summary(doc: DocumentDetail): HTMLElement {
+  const check = doc.summaryCheck;
+  if (doc.summary !== null && doc.summaryState !== "pending") {
+    const removed = check?.removed ?? [];
+    const status = !check
+      ? h("p", { class: "check check-none", "data-testid": "summary-check", "data-check": "unchecked" }, "Not checked against the document (made by an older version).")
+      : removed.length
+        ? h(
+            "details",
+            { class: "check check-removed", "data-testid": "summary-check", "data-check": "removed" },
+            h(
+              "summary",
+              null,
+              `Checked against the document: ${removed.length} sentence${removed.length === 1 ? "" : "s"} removed for stating what it does not say`,
+            ),
+            h(
+              "ul",
+              null,
+              removed.map((r) => h("li", { "data-testid": "summary-removed" }, h("s", null, r.sentence), h("span", { class: "check-items" }, ` not in the document: ${r.items.join(", ")}`))),
+            ),
+          )
+        : h(
+            "p",
+            { class: "check check-ok", "data-testid": "summary-check", "data-check": "ok" },
+            `✓ Every figure, date and name in it is in the document${check.rewritten ? " (written a second time to get there)" : ""}.`,
+          );
+    const text = doc.summary.trim()
+      ? h("p", { class: "summary", "data-testid": "detail-summary" }, doc.summary)
+      : h("p", { class: "muted", "data-testid": "detail-summary-empty" }, "Every sentence the model wrote stated something the document does not, so none is shown.");
+    return h("div", { class: "summary-block" }, text, status);
+  }
+  const sm = store.summaries;
+  switch (doc.summaryState) {
+    case "pending": {
+      const waiting = sm?.pending ?? 0;
+      const eta = sm?.eta_seconds;
+      const left = eta ? `, about ${eta < 90 ? `${Math.max(1, Math.round(eta))} s` : `${Math.round(eta / 60)} min`} left` : "";
+      return h("p", { class: "muted summary-state", "data-testid": "summary-state", "data-state": "pending" }, `Summarizing… ${waiting > 1 ? `${grouped(waiting)} documents waiting${left}` : `the model is on it${left}`}.`);
+    }
+    case "off":
+      return h(
+        "p",
+        { class: "muted summary-state", "data-testid": "summary-state", "data-state": "off" },
+        "Summaries are off. Start the server with ",
+        h("code", null, "warpfold serve --summarize"),
+        " (the desktop app makes them unless WARPFOLD_SUMMARIZE=0).",
+      );
+    case "not_asked":
+      return h("p", { class: "muted summary-state", "data-testid": "summary-state", "data-state": "not_asked" }, "Not summarized: summaries are made when asked for.");
+    default:
+      return h("p", { class: "muted", "data-testid": "summary-state" }, doc.state === "done" ? "No summary yet." : "A summary comes once the document is indexed.");
+  }
 }
 
 function chunk(c: Chunk, stems: string[], match: boolean, ocrPages: number[]): HTMLElement {

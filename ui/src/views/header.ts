@@ -66,7 +66,7 @@ function drawDevice() {
   const summary = $("summary-model");
   summary.parentElement!.hidden = !sm;
   if (sm) {
-    summary.textContent = `${sm.model} on ${sm.device}`;
+    summary.textContent = `${sm.model} on ${sm.device}${sm.pending ? ` · ${grouped(sm.pending)} waiting` : ""}`;
     const o = sm.options;
     summary.title = [
       sm.file,
@@ -74,6 +74,7 @@ function drawDevice() {
       `repetition penalty ${o.sampling.repetition_penalty}${o.sampling.no_repeat_ngram ? `, no repeated ${o.sampling.no_repeat_ngram}-grams` : ""}`,
       o.retry ? `a summary that loops is written again (penalty ${o.retry.repetition_penalty}, no repeated ${o.retry.no_repeat_ngram}-grams)` : "loops are not retried",
       sm.auto ? "every indexed document is summarized" : "",
+      "every summary is checked against its document: a sentence stating a figure, date or name it does not hold is removed",
     ].filter(Boolean).join("\n");
   }
   const d = store.device;

@@ -1,0 +1,85 @@
+//! Measures a chat model's summaries on the documents of tests/data/facts (everyday documents with
+//! known facts; scans read back by OCR first): how many first drafts state a figure, date or name
+//! the document does not hold (before the check), how many finished summaries do (after it, by
+//! the check and by a cruder independent look), the share of stated facts kept, mean length, and
+//! documents per minute. One JSON line per document and a summary line; BENCHMARKS.md quotes them.
+//!
+//!     cargo run --release -p warpfold-summarize --example facts -- MODEL.gguf [--cuda] [--ids a,b] [--english] [--out FILE]
+
+#[path = "../tests/fact_documents/mod.rs"]
+mod fact_documents;
+
+use std::io::Write;
+use std::time::Instant;
+
+use candle_core::Device;
+use warpfold_summarize::grounding::{self, Source};
+use warpfold_summarize::{ChatModel, SummarizeOptions, Summarizer};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let model = args.first().ok_or("usage: facts MODEL.gguf [--cuda] [--ids a,b] [--english] [--out FILE]")?;
+    let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+    let device = if args.iter().any(|a| a == "--cuda") { Device::new_cuda(0)? } else { Device::Cpu };
+    let mut docs = fact_documents::load(&fact_documents::data_file());
+    if let Some(ids) = flag("--ids") {
+        let ids: Vec<&str> = ids.split(',').collect();
+        docs.retain(|d| ids.contains(&d.id.as_str()));
+    }
+    if args.iter().any(|a| a == "--english") {
+        docs.retain(|d| d.lang == "en");
+    }
+    let texts: Vec<String> =
+        docs.iter().map(|d| fact_documents::source_text(d).map_err(|e| format!("{}: {e}", d.id))).collect::<Result<_, _>>()?;
+    let chat = ChatModel::load(std::path::Path::new(model), &device)?;
+    let mut summarizer = Summarizer::new(&chat, SummarizeOptions::default())?;
+    let started = Instant::now();
+    let results = summarizer.summarize_documents(&texts)?;
+    let seconds = started.elapsed().as_secs_f64();
+
+    let mut out: Box<dyn Write> = match flag("--out") {
+        Some(path) => Box::new(std::fs::File::create(path)?),
+        None => Box::new(std::io::stdout()),
+    };
+    let (mut before, mut after, mut crude_after, mut kept, mut stated, mut words, mut emptied) = (0, 0, 0, 0, 0, 0, 0);
+    let mut recall_sum = 0.0;
+    for ((doc, text), r) in docs.iter().zip(&texts).zip(&results) {
+        let source = Source::new(text);
+        let draft = r.draft.as_deref().unwrap_or(&r.summary);
+        let invented: Vec<String> = grounding::check(draft, &source).into_iter().flat_map(|s| s.unsupported).collect();
+        let left: Vec<String> = grounding::check(&r.summary, &source).into_iter().flat_map(|s| s.unsupported).collect();
+        let crude = fact_documents::unsupported_numbers_and_names(&r.summary, text);
+        let facts = doc.key_facts_kept(&r.summary);
+        before += usize::from(!invented.is_empty());
+        after += usize::from(!left.is_empty());
+        crude_after += usize::from(!crude.is_empty());
+        emptied += usize::from(r.summary.trim().is_empty());
+        kept += facts;
+        stated += doc.facts.len();
+        recall_sum += facts as f64 / doc.facts.len().max(1) as f64;
+        words += r.summary.split_whitespace().count();
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({
+                "id": doc.id, "kind": doc.kind, "scan": doc.scan, "chunks": r.chunks,
+                "key_facts": facts, "of": doc.facts.len(),
+                "draft_unsupported": invented, "after_check_unsupported": left, "crude_unsupported": crude,
+                "rewritten": r.check.rewritten, "removed": r.check.removed,
+                "draft": r.draft, "summary": r.summary,
+            })
+        )?;
+    }
+    let n = docs.len().max(1) as f64;
+    let summary = serde_json::json!({
+        "model": model, "device": format!("{:?}", device.location()), "documents": docs.len(), "seconds": seconds,
+        "documents_per_minute": docs.len() as f64 / seconds * 60.0,
+        "invented_before_check": before as f64 / n, "invented_after_check": after as f64 / n, "crude_after_check": crude_after as f64 / n,
+        "key_facts_kept": kept, "key_facts_stated": stated, "mean_recall": recall_sum / n,
+        "mean_words": words as f64 / n, "emptied_by_check": emptied, "rewritten": summarizer.rewritten,
+        "decode_tokens": summarizer.stats.decode_tokens, "prompt_tokens": summarizer.stats.prompt_tokens,
+    });
+    writeln!(out, "{summary}")?;
+    eprintln!("{summary:#}");
+    Ok(())
+}
