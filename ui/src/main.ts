@@ -102,6 +102,7 @@ async function start(): Promise<void> {
     summary: (e) => store.summaryReady(e.path),
     writes_stopped: (reason) => store.stopWrites(reason),
     writes_paused: (reason) => store.pauseWrites(reason),
+    summarizer_status: (status) => store.summarizerStatus(status),
     resync: reload,
     connection: (c: Connection) => {
       showConnection(c);

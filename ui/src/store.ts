@@ -92,6 +92,13 @@ class Store {
   /** The last document whose summary arrived (the detail panel reloads if it shows it). */
   lastSummary: string | null = null;
 
+  /** What the summarizer is busy with before it can summarize, or null once ready. */
+  summarizerStatus(status: string | null): void {
+    if (this.summaries) this.summaries.status = status;
+    this.emit("device");
+    this.emit("summary");
+  }
+
   summaryReady(path: string): void {
     this.lastSummary = path;
     // one fewer waiting (the next state load brings the server's own count)

@@ -25,6 +25,8 @@ export interface LiveHandlers {
   writes_stopped(reason: string): void;
   /** Indexing paused (why) or resumed (null). */
   writes_paused(reason: string | null): void;
+  /** What the summarizer is busy with before it can summarize (fetching, loading its model); null once ready. */
+  summarizer_status(status: string | null): void;
   /** The live stream's health; after "live" following a gap the caller should reload the state. */
   connection(state: Connection): void;
 }
@@ -117,10 +119,12 @@ class TauriTransport implements Transport {
       listen<{ path: string; summary: string | null; error: string | null }>("summary", (e) => h.summary(e.payload)),
       listen<string>("writes_stopped", (e) => h.writes_stopped(e.payload)),
       listen<string | null>("writes_paused", (e) => h.writes_paused(e.payload)),
+      listen<string | null>("summarizer_status", (e) => h.summarizer_status(e.payload)),
       call<void>("subscribe_samples", { channel }),
     ])
-      .then(([a, b, c, d, e, f]) => {
-        unlisten.push(a, b, c, d, e, f);
+      .then((done) => {
+        // every listener's unlisten function (the last result is subscribe_samples', not one)
+        unlisten.push(...(done.slice(0, -1) as Array<() => void>));
         if (closed) unlisten.forEach((u) => u());
         else h.connection("live");
       })
@@ -337,6 +341,9 @@ class HttpTransport implements Transport {
           break;
         case "writes_paused":
           h.writes_paused(payload as string | null);
+          break;
+        case "summarizer_status":
+          h.summarizer_status(payload as string | null);
           break;
         case "resync":
           h.resync();

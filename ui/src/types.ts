@@ -77,6 +77,8 @@ export interface Sample {
 }
 
 export interface Summaries {
+  /** What the summarizer is busy with before it can summarize (fetching or loading its model); null once ready. */
+  status?: string | null;
   /** Documents waiting for their summary now, and the seconds until they are done at the pace so far. */
   pending?: number;
   eta_seconds?: number | null;

@@ -165,6 +165,9 @@ pub enum AppEvent {
     WritesStopped(String),
     /// Indexing paused (the reason) or resumed (None) ([`AppStateView::writes_paused`]).
     WritesPaused(Option<String>),
+    /// What the summarizer is busy with before it can summarize (fetching or loading its model),
+    /// or None once it is ready.
+    SummarizerStatus(Option<String>),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -187,6 +190,7 @@ impl AppEvent {
             AppEvent::WritesStopped(_) => "writes_stopped",
             AppEvent::WritesPaused(_) => "writes_paused",
             AppEvent::Summary(_) => "summary",
+            AppEvent::SummarizerStatus(_) => "summarizer_status",
         }
     }
 
@@ -201,6 +205,7 @@ impl AppEvent {
             AppEvent::Summary(x) => serde_json::to_string(x),
             AppEvent::WritesStopped(x) => serde_json::to_string(x),
             AppEvent::WritesPaused(x) => serde_json::to_string(x),
+            AppEvent::SummarizerStatus(x) => serde_json::to_string(x),
         }
         .expect("plain data serialises")
     }

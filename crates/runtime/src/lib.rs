@@ -343,6 +343,30 @@ pub fn large_chat_model(models_root: &Path, on_fetch: impl FnOnce(&models::Model
     model_by_name(models::LARGE_CHAT_MODEL, models_root, on_fetch)
 }
 
+/// Where the chat model of `choice` (as [`chat_model`] takes it) is or will be, and the pinned
+/// model to fetch first when it is not installed yet, without fetching: the app fetches on first
+/// use, on its summarizer's thread, and shows the progress, instead of holding up its start.
+pub fn planned_chat_model(
+    choice: Option<&Path>,
+    device: &Device,
+    models_root: &Path,
+) -> Result<(PathBuf, Option<models::ModelEntry>), RuntimeError> {
+    let manifest = Manifest::embedded();
+    let entry = match choice {
+        Some(path) if path.exists() => return Ok((path.to_path_buf(), None)),
+        Some(name) if name.as_os_str().eq_ignore_ascii_case(FAST_CHAT_MODEL) => manifest.default_for("summarization"),
+        Some(name) => match manifest.get(&name.to_string_lossy()) {
+            Ok(entry) if entry.role == "summarization" => entry,
+            // a path that is not there, another role's model, an unknown name: said as chat_model says it
+            _ => return chat_model(choice, device, models_root, |_| {}).map(|p| (p, None)),
+        },
+        None if device.is_cuda() => manifest.get(models::LARGE_CHAT_MODEL).map_err(|e| RuntimeError::Model(e.to_string()))?,
+        None => manifest.get(models::CPU_CHAT_MODEL).map_err(|e| RuntimeError::Model(e.to_string()))?,
+    };
+    let missing = (!models::is_installed(entry, models_root)).then(|| entry.clone());
+    Ok((models_root.join(&entry.name), missing))
+}
+
 /// `--decoder fast` (and `WARPFOLD_CHAT_MODEL=fast`): the small chat model, chosen by name.
 pub const FAST_CHAT_MODEL: &str = "fast";
 
@@ -475,6 +499,17 @@ mod tests {
         }
         assert_eq!(chat_model(Some(Path::new("fast")), &Device::Cpu, &root, no_fetch).unwrap(), root.join(&small.name));
         assert_eq!(chat_model(Some(Path::new("FAST")), &Device::Cpu, &root, no_fetch).unwrap(), root.join(&small.name));
+        // Planned without fetching: the folder, and the model to fetch when it is not there.
+        let names = |(path, fetch): (PathBuf, Option<models::ModelEntry>)| (path, fetch.map(|e| e.name));
+        assert_eq!(names(planned_chat_model(None, &Device::Cpu, &root).unwrap()), (cpu_default.clone(), None));
+        let empty = root.join("empty");
+        let (folder, missing) = planned_chat_model(None, &Device::Cpu, &empty).unwrap();
+        assert_eq!((folder, missing.map(|e| e.name)), (empty.join(models::CPU_CHAT_MODEL), Some(models::CPU_CHAT_MODEL.to_string())));
+        assert_eq!(names(planned_chat_model(Some(&file), &Device::Cpu, &empty).unwrap()), (file.clone(), None));
+        assert!(planned_chat_model(Some(Path::new("all-MiniLM-L6-v2")), &Device::Cpu, &empty)
+            .unwrap_err()
+            .to_string()
+            .contains("not a chat model"));
         // The embedding model is no chat model; an unknown name lists the chat models.
         let e = chat_model(Some(Path::new("all-MiniLM-L6-v2")), &Device::Cpu, &root, no_fetch).unwrap_err().to_string();
         assert!(e.contains("not a chat model"), "{e}");

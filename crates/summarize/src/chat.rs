@@ -156,6 +156,16 @@ pub struct ChatModel {
     specials: Vec<String>,
 }
 
+/// The name a chat model's summaries are stored and shown under: its file's name without `.gguf`,
+/// or its folder's name ("Qwen2.5-Coder-1.5B-Instruct": the dots in it are not an extension).
+pub fn model_name(path: &std::path::Path) -> String {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string());
+    match name.len().checked_sub(5).filter(|&cut| name.is_char_boundary(cut) && name[cut..].eq_ignore_ascii_case(".gguf")) {
+        Some(cut) => name[..cut].to_string(),
+        None => name,
+    }
+}
+
 impl ChatModel {
     /// Loads a `.gguf` file, a folder holding one `.gguf`, or a Hugging Face folder (config.json,
     /// safetensors, tokenizer.json, tokenizer_config.json with a chat template).
@@ -281,6 +291,14 @@ fn read_hf_template(dir: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_models_name_keeps_the_dots_of_its_version() {
+        use std::path::Path;
+        assert_eq!(model_name(Path::new("models/Qwen2.5-Coder-1.5B-Instruct")), "Qwen2.5-Coder-1.5B-Instruct");
+        assert_eq!(model_name(Path::new("m/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")), "qwen2.5-coder-1.5b-instruct-q4_k_m");
+        assert_eq!(model_name(Path::new("SmolLM2-135M-Instruct.Q4_1.GGUF")), "SmolLM2-135M-Instruct.Q4_1");
+    }
 
     #[test]
     fn chat_formats_are_recognised_and_rendered() {

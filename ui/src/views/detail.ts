@@ -195,6 +195,7 @@ function summary(doc: DocumentDetail): HTMLElement {
       const waiting = sm?.pending ?? 0;
       const eta = sm?.eta_seconds;
       const left = eta ? `, about ${eta < 90 ? `${Math.max(1, Math.round(eta))} s` : `${Math.round(eta / 60)} min`} left` : "";
+      if (sm?.status) return h("p", { class: "muted summary-state", "data-testid": "summary-state", "data-state": "pending" }, `Waiting for the chat model: ${sm.status}.`);
       return h("p", { class: "muted summary-state", "data-testid": "summary-state", "data-state": "pending" }, `Summarizing… ${waiting > 1 ? `${grouped(waiting)} documents waiting${left}` : `the model is on it${left}`}.`);
     }
     case "off":

@@ -66,9 +66,10 @@ function drawDevice() {
   const summary = $("summary-model");
   summary.parentElement!.hidden = !sm;
   if (sm) {
-    summary.textContent = `${sm.model} on ${sm.device}${sm.pending ? ` · ${grouped(sm.pending)} waiting` : ""}`;
+    summary.textContent = `${sm.model} on ${sm.device}${sm.status ? ` · ${sm.status.replace(/^fetching the chat model \S+/, "fetching")}` : sm.pending ? ` · ${grouped(sm.pending)} waiting` : ""}`;
     const o = sm.options;
     summary.title = [
+      sm.status ?? "",
       sm.file,
       `up to ${o.sampling.max_new_tokens} tokens per summary, ${o.sampling.temperature ? `temperature ${o.sampling.temperature}` : "greedy"}`,
       `repetition penalty ${o.sampling.repetition_penalty}${o.sampling.no_repeat_ngram ? `, no repeated ${o.sampling.no_repeat_ngram}-grams` : ""}`,

@@ -202,8 +202,11 @@ pub fn unsupported_numbers_and_names(summary: &str, source: &str) -> Vec<String>
                 out.push(keys[0].clone());
             }
         }
-        let words: Vec<&str> =
-            sentence.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-')).filter(|w| !w.is_empty()).collect();
+        let words: Vec<&str> = sentence
+            .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-'))
+            .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
+            .filter(|w| !w.is_empty())
+            .collect();
         for w in words.iter().skip(1) {
             let capital =
                 w.chars().next().is_some_and(char::is_uppercase) && w.chars().count() > 2 && !CALENDAR.contains(&fold(w).as_str());
