@@ -85,6 +85,16 @@ impl Source {
         Source { tokens, words, dates }
     }
 
+    /// Whether the document names `currency` anywhere (a sign or a word): a figure it gives without
+    /// one may be said with that currency, not with one it never names.
+    fn mentions(&self, currency: Option<&'static str>) -> bool {
+        self.tokens.iter().any(|t| match &t.kind {
+            Kind::Currency(c) => Some(*c) == currency,
+            Kind::Word { folded, .. } => currency_word(folded) == currency,
+            _ => false,
+        })
+    }
+
     fn has_word(&self, word: &str) -> bool {
         self.words.contains(&stem(word))
     }
@@ -155,7 +165,9 @@ impl Source {
                 || weak_ok
                 || there.period == figure.period
                 || there.context_has_period(&self.tokens, i, figure.period))
-                && (figure.currency.is_none() || there.currency.is_none() || there.currency == figure.currency)
+                && (figure.currency.is_none()
+                    || there.currency == figure.currency
+                    || (there.currency.is_none() && self.mentions(figure.currency)))
                 && (figure.percent <= there.percent)
                 && (nouns.is_empty() || nouns.iter().any(|n| there.near(&self.tokens, i, n)))
         })
@@ -412,7 +424,12 @@ fn tokenize(text: &str) -> Vec<Token> {
                 Some(Kind::Currency(code))
             } else if c == '%' {
                 Some(Kind::Percent)
-            } else if matches!(c, '.' | '!' | '?' | ';' | ':' | '\n' | '•') {
+            } else if c == '\n' {
+                // A line break inside a paragraph is a PDF's wrapping ("twenty-five\ndegrees"); a
+                // blank line or a list's next item ends what came before.
+                let next = text[end_of(k + 1)..].trim_start_matches([' ', '\t', '\r']).chars().next();
+                matches!(next, None | Some('\n' | '-' | '*' | '•' | '–')).then_some(Kind::Stop)
+            } else if matches!(c, '.' | '!' | '?' | ';' | ':' | '•') {
                 Some(Kind::Stop)
             } else if matches!(c, '-' | '–' | '—' | '/') {
                 Some(Kind::Joiner(c))
@@ -429,7 +446,37 @@ fn tokenize(text: &str) -> Vec<Token> {
             k += 1;
         }
     }
-    tokens
+    join_spelled_compounds(tokens)
+}
+
+/// "twenty-five" as one number, 25 (the tokens of "twenty", "-", "five" otherwise).
+fn join_spelled_compounds(tokens: Vec<Token>) -> Vec<Token> {
+    let mut out: Vec<Token> = Vec::with_capacity(tokens.len());
+    let mut i = 0;
+    while i < tokens.len() {
+        let value = |t: &Token| match &t.kind {
+            Kind::Number(v) if t.spelled() => v.first().and_then(|x| x.parse::<u32>().ok()),
+            _ => None,
+        };
+        if let (Some(tens), Some(Kind::Joiner('-')), Some(unit)) =
+            (value(&tokens[i]), tokens.get(i + 1).map(|t| &t.kind), tokens.get(i + 2).and_then(value))
+        {
+            if tens >= 20 && tens % 10 == 0 && tens < 100 && (1..10).contains(&unit) {
+                let (a, b) = (&tokens[i], &tokens[i + 2]);
+                out.push(Token {
+                    kind: Kind::Number(vec![(tens + unit).to_string()]),
+                    text: format!("{}-{}", a.text, b.text),
+                    start: a.start,
+                    end: b.end,
+                });
+                i += 3;
+                continue;
+            }
+        }
+        out.push(tokens[i].clone());
+        i += 1;
+    }
+    out
 }
 
 /// What a figure is attached to.
@@ -1027,6 +1074,16 @@ mod tests {
         assert!(unsupported("The lease runs three years (monthly rent 690 euros).", "Three years. Loyer : 690 euros par mois.").is_empty());
         assert!(unsupported("The total is £38.45, including VAT at 20%.", "TOTAL £38.45\nVAT 20% included").is_empty());
         assert_eq!(unsupported("They get them on October 20th.", "Date: 2 October 2026"), ["October 20th"]);
+        // a currency the document never names; "twenty-five" as 25
+        let receipt = "Harbour Hardware. Two tins of marine varnish, 18.50 each. Total paid by card 92.75.";
+        assert_eq!(unsupported("It cost $92.75 in all.", receipt), ["$92.75"]);
+        assert!(unsupported("It cost 92.75 in all.", receipt).is_empty());
+        assert!(unsupported("It cost 92.75 pounds.", &format!("{receipt} Prices in pounds.")).is_empty());
+        assert!(unsupported("Fruit ripens at 25 degrees.", "between twenty and twenty-five degrees").is_empty());
+        assert_eq!(unsupported("Fruit ripens at five degrees.", "between twenty and twenty-five degrees"), ["five degrees"]);
+        // a PDF's line wrapping is no sentence end; a list's next item is
+        assert!(unsupported("It is baked at 250 degrees.", "baked in a covered pot at 250\ndegrees for twenty minutes").is_empty());
+        assert_eq!(unsupported("Room 3 holds 3 engineers.", "Booked: room 3\n- two engineers hired"), ["3 engineers"]);
         // a comma ends what a figure counts: "form PR-7, payment of the fee"
         assert!(unsupported("Send form PR-7, payment of the fee and a photo.", "Send form PR-7 with the fee. Payment by card.").is_empty());
 
