@@ -458,6 +458,23 @@ fn join_spelled_compounds(tokens: Vec<Token>) -> Vec<Token> {
             Kind::Number(v) if t.spelled() => v.first().and_then(|x| x.parse::<u32>().ok()),
             _ => None,
         };
+        // "one-time", "one-off": a period word, not a count of one
+        if tokens[i].spelled()
+            && fold(&tokens[i].text) == "one"
+            && matches!(tokens.get(i + 1).map(|t| &t.kind), Some(Kind::Joiner('-')))
+            && matches!(tokens.get(i + 2).and_then(Token::word), Some("time" | "off"))
+        {
+            let (a, b) = (&tokens[i], &tokens[i + 2]);
+            let folded = format!("one-{}", b.word().unwrap_or_default());
+            out.push(Token {
+                kind: Kind::Word { folded, capital: false },
+                text: format!("{}-{}", a.text, b.text),
+                start: a.start,
+                end: b.end,
+            });
+            i += 3;
+            continue;
+        }
         if let (Some(tens), Some(Kind::Joiner('-')), Some(unit)) =
             (value(&tokens[i]), tokens.get(i + 1).map(|t| &t.kind), tokens.get(i + 2).and_then(value))
         {
@@ -504,7 +521,7 @@ fn period_of(words: &[String]) -> Option<(&'static str, usize)> {
             "weekly" => "week",
             "daily" => "day",
             "hourly" => "hour",
-            "once" => "once",
+            "once" | "one-time" | "one-off" => "once",
             _ => return None,
         })
     };
@@ -653,13 +670,18 @@ impl Figure {
         // clause or the next number
         let mut j = i + 1;
         let mut words_after = 0;
-        let mut nouns_open = true;
+        // an identifier's number ("HM-CON-5581034 covers", "PR-7") counts nothing
+        let identifier = i >= 2 && matches!(tokens[i - 1].kind, Kind::Joiner('-')) && tokens[i - 2].word().is_some();
+        let mut nouns_open = !identifier;
+        let mut after_comma = false;
         while j < tokens.len() && words_after < 6 {
             match &tokens[j].kind {
                 Kind::Percent => {
                     figure.percent = true;
                     figure.span.end = j + 1;
                 }
+                // "$3,000": a sign before a number is that number's
+                Kind::Currency(_) if matches!(tokens.get(j + 1).map(|t| &t.kind), Some(Kind::Number(_))) => break,
                 Kind::Currency(c) => {
                     figure.currency.get_or_insert(c);
                     figure.span.end = j + 1;
@@ -676,10 +698,14 @@ impl Figure {
                 }
                 Kind::Stop | Kind::Number(_) | Kind::Bracket => break,
                 Kind::Joiner(_) => {}
-                // "form PR-7, payment of the fee": what follows a comma is not the figure's noun
-                Kind::Comma => nouns_open = false,
+                // "form PR-7, payment of the fee": what follows a comma is not the figure's noun,
+                // and a period after it ("4.39% is offered, with a monthly payment") may be another's
+                Kind::Comma => {
+                    nouns_open = false;
+                    after_comma = true;
+                }
                 Kind::Word { folded, .. } => {
-                    if let Some((p, n)) = period_of(&words_from(tokens, j, 3)) {
+                    if let Some((p, n)) = period_of(&words_from(tokens, j, 3)).filter(|_| !after_comma) {
                         figure.period.get_or_insert(p);
                         figure.span.end = j + n;
                         j += n;
@@ -697,7 +723,12 @@ impl Figure {
                     } else if folded == "percent" || folded == "pct" {
                         figure.percent = true;
                         figure.span.end = j + 1;
-                    } else if nouns_open && !NOT_NOUNS.contains(&folded.as_str()) && figure.nouns.len() < 2 && folded.chars().count() > 1 {
+                    } else if nouns_open
+                        && !NOT_NOUNS.contains(&folded.as_str())
+                        && !matches!(folded.as_str(), "million" | "millions" | "billion" | "billions" | "thousand" | "bn" | "m" | "k")
+                        && figure.nouns.len() < 2
+                        && folded.chars().count() > 1
+                    {
                         if figure.nouns.is_empty() {
                             figure.span.end = j + 1;
                         }
@@ -1084,6 +1115,18 @@ mod tests {
         // a PDF's line wrapping is no sentence end; a list's next item is
         assert!(unsupported("It is baked at 250 degrees.", "baked in a covered pot at 250\ndegrees for twenty minutes").is_empty());
         assert_eq!(unsupported("Room 3 holds 3 engineers.", "Booked: room 3\n- two engineers hired"), ["3 engineers"]);
+        // what the set's true statements showed: a sign before the next number, a period after a
+        // comma, an identifier's number, "million" as no noun, "one-time"
+        let offer = "Housing stipend: a one-off lump sum of $3,000, paid with your first paycheck.";
+        assert!(unsupported("A one-time housing stipend of $3,000 is paid with the first paycheck.", offer).is_empty());
+        assert!(unsupported(
+            "A new rate of 4.39% is offered, with a monthly payment.",
+            "a new 2-year fixed rate of 4.39% per annum, which would make your monthly payment"
+        )
+        .is_empty());
+        assert!(unsupported("The policy HM-CON-5581034 covers the flat.", "Policy number: HM-CON-5581034\nInsured: the flat").is_empty());
+        assert!(unsupported("The fund is $61.3 million.", "Budget ($ million)\n\nGeneral Fund   58.9   61.3").is_empty());
+        assert_eq!(unsupported("The deposit of 2,900 euros is paid monthly.", LEASE), ["2,900 euros is paid monthly"]);
         // a comma ends what a figure counts: "form PR-7, payment of the fee"
         assert!(unsupported("Send form PR-7, payment of the fee and a photo.", "Send form PR-7 with the fee. Payment by card.").is_empty());
 
