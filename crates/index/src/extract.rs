@@ -1281,12 +1281,20 @@ printf '{{"done":{{"engine":"Stand-in OCR"}}}}
         std::fs::remove_file(&starts).unwrap();
         let mut slow = worker("slow.sh", 5);
         slow.ocr_budget = Duration::from_secs(3);
-        let out = extract_isolated(&scan, &slow).unwrap();
-        assert_eq!(out.ocr_workers, 1, "{:?}", out.warnings);
-        let last = *out.ocr_pages.last().unwrap();
-        assert!((4..20).contains(&last) && out.ocr_pages == (1..=last).collect::<Vec<u32>>(), "{:?}", out.ocr_pages);
-        let stop = out.warnings.iter().find(|w| w.starts_with("OCR stopped after 3 s")).unwrap_or_else(|| panic!("{:?}", out.warnings));
-        assert!(stop.ends_with(&format!("pages {}-20 were not read", last + 1)), "{stop}");
+        // How many pages fit in the budget depends on the machine's load (none, on one so busy
+        // that the worker did not get to run): whatever was read is a prefix, and the rest is named.
+        let (read, stop) = match extract_isolated(&scan, &slow) {
+            Ok(out) => {
+                assert_eq!(out.ocr_workers, 1, "{:?}", out.warnings);
+                let stop = out.warnings.iter().find(|w| w.starts_with("OCR stopped after 3 s")).cloned();
+                (out.ocr_pages, stop.unwrap_or_else(|| panic!("{:?}", out.warnings)))
+            }
+            Err(e) => (Vec::new(), e.to_string()),
+        };
+        let last = read.last().copied().unwrap_or(0);
+        assert!(last < 20 && read == (1..=last).collect::<Vec<u32>>(), "{read:?}");
+        let rest = if last == 19 { "page 20".to_string() } else { format!("pages {}-20", last + 1) };
+        assert!(stop.contains("OCR stopped after 3 s") && stop.contains(&format!("{rest} were not read")), "{stop}");
     }
 
     #[test]
