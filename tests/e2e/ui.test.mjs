@@ -397,6 +397,11 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       await panel.getByTestId("detail-summary").waitFor();
       const check = panel.getByTestId("summary-check");
       assert.equal(await check.getAttribute("data-check"), "removed");
+      // the lines quoted from the document stand apart from what the model wrote
+      assert.doesNotMatch(await panel.getByTestId("detail-summary").textContent(), /From the document|three months/);
+      const quoted = panel.getByTestId("summary-key-lines").locator("li");
+      assert.equal(await quoted.count(), 2);
+      assert.equal(await quoted.first().textContent(), "Either party may end the tenancy by giving three months' notice.");
       await check.locator("summary").click();
       assert.match(await panel.getByTestId("summary-removed").first().textContent(), /2,900 euros per month.*not in the document: 2,900 euros per month/s);
       await app.waitForTimeout(300);
@@ -492,7 +497,7 @@ function fakeTauri() {
             path: args.path,
             state: null,
             detail: { path: args.path, status: "indexed", error: null, pages: 2, size: 48213, chunks: [{ ordinal: 0, page: 1, text: "The tenant pays a one-time security deposit of 2,900 euros. The monthly rent is 1,450 euros." }] },
-            summary: "A lease of a flat in Lyon from 1 April 2026. The tenant pays 1,450 euros a month and a one-time deposit of 2,900 euros.",
+            summary: "A lease of a flat in Lyon from 1 April 2026. The tenant pays 1,450 euros a month and a one-time deposit of 2,900 euros.\n\nFrom the document:\n- Either party may end the tenancy by giving three months' notice.\n- Minor repairs costing less than 150 euros are the responsibility of the Tenant.",
             summary_check: { checked: true, rewritten: true, removed: [{ sentence: "The landlord must pay a security deposit of 2,900 euros per month.", items: ["2,900 euros per month"] }] },
             summary_state: "ready",
           };

@@ -89,6 +89,10 @@ pub struct SummaryArgs {
     /// detailed (more facts from models of 1B parameters and up).
     #[arg(long, default_value = "auto")]
     pub prompts: PromptStyle,
+    /// Do not quote, under each summary, the document's own sentences that state the figures,
+    /// dates and names the summary leaves out ("From the document:").
+    #[arg(long, default_value_t = !defaults().key_lines)]
+    pub no_key_lines: bool,
     /// Most tokens of document text in one prompt; longer documents are summarized by map-reduce.
     /// 0: by the model and device (whole reports of up to 8,192 tokens for models of 1B parameters
     /// and up on a GPU, 1,536 otherwise)
@@ -118,6 +122,7 @@ impl SummaryArgs {
             batch: BatchOptions { max_batch: self.max_batch, prefill_tokens: self.prefill_tokens.max(1), ..d.batch },
             chunk_tokens: self.chunk_tokens,
             prompts: self.prompts,
+            key_lines: !self.no_key_lines,
             // The global --vram-budget, set by the command that runs the model.
             vram_budget: None,
             retry: (!self.no_retry).then_some(RetrySettings {

@@ -180,7 +180,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("| setting | final summaries looping | summaries flagged / retried / still looping | key facts kept | subject named | copied from opening | decode tokens/s | seconds |");
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for s in &settings {
-        let mut options = SummarizeOptions { chunk_tokens, retry: s.retry, ..Default::default() };
+        let mut options = SummarizeOptions { chunk_tokens, retry: s.retry, key_lines: false, ..Default::default() };
         options.sampling.max_new_tokens = max_tokens;
         options.sampling.repetition_penalty = s.penalty;
         options.sampling.no_repeat_ngram = s.ngram;

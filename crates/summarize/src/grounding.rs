@@ -70,6 +70,101 @@ pub fn drop_unsupported(summary: &str, source: &Source) -> (String, Vec<RemovedS
     (if removed.is_empty() { summary.to_string() } else { kept }, removed)
 }
 
+/// One thing a sentence states, as [`Source::items`] finds it.
+struct Item {
+    text: String,
+    /// What it tells a reader: 3 for a date or an amount, rate, period or length of time, 2 for a
+    /// count of something, 1 for a name (2 for all of a sentence's names), 0.5 for a bare number.
+    weight: f32,
+    supported: bool,
+}
+
+/// The heading of the lines [`key_lines`] quotes under a summary.
+pub const KEY_LINES_HEADING: &str = "From the document:";
+
+/// Most lines [`key_lines`] quotes, and most words in all of them.
+pub const KEY_LINES_MAX: usize = 5;
+pub const KEY_LINES_MAX_WORDS: usize = 110;
+
+/// The document's own sentences that state what `summary` leaves out, most telling first: each
+/// scores the weight of the dates, amounts, rates, counts and names it states that neither the
+/// summary nor a sentence already chosen holds; at most [`KEY_LINES_MAX`] of them and
+/// [`KEY_LINES_MAX_WORDS`] words, in the document's order, each as the document writes it (spaces
+/// collapsed).
+///
+/// Why: a small model's summary keeps about a third of a document's key figures (BENCHMARKS.md,
+/// "Summary faithfulness"), and asking it for more makes it invent more. A sentence quoted from
+/// the document cannot misstate it, and it is where a reader would look for the figure anyway.
+pub fn key_lines(document: &str, summary: &str) -> Vec<String> {
+    let whole = Source::new(document);
+    let candidates: Vec<(usize, String)> = sentences(document)
+        .into_iter()
+        .map(|s| s.trim_start_matches(['-', '*', '•', '–', ' ']).split_whitespace().collect::<Vec<_>>().join(" "))
+        .enumerate()
+        .filter(|(_, s)| quotable(s) && whole.unsupported(s).is_empty())
+        .collect();
+    let mut covered = summary.to_string();
+    let mut chosen: Vec<(usize, String)> = Vec::new();
+    let mut words = 0;
+    while chosen.len() < KEY_LINES_MAX {
+        let known = Source::new(&covered);
+        let best = candidates
+            .iter()
+            .filter(|(i, _)| !chosen.iter().any(|(c, _)| c == i))
+            .map(|(i, s)| {
+                let new: f32 = known.items(s).iter().filter(|it| !it.supported).map(|it| it.weight).sum();
+                // a sentence reads better quoted than a row of a table or a heading
+                let whole_sentence = s.ends_with(['.', '!', '?', ')']);
+                (if whole_sentence { new } else { new * 0.75 }, *i, s)
+            })
+            .filter(|(score, _, s)| *score >= 3.0 && words + s.split_whitespace().count() <= KEY_LINES_MAX_WORDS)
+            // the highest score; the earlier sentence on a tie
+            .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
+        let Some((_, i, s)) = best else { break };
+        words += s.split_whitespace().count();
+        covered.push('\n');
+        covered.push_str(s);
+        chosen.push((i, s.clone()));
+    }
+    chosen.sort_by_key(|(i, _)| *i);
+    chosen.into_iter().map(|(_, s)| s).collect()
+}
+
+/// Whether a line of a document reads as a statement when quoted alone: 4 to 45 words, at least
+/// three of them words of letters, more letters than digits, no rule of dashes or dots (a table's
+/// or an OCR'd form's), and not a heading that ends with a colon.
+fn quotable(line: &str) -> bool {
+    let words = line.split_whitespace().count();
+    let wordy = line.split_whitespace().filter(|w| w.chars().filter(|c| c.is_alphabetic()).count() >= 2).count();
+    let letters = line.chars().filter(|c| c.is_alphabetic()).count();
+    let digits = line.chars().filter(|c| c.is_numeric()).count();
+    let rule = line.as_bytes().windows(4).any(|w| w.iter().all(|&b| b == w[0] && b.is_ascii_punctuation()));
+    (4..=45).contains(&words) && wordy >= 3 && letters > 2 * digits && !rule && !line.ends_with(':')
+}
+
+/// What the model wrote of a summary [`with_key_lines`] made: the text before the quoted lines.
+pub fn written_part(summary: &str) -> &str {
+    if summary.starts_with(&format!("{KEY_LINES_HEADING}\n")) {
+        return "";
+    }
+    match summary.rfind(&format!("\n{KEY_LINES_HEADING}\n")) {
+        Some(at) => summary[..at].trim_end(),
+        None => summary,
+    }
+}
+
+/// `summary` with [`key_lines`] quoted under [`KEY_LINES_HEADING`], one per line; the summary as it
+/// is when there are none.
+pub fn with_key_lines(document: &str, summary: &str) -> String {
+    let lines = key_lines(document, summary);
+    if lines.is_empty() {
+        return summary.to_string();
+    }
+    let quoted: Vec<String> = lines.iter().map(|l| format!("- {l}")).collect();
+    let head = if summary.trim().is_empty() { String::new() } else { format!("{}\n\n", summary.trim_end()) };
+    format!("{head}{KEY_LINES_HEADING}\n{}", quoted.join("\n"))
+}
+
 /// A document's text, read once for checking any number of summaries against it.
 pub struct Source {
     tokens: Vec<Token>,
@@ -101,15 +196,19 @@ impl Source {
 
     /// The items of `sentence` this source does not support, as they are written in it.
     pub fn unsupported(&self, sentence: &str) -> Vec<String> {
+        self.items(sentence).into_iter().filter(|i| !i.supported).map(|i| i.text).collect()
+    }
+
+    /// Every item `sentence` states (dates, figures, names), each with whether this source
+    /// supports it and how much it tells a reader ([`Item::weight`]).
+    fn items(&self, sentence: &str) -> Vec<Item> {
         let tokens = tokenize(sentence);
         let mut out = Vec::new();
         let found = dates(&tokens);
         let mut in_date = vec![false; tokens.len()];
         for (date, span) in &found {
             in_date[span.clone()].iter_mut().for_each(|x| *x = true);
-            if !self.supports_date(date) {
-                out.push(written(sentence, &tokens[span.clone()]));
-            }
+            out.push(Item { text: written(sentence, &tokens[span.clone()]), weight: 3.0, supported: self.supports_date(date) });
         }
         for (i, t) in tokens.iter().enumerate() {
             if in_date[i] {
@@ -118,18 +217,34 @@ impl Source {
             if let Kind::Number(values) = &t.kind {
                 let figure = Figure::at(&tokens, i, values);
                 // "one of them", "ten": a number word states a figure when it counts something
-                let states =
-                    !t.spelled() || !figure.nouns.is_empty() || figure.period.is_some() || figure.currency.is_some() || figure.percent;
-                if states && !self.supports_figure(&figure) {
-                    out.push(written(sentence, &tokens[figure.span.clone()]));
+                let qualified = figure.period.is_some() || figure.currency.is_some() || figure.percent || figure.is_duration();
+                let states = !t.spelled() || !figure.nouns.is_empty() || qualified;
+                if states {
+                    // an amount, rate or period is what a reader looks for; a bare number is
+                    // often a house number, a postcode or a clause's
+                    // "22 Quai Saint-Vincent", "69001 Lyon": a number before a name is part of an address
+                    let before_name = tokens.get(figure.span.end).is_some_and(|t| t.text.starts_with(char::is_uppercase));
+                    let weight = if qualified {
+                        3.0
+                    } else if figure.nouns.is_empty() || before_name {
+                        0.5
+                    } else {
+                        2.0
+                    };
+                    let text = written(sentence, &tokens[figure.span.clone()]);
+                    out.push(Item { text, weight, supported: self.supports_figure(&figure) });
                 }
             }
         }
+        // names weigh 1 each and 2 at most in all: an address is a row of names
+        let mut names_weight = 0.0;
         for (i, name) in names(&tokens) {
             // "Saturday's", "Okonkwo’s": the name without its possessive
             let name = name.strip_suffix("'s").or_else(|| name.strip_suffix("’s")).unwrap_or(&name);
-            if !in_date[i] && !self.has_word(name) {
-                out.push(tokens[i].text.clone());
+            if !in_date[i] {
+                let weight = if names_weight < 2.0 { 1.0 } else { 0.0 };
+                names_weight += weight;
+                out.push(Item { text: tokens[i].text.clone(), weight, supported: self.has_word(name) });
             }
         }
         out
@@ -237,7 +352,8 @@ fn fold(word: &str) -> String {
 
 /// A word's stem for matching: "engineers" = "engineer", "weeks" = "week".
 fn stem(word: &str) -> String {
-    let w = word.trim_end_matches('\'');
+    // "Council's" in the document is the "Council" a summary names
+    let w = word.strip_suffix("'s").or_else(|| word.strip_suffix("’s")).unwrap_or(word).trim_end_matches(['\'', '’']);
     if w.len() > 4 && w.ends_with("ies") {
         format!("{}y", &w[..w.len() - 3])
     } else if w.len() > 3 && w.ends_with('s') && !w.ends_with("ss") {
@@ -510,6 +626,13 @@ struct Figure {
     nouns: Vec<String>,
     /// The tokens it was written with (its sign and unit included).
     span: std::ops::Range<usize>,
+}
+
+impl Figure {
+    /// "three months", "30 days": a length of time, which a reader weighs like an amount.
+    fn is_duration(&self) -> bool {
+        self.nouns.first().is_some_and(|n| matches!(n.as_str(), "minute" | "hour" | "day" | "week" | "month" | "year"))
+    }
 }
 
 /// Words that say how often: the period they name.
@@ -1191,5 +1314,57 @@ mod tests {
         assert_eq!(kept, "Call 01749 670 442\nMireilles Guest Wi-Fi.\nOpen daily 8am-5pm");
         assert_eq!(removed.len(), 1);
         assert!(supported(&kept, &source));
+    }
+
+    #[test]
+    fn a_name_in_the_possessive_is_the_name() {
+        let source = Source::new("Mateus will write to Sheffield City Council's housing team about St Anselm's Place.");
+        assert!(source.unsupported("The Council's team and St Anselm's Place were named; so was the Council.").is_empty());
+        assert_eq!(source.unsupported("Leeds Council's team."), ["Leeds"]);
+    }
+
+    #[test]
+    fn key_lines_quote_the_sentences_with_what_the_summary_leaves_out() {
+        let document = "RESIDENTIAL LEASE\n\
+            Landlord: Marguerite Okonkwo, 22 Quai Saint-Vincent, 69001 Lyon\n\
+            The tenancy begins on 1 April 2026 and runs for twelve months.\n\
+            The rent is 1,180 euros per month, payable in advance.\n\
+            - The Tenant pays a one-time security deposit of 2,900 euros.\n\
+            Subletting requires the Landlord's prior written consent.\n\
+            Item        Qty   Price\n\
+            ----------  ---   -----\n\
+            4. NOTICE:\n\
+            Either party may end the tenancy by giving three months' notice.";
+        let summary = "A twelve-month lease of a flat in Lyon from Marguerite Okonkwo. The rent is 1,180 euros per month.";
+        let lines = key_lines(document, summary);
+        // what the summary holds is not quoted again; the list marker goes; no heading, rule or
+        // sentence without a figure, date or name is quoted; the document's order is kept
+        assert_eq!(
+            lines,
+            [
+                "The tenancy begins on 1 April 2026 and runs for twelve months.",
+                "The Tenant pays a one-time security deposit of 2,900 euros.",
+                "Either party may end the tenancy by giving three months' notice.",
+            ]
+        );
+        let source = Source::new(document);
+        let full = with_key_lines(document, summary);
+        assert!(full.starts_with(summary) && full.contains(&format!("\n\n{KEY_LINES_HEADING}\n- The tenancy begins")));
+        assert!(supported(&full, &source), "{full}");
+        // a summary that says it all gets none; an emptied one gets the lines alone
+        assert_eq!(with_key_lines(document, &format!("{summary} {}", lines.join(" "))), format!("{summary} {}", lines.join(" ")));
+        assert!(with_key_lines(document, "").starts_with(KEY_LINES_HEADING));
+        assert_eq!(written_part(&full), summary);
+        assert_eq!(written_part(&with_key_lines(document, "")), "");
+        assert_eq!(written_part(summary), summary);
+    }
+
+    #[test]
+    fn key_lines_stay_short() {
+        let document: String =
+            (1..=40).map(|i| format!("Payment {i} of {} euros is due on {i} March 2026 to Anna Berg.\n", 100 + i)).collect();
+        let lines = key_lines(&document, "");
+        assert_eq!(lines.len(), KEY_LINES_MAX);
+        assert!(lines.iter().map(|l| l.split_whitespace().count()).sum::<usize>() <= KEY_LINES_MAX_WORDS);
     }
 }

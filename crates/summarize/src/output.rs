@@ -43,8 +43,9 @@ pub fn loops(text: &str) -> bool {
 }
 
 /// `text` up to and including its last sentence end (`.`, `!` or `?`, with any closing quotes or
-/// brackets, followed by whitespace or the end); the whole text when it has none. A list marker
-/// ("2." at the start of a line) and a decimal point are not sentence ends.
+/// brackets, followed by whitespace or the end) or the end of its last whole list item ("- ...",
+/// "2. ..." followed by a line break), whichever comes later; the whole text when it has neither. A list marker ("2." at the start of a line) and a
+/// decimal point are not sentence ends.
 pub fn end_at_sentence(text: &str) -> &str {
     let text = text.trim_end();
     let bytes = text.as_bytes();
@@ -64,7 +65,15 @@ pub fn end_at_sentence(text: &str) -> &str {
         }
         cut = Some(end);
     }
-    match cut {
+    // A list's items need not end with a stop: a line break after one ends it, and the line the
+    // budget cut off is dropped.
+    let line_end = text.rfind('\n').map(|i| text[..i].trim_end()).filter(|before| {
+        let line = before.rsplit('\n').next().unwrap_or(before).trim_start();
+        let number = line.split_once(['.', ')']).is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+        line.starts_with(['-', '*', '•']) || number
+    });
+    let line_end = line_end.map(str::len);
+    match cut.max(line_end) {
         Some(end) => &text[..end],
         None => text,
     }
@@ -84,15 +93,16 @@ mod tests {
         #![proptest_config(warpfold_testkit::cases(10_000))]
 
         /// A summary in any script is cut at a character boundary: what is kept is the start of
-        /// the text, ends at a sentence end (`.`, `!` or `?` and what closes it) when it is shorter
-        /// than the text, and the loop detector reads it without panicking.
+        /// the text, ends at a sentence end (`.`, `!` or `?` and what closes it) or a list item's
+        /// end when it is shorter than the text, and the loop detector reads it without panicking.
         #[test]
         fn a_summary_in_any_script_is_cut_at_a_sentence_end(text in warpfold_testkit::text(60)) {
             let kept = end_at_sentence(&text);
             proptest::prop_assert!(text.starts_with(kept));
             if kept.len() < text.trim_end().len() {
                 let last = kept.trim_end_matches(['"', '\'', ')', ']']).chars().last();
-                proptest::prop_assert!(matches!(last, Some('.' | '!' | '?')), "{kept:?}");
+                let at_line_end = text[kept.len()..].trim_start_matches(|c: char| c.is_whitespace() && c != '\n').starts_with('\n');
+                proptest::prop_assert!(matches!(last, Some('.' | '!' | '?')) || at_line_end, "{kept:?}");
                 proptest::prop_assert!(text[kept.len()..].chars().next().is_some_and(char::is_whitespace));
             }
             let _ = loops(&text);
@@ -121,7 +131,8 @@ mod tests {
         assert_eq!(end_at_sentence("The bridge reopened in 2021. It cost 4.2 million euros and the wor"), "The bridge reopened in 2021.");
         // Decimal points, list markers and abbreviations inside words are not ends.
         assert_eq!(end_at_sentence("It cost 4.2 million. Then\n2. The next"), "It cost 4.2 million.");
-        assert_eq!(end_at_sentence("Key facts:\n1. Cost 4.2 million\n2"), "Key facts:\n1. Cost 4.2 million\n2");
+        assert_eq!(end_at_sentence("Key facts:\n1. Cost 4.2 million\n2"), "Key facts:\n1. Cost 4.2 million");
+        assert_eq!(end_at_sentence("A lease.\n- Rent: 1,180 euros per month\n- Deposit: 2,9"), "A lease.\n- Rent: 1,180 euros per month");
         // Closing quotes stay with their sentence; ! and ? end sentences too.
         assert_eq!(end_at_sentence("He said \"it is done.\" And then"), "He said \"it is done.\"");
         assert_eq!(end_at_sentence("Is it safe? Yes! It is saf"), "Is it safe? Yes!");

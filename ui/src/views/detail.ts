@@ -157,6 +157,21 @@ function body(doc: DocumentDetail, query?: string): HTMLElement {
   return el;
 }
 
+/** The heading under which the summarizer quotes the document's own lines (grounding::KEY_LINES_HEADING). */
+const KEY_LINES_HEADING = "From the document:";
+
+/** A summary's text: what the model wrote, and the lines quoted from the document under it. */
+export function splitKeyLines(summary: string): { written: string; quoted: string[] } {
+  const at = summary.startsWith(`${KEY_LINES_HEADING}\n`) ? 0 : summary.lastIndexOf(`\n${KEY_LINES_HEADING}\n`);
+  if (at < 0) return { written: summary, quoted: [] };
+  const tail = summary.slice(at).trimStart().slice(KEY_LINES_HEADING.length);
+  const quoted = tail
+    .split("\n")
+    .map((l) => l.replace(/^- /, "").trim())
+    .filter((l) => l);
+  return { written: summary.slice(0, at).trimEnd(), quoted };
+}
+
 /** The summary with what its check against the document found, or why there is none. */
 function summary(doc: DocumentDetail): HTMLElement {
   const check = doc.summaryCheck;
@@ -184,10 +199,19 @@ function summary(doc: DocumentDetail): HTMLElement {
             { class: "check check-ok", "data-testid": "summary-check", "data-check": "ok" },
             `✓ Every figure, date and name in it is in the document${check.rewritten ? " (written a second time to get there)" : ""}.`,
           );
-    const text = doc.summary.trim()
-      ? h("p", { class: "summary", "data-testid": "detail-summary" }, doc.summary)
+    const { written, quoted } = splitKeyLines(doc.summary);
+    const text = written.trim()
+      ? h("p", { class: "summary", "data-testid": "detail-summary" }, written)
       : h("p", { class: "muted", "data-testid": "detail-summary-empty" }, "Every sentence the model wrote stated something the document does not, so none is shown.");
-    return h("div", { class: "summary-block" }, text, status);
+    const quotes = quoted.length
+      ? h(
+          "div",
+          { class: "key-lines", "data-testid": "summary-key-lines" },
+          h("p", { class: "key-lines-head" }, "From the document, word for word:"),
+          h("ul", null, quoted.map((line) => h("li", null, h("q", null, line)))),
+        )
+      : null;
+    return h("div", { class: "summary-block" }, text, quotes, status);
   }
   const sm = store.summaries;
   switch (doc.summaryState) {

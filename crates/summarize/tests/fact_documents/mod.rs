@@ -85,11 +85,36 @@ pub fn normalized(text: &str) -> String {
 }
 
 impl FactDocument {
-    /// The facts whose keys all occur in `summary`.
+    /// The facts whose keys all occur in `summary`, a number spelled in words or in digits either
+    /// way ("twelve months" is kept by "12 months", "2 weeks" by "two weeks").
     pub fn key_facts_kept(&self, summary: &str) -> usize {
         let s = normalized(summary);
-        self.facts.iter().filter(|f| f.keys.iter().all(|k| s.contains(&normalized(k)))).count()
+        let spellings = [s.clone(), number_words_as_digits(&s)];
+        self.facts
+            .iter()
+            .filter(|f| {
+                f.keys.iter().all(|k| {
+                    let k = normalized(k);
+                    let k_digits = number_words_as_digits(&k);
+                    spellings.iter().any(|s| s.contains(&k) || s.contains(&k_digits))
+                })
+            })
+            .count()
     }
+}
+
+/// `text` (already [`normalized`]) with each whole word of [`WORDS`] written in digits.
+fn number_words_as_digits(text: &str) -> String {
+    text.split(' ')
+        .map(|w| {
+            let core = w.trim_matches(|c: char| !c.is_alphanumeric());
+            match WORDS.iter().find(|(word, _)| *word == core) {
+                Some((_, digits)) if !core.is_empty() => w.replacen(core, digits, 1),
+                _ => w.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// English number words a document may spell a figure with.
@@ -195,7 +220,18 @@ pub fn unsupported_numbers_and_names(summary: &str, source: &str) -> Vec<String>
         }
     }
     let mut out = Vec::new();
-    for sentence in summary.split_inclusive(['.', '!', '?', '\n']) {
+    // sentences end at a stop before a space or the end ("1,317.60" is one number)
+    let mut sentences = Vec::new();
+    let mut start = 0;
+    for (i, c) in summary.char_indices() {
+        let end = i + c.len_utf8();
+        if c == '\n' || (matches!(c, '.' | '!' | '?') && summary[end..].chars().next().is_none_or(char::is_whitespace)) {
+            sentences.push(&summary[start..end]);
+            start = end;
+        }
+    }
+    sentences.push(&summary[start..]);
+    for sentence in sentences {
         // the summary's number keys: the first (the whole number) is what must be found
         for keys in number_keys(sentence) {
             if !known.contains(&keys[0]) {
@@ -231,5 +267,7 @@ mod tests {
             unsupported_numbers_and_names("Héloise Marchetti lets it for 1,450 euros from 1 April 2026 for 12 months.", source).is_empty()
         );
         assert_eq!(unsupported_numbers_and_names("The rent is 1,540 euros. Paid to Hugo.", source), ["1540", "Hugo"]);
+        // a decimal point is not a sentence end
+        assert!(unsupported_numbers_and_names("A new rate makes the payment £1,317.60.", "Your payment: £1,317.60.").is_empty());
     }
 }
