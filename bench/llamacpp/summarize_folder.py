@@ -23,7 +23,7 @@ Writes one JSON line per configuration to stdout and appends it to --out:
 Usage (from the repository root):
 
     python3 bench/llamacpp/summarize_folder.py --model MODEL.gguf --out results.jsonl \\
-        [--threads N] [--parallel 1,4,8,16 | --sweep] [--limit N] [--slot-ctx 8192] \\
+        [--cpus 0,1] [--threads N] [--parallel 1,4,8,16 | --sweep] [--limit N] [--slot-ctx 8192] \\
         [--instruction TEXT] [--max-tokens 256] [--seed 42] [--repeat-penalty 1.0] \\
         [--no-bench] [--bench-reps 5] [--no-single] [--summaries summaries.jsonl]
 
@@ -70,6 +70,14 @@ def cpu_name():
     return platform.processor()
 
 
+def cpu_list(spec):
+    cpus = set()
+    for part in spec.split(","):
+        a, _, b = part.partition("-")
+        cpus.update(range(int(a), int(b or a) + 1))
+    return sorted(cpus)
+
+
 def loadavg():
     try:
         return list(os.getloadavg())
@@ -93,6 +101,11 @@ def load_documents(path, limit, include_scans):
     return docs[:limit] if limit else docs
 
 
+def pin(args):
+    """`taskset -c CPUS` when --cpus is given: the cores the engine's own runs are pinned to."""
+    return ["taskset", "-c", args.cpus] if args.cpus else []
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -112,7 +125,7 @@ class Server:
     def __init__(self, args, parallel, log_path):
         self.port = args.port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.cmd = [
+        self.cmd = pin(args) + [
             args.server_bin, "-m", args.model,
             "--threads", str(args.threads), "--threads-batch", str(args.threads),
             "--parallel", str(parallel), "--cont-batching",
@@ -275,7 +288,7 @@ def run_single(server, args, doc):
 
 
 def run_llama_bench(args):
-    cmd = [args.bench_bin, "-m", args.model, "-t", str(args.threads), "-p", "512", "-n", "128",
+    cmd = pin(args) + [args.bench_bin, "-m", args.model, "-t", str(args.threads), "-p", "512", "-n", "128",
            "-r", str(args.bench_reps), "-o", "json"]
     log("running", " ".join(cmd))
     load0 = loadavg()
@@ -303,7 +316,9 @@ def main():
                     help="JSON lines with a `text` field (default: tests/data/facts/documents.jsonl)")
     ap.add_argument("--limit", type=int, default=0, help="only the first N documents")
     ap.add_argument("--include-scans", action="store_true", help="keep documents marked scan")
-    ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads (default: all cores)")
+    ap.add_argument("--cpus", default=None, help="run llama.cpp under taskset -c CPUS (e.g. 0,1)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="threads (default: the --cpus count, else all cores)")
     ap.add_argument("--parallel", default="1", help="comma-separated slot counts P (default: 1)")
     ap.add_argument("--sweep", action="store_true", help="P in 1,4,8,16")
     ap.add_argument("--slot-ctx", type=int, default=8192, help="context tokens per slot (default: 8192)")
@@ -326,6 +341,8 @@ def main():
     ap.add_argument("--summaries", default=None, help="JSON lines file for every summary (with P)")
     ap.add_argument("--log-dir", default=None, help="server logs (default: next to --out)")
     args = ap.parse_args()
+    if args.threads is None:
+        args.threads = len(cpu_list(args.cpus)) if args.cpus else os.cpu_count()
 
     parallels = SWEEP if args.sweep else [int(p) for p in args.parallel.split(",") if p.strip()]
     docs = load_documents(args.docs, args.limit, args.include_scans)
@@ -341,6 +358,7 @@ def main():
         "model": os.path.relpath(os.path.abspath(args.model), ROOT),
         "model_bytes": os.path.getsize(args.model),
         "threads": args.threads,
+        "cpus": args.cpus,
         "cpu": cpu_name(),
         "cores": os.cpu_count(),
         "host": platform.node(),

@@ -8,6 +8,7 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod ask;
 mod embed;
 mod index;
 mod score;
@@ -114,6 +115,9 @@ pub enum Command {
     Index(index::IndexArgs),
     /// Search an index: semantic (embeddings) and keyword (BM25) hits merged.
     Search(index::SearchArgs),
+    /// Ask a question: a local chat model answers from the best passages of an index and cites
+    /// them by file and page, or says the answer is not in your documents.
+    Ask(ask::AskArgs),
     /// Merge shard indexes (`index --shard I/N`) into one index: documents, pages, chunks and
     /// embeddings once each, full-text index rebuilt; refuses shards of another model.
     Merge(index::MergeArgs),
@@ -178,6 +182,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(&cli.global, args),
         Command::Index(args) => index::run_index(&cli.global, args),
         Command::Search(args) => index::run_search(&cli.global, args),
+        Command::Ask(args) => ask::run(&cli.global, args),
         Command::Merge(args) => index::run_merge(args),
         Command::Summarize(args) => summarize::run(&cli.global, args),
         Command::BenchSummarize(args) => summarize::run_bench(&cli.global, args),

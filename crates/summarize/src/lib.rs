@@ -20,6 +20,7 @@
 //! loop of one-token steps, so generation has its own scheduling here, over the model crate's
 //! primitives.
 
+pub mod answer;
 pub mod cached;
 pub mod chat;
 pub mod generate;
