@@ -89,7 +89,10 @@ pub fn write_documents(dir: &Path, repo: &Path) -> Vec<(String, PathBuf, Vec<Str
             let pdf = PdfDocument {
                 pages: laid
                     .iter()
-                    .map(|ps| Page { blocks: ps.iter().map(|p| TextBlock { font: Font::Helvetica, text: p.clone() }).collect(), image: false })
+                    .map(|ps| Page {
+                        blocks: ps.iter().map(|p| TextBlock { font: Font::Helvetica, text: p.clone() }).collect(),
+                        image: false,
+                    })
                     .collect(),
                 compress: true,
                 encrypt_with_unknown_password: false,

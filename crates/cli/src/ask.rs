@@ -49,7 +49,8 @@ pub fn run(global: &GlobalOptions, args: &AskArgs) -> Result<ExitCode> {
                 .enumerate()
                 .filter(|(_, l)| !l.trim().is_empty())
                 .map(|(i, l)| {
-                    let v: serde_json::Value = serde_json::from_str(l).map_err(|e| anyhow::anyhow!("{} line {}: {e}", file.display(), i + 1))?;
+                    let v: serde_json::Value =
+                        serde_json::from_str(l).map_err(|e| anyhow::anyhow!("{} line {}: {e}", file.display(), i + 1))?;
                     match v.get("question").and_then(|q| q.as_str()) {
                         Some(_) => Ok(v),
                         None => bail!("{} line {}: no \"question\" string", file.display(), i + 1),

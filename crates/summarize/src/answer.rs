@@ -1,13 +1,14 @@
-//! Answers to a question from passages of the user's documents: the chat model answers from the
-//! numbered passages it is given and cites them inline ("[2]"); each answer is checked like a
-//! summary, and says so when the passages do not hold it.
+//! Answers to a question from passages of the user's documents: the chat model reads each passage
+//! for the question, answers from it or says it does not say, and the first passage (best first)
+//! that answers gives the answer and its citation ("[2]": file and page); each answer is checked
+//! like a summary, and says so when no passage holds it.
 //!
-//! Why a closed book of passages and a check: a small model asked a question answers it, from
-//! what it half-remembers if the passages do not say. Told to use only the passages and to reply
-//! [`NOT_FOUND`] otherwise, it mostly does; what it still invents is what the summaries' check
-//! catches ([`grounding`]): every figure, date and name of a sentence must be in the passages that
-//! sentence cites (in any passage given, when it cites none). A sentence that fails is dropped and
-//! kept aside, so the reader sees what was removed and why.
+//! Why passages one by one, a closed book and a check: a small model asked a question answers it,
+//! from what it half-remembers if the passages do not say, and given five passages at once it
+//! misses the one that answers. Told to use only one passage and to reply [`NOT_FOUND`] otherwise,
+//! it mostly does; what it still invents is what the summaries' check catches ([`grounding`]):
+//! every figure, date and name of a sentence must be in the passage it cites (or the question). A
+//! sentence that fails is dropped and kept aside, so the reader sees what was removed and why.
 
 use candle_core::Result as CandleResult;
 
@@ -56,129 +57,155 @@ pub struct Answer {
     pub output_tokens: usize,
 }
 
-/// The user message: the question, the passages, each numbered with its file and page, then the
-/// question again with what to do with it: a small model reads the passages for the question it
-/// has seen, and the instruction is the last thing it reads before answering.
-pub fn prompt(question: &str, passages: &[Passage]) -> String {
+/// The user message for one passage: the passage numbered `n` with its file and page, then the
+/// question and what to do with it (the question also before the passage made the model answer
+/// "not in your documents" for every passage of the lease whose deposit it was asked). One passage
+/// at a time: asked about five
+/// at once, Qwen2.5-Coder-1.5B answered "not in your documents" for 3 of 6 questions whose answer
+/// was in the second passage; a small model reads one passage for the question well, and the
+/// passages of a question are prefilled packed and decoded together, so reading them apart costs
+/// little more than reading them in one prompt.
+pub fn prompt(question: &str, passage: &Passage, n: usize) -> String {
     let question = question.trim();
-    let mut out = format!("Question: {question}\n\nPassages from the user's documents:\n\n");
-    for (i, p) in passages.iter().enumerate() {
-        let name = std::path::Path::new(&p.path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| p.path.clone());
-        out.push_str(&format!("[{}] ({name}, page {})\n{}\n\n", i + 1, p.page, p.text.trim()));
-    }
-    out.push_str(&format!(
-        "Question: {question}\n\
-         Answer in one or two full sentences. Copy the names, numbers, amounts and dates exactly as the passage writes them, \
-         and end each sentence with the number of the passage it comes from in brackets, like [2]. \
-         If no passage answers the question, reply: {NOT_FOUND}"
-    ));
-    out
+    let name =
+        std::path::Path::new(&passage.path).file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_else(|| passage.path.clone());
+    format!(
+        "Passage [{n}] ({name}, page {}):\n{}\n\nQuestion: {question}\n\
+         Answer the question from the passage in one or two full sentences. Copy the names, numbers, amounts \
+         and dates exactly as the passage writes them, and end each sentence with [{n}]. \
+         If the passage does not say, reply only: {NOT_FOUND}",
+        passage.page,
+        passage.text.trim()
+    )
 }
 
-/// Answers `question` from `passages` with `chat`.
+/// Answers `question` from `passages` (best first) with `chat`.
 pub fn answer(chat: &ChatModel, question: &str, passages: &[Passage], sampling: &SamplingParams) -> Result<Answer, ChatError> {
     Ok(answer_all(chat, &[(question, passages)], sampling)?.pop().expect("one answer per question"))
 }
 
-/// Answers every (question, passages) pair with `chat`, all together: the prompts prefilled
-/// packed and decoded in one batch, as summaries are.
+/// Answers every (question, passages) pair with `chat`, all together: each passage is read for its
+/// question in a prompt of its own, every prompt prefilled packed and decoded in one batch, as
+/// summaries are. A question's answer is the first passage's (best first) that answers it and
+/// whose answer passes the check against that passage.
 pub fn answer_all(chat: &ChatModel, asked: &[(&str, &[Passage])], sampling: &SamplingParams) -> Result<Vec<Answer>, ChatError> {
     let mut prompts = Vec::new();
-    let mut which = Vec::new();
+    let mut owner = Vec::new();
     for (i, (question, passages)) in asked.iter().enumerate() {
-        if !passages.is_empty() {
-            prompts.push(chat.encode_chat(SYSTEM_PROMPT, &prompt(question, passages))?);
-            which.push(i);
+        for (j, passage) in passages.iter().enumerate() {
+            prompts.push(chat.encode_chat(SYSTEM_PROMPT, &prompt(question, passage, j + 1))?);
+            owner.push((i, j));
         }
     }
-    let mut out: Vec<Answer> = asked.iter().map(|_| not_found(Vec::new(), None, 0, 0)).collect();
-    if prompts.is_empty() {
-        return Ok(out);
+    let mut readings: Vec<Vec<Reading>> = asked.iter().map(|_| Vec::new()).collect();
+    if !prompts.is_empty() {
+        let run = || -> CandleResult<_> { generate(&chat.model, &prompts, &chat.stop_ids, sampling, BatchOptions::default(), |_, _| {}) };
+        let (generations, _) = run().map_err(|e| ChatError::Inference(e.to_string()))?;
+        for ((g, (i, j)), ids) in generations.into_iter().zip(owner).zip(&prompts) {
+            let text = chat.decode(&g.tokens)?;
+            let text = if g.stopped { text.trim().to_string() } else { crate::output::end_at_sentence(text.trim()).to_string() };
+            tracing::debug!(question = i, passage = j + 1, %text, "read");
+            readings[i].push(Reading { passage: j, text, prompt_tokens: ids.len(), output_tokens: g.tokens.len() });
+        }
     }
-    let run = || -> CandleResult<_> { generate(&chat.model, &prompts, &chat.stop_ids, sampling, BatchOptions::default(), |_, _| {}) };
-    let (generations, _) = run().map_err(|e| ChatError::Inference(e.to_string()))?;
-    for ((g, i), ids) in generations.into_iter().zip(which).zip(&prompts) {
-        let text = chat.decode(&g.tokens)?;
-        let text = if g.stopped { text.trim().to_string() } else { crate::output::end_at_sentence(text.trim()).to_string() };
-        out[i] = checked(&text, asked[i].1, ids.len(), g.tokens.len());
-    }
-    Ok(out)
+    Ok(readings.iter().zip(asked).map(|(r, (question, passages))| chosen(r, question, passages)).collect())
 }
 
-/// The model's `text` as an [`Answer`]: a refusal read as one; every other sentence kept only
-/// when the passages it cites hold its figures, dates and names.
-pub fn checked(text: &str, passages: &[Passage], prompt_tokens: usize, output_tokens: usize) -> Answer {
-    if is_refusal(text) {
-        return not_found(Vec::new(), None, prompt_tokens, output_tokens);
+/// What the model wrote about one passage.
+#[derive(Debug, Clone)]
+pub struct Reading {
+    /// 0-based, in the question's passages.
+    pub passage: usize,
+    pub text: String,
+    pub prompt_tokens: usize,
+    pub output_tokens: usize,
+}
+
+/// A question's answer from its readings: the first (best passage first) that answers and keeps a
+/// sentence through the check, citing that passage; [`NOT_FOUND`] when none does, with what the
+/// check removed from every reading.
+pub fn chosen(readings: &[Reading], question: &str, passages: &[Passage]) -> Answer {
+    let prompt_tokens = readings.iter().map(|r| r.prompt_tokens).sum();
+    let output_tokens = readings.iter().map(|r| r.output_tokens).sum();
+    let mut removed_all = Vec::new();
+    let mut drafts = Vec::new();
+    let mut ordered: Vec<&Reading> = readings.iter().collect();
+    ordered.sort_by_key(|r| r.passage);
+    for r in ordered {
+        let Some(passage) = passages.get(r.passage) else { continue };
+        let (kept, removed) = checked(&r.text, question, passage, r.passage + 1);
+        if !removed.is_empty() {
+            drafts.push(r.text.clone());
+        }
+        if let Some(answer) = kept {
+            let draft = (!removed.is_empty()).then(|| r.text.clone());
+            let citation = Citation { n: r.passage + 1, path: passage.path.clone(), page: passage.page, text: passage.text.clone() };
+            return Answer { answer, citations: vec![citation], answerable: true, removed, draft, prompt_tokens, output_tokens };
+        }
+        removed_all.extend(removed);
     }
-    let all: String = passages.iter().map(|p| p.text.as_str()).collect::<Vec<_>>().join("\n");
+    let draft = (!drafts.is_empty()).then(|| drafts.join("\n"));
+    not_found(removed_all, draft, prompt_tokens, output_tokens)
+}
+
+/// The model's `text` about `passage` (numbered `n`): None when it is a refusal or nothing is left;
+/// otherwise its sentences that state only what the passage holds (or the question: "Brightwater
+/// paid 27 million" from a passage that says "we paid"), each ending with its mark `[n]`. The
+/// sentences that state more are returned with what they state.
+pub fn checked(text: &str, question: &str, passage: &Passage, n: usize) -> (Option<String>, Vec<RemovedSentence>) {
+    if is_refusal(text) {
+        return (None, Vec::new());
+    }
+    let source = Source::new(&format!("{question}\n{}", passage.text));
     let mut kept = Vec::new();
     let mut removed = Vec::new();
-    let mut cited: Vec<usize> = Vec::new();
     for sentence in grounding::sentences(text) {
         // a refusal after an answer ("... [1]. Not in your documents.") adds nothing
         if is_refusal(sentence) {
             continue;
         }
-        let (plain, mut marks) = citation_marks(sentence, passages.len());
+        let plain = without_marks(sentence);
         // "1.", "Yes": a fragment is not an answer
         if plain.split_whitespace().filter(|w| w.chars().any(char::is_alphanumeric)).count() < 2 {
             continue;
         }
-        let source = if marks.is_empty() {
-            Source::new(&all)
-        } else {
-            Source::new(&marks.iter().map(|&n| passages[n - 1].text.as_str()).collect::<Vec<_>>().join("\n"))
-        };
         let unsupported = source.unsupported(&plain);
-        if unsupported.is_empty() && marks.is_empty() {
-            // cited by none: the passage that holds it and shares most of its words
-            marks.extend(best_passage(&plain, passages));
-        }
         if unsupported.is_empty() {
-            for n in marks {
-                if !cited.contains(&n) {
-                    cited.push(n);
-                }
-            }
-            kept.push(sentence);
+            kept.push(with_mark(&plain, n));
         } else {
             removed.push(RemovedSentence { sentence: sentence.to_string(), items: unsupported });
         }
     }
-    let draft = (!removed.is_empty()).then(|| text.to_string());
-    if kept.is_empty() {
-        return not_found(removed, draft, prompt_tokens, output_tokens);
-    }
-    let citations = cited
-        .into_iter()
-        .map(|n| {
-            let p = &passages[n - 1];
-            Citation { n, path: p.path.clone(), page: p.page, text: p.text.clone() }
-        })
-        .collect();
-    Answer { answer: kept.join(" "), citations, answerable: true, removed, draft, prompt_tokens, output_tokens }
+    ((!kept.is_empty()).then(|| kept.join(" ")), removed)
 }
 
-/// The passage (1-based) that supports every item of `sentence` and holds most of its words.
-fn best_passage(sentence: &str, passages: &[Passage]) -> Option<usize> {
-    let words: Vec<String> = sentence
-        .split_whitespace()
-        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase())
-        .filter(|w| w.chars().count() >= 2)
-        .collect();
-    passages
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| Source::new(&p.text).unsupported(sentence).is_empty())
-        .map(|(i, p)| {
-            let text = p.text.to_lowercase();
-            (words.iter().filter(|w| text.contains(w.as_str())).count(), i)
-        })
-        .filter(|&(shared, _)| shared > 0)
-        // the most words shared; the better-ranked passage on a tie
-        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
-        .map(|(_, i)| i + 1)
+/// `sentence` with its citation marks ("[1]", "[1, 3]") removed and its spaces collapsed; other
+/// brackets ("clause [a]") stay.
+fn without_marks(sentence: &str) -> String {
+    let mut plain = String::with_capacity(sentence.len());
+    let mut rest = sentence;
+    while let Some(open) = rest.find('[') {
+        let Some(close) = rest[open..].find(']').map(|c| open + c) else { break };
+        let inside = &rest[open + 1..close];
+        let mark = !inside.trim().is_empty() && inside.split([',', ';']).all(|n| n.trim().parse::<usize>().is_ok());
+        plain.push_str(&rest[..open]);
+        if !mark {
+            plain.push_str(&rest[open..=close]);
+        }
+        rest = &rest[close + 1..];
+    }
+    plain.push_str(rest);
+    let plain = plain.split_whitespace().collect::<Vec<_>>().join(" ");
+    // "2,900 euros ." → "2,900 euros."
+    plain.replace(" .", ".").replace(" ,", ",")
+}
+
+/// `sentence` ending with `[n]` before its stop.
+fn with_mark(sentence: &str, n: usize) -> String {
+    match sentence.strip_suffix(['.', '!', '?']) {
+        Some(head) => format!("{head} [{n}]{}", &sentence[head.len()..]),
+        None => format!("{sentence} [{n}]"),
+    }
 }
 
 fn not_found(removed: Vec<RemovedSentence>, draft: Option<String>, prompt_tokens: usize, output_tokens: usize) -> Answer {
@@ -197,28 +224,6 @@ fn is_refusal(text: &str) -> bool {
         || t.contains("not mentioned in the passages")
 }
 
-/// `sentence` without its citation marks ("[1]", "[1, 3]", "[2][3]"), and the passages they name
-/// (1-based, in `1..=count`; other numbers in brackets are left in the text).
-fn citation_marks(sentence: &str, count: usize) -> (String, Vec<usize>) {
-    let mut plain = String::with_capacity(sentence.len());
-    let mut marks = Vec::new();
-    let mut rest = sentence;
-    while let Some(open) = rest.find('[') {
-        let Some(close) = rest[open..].find(']').map(|c| open + c) else { break };
-        let inside = &rest[open + 1..close];
-        let numbers: Option<Vec<usize>> =
-            inside.split([',', ';']).map(|n| n.trim().parse::<usize>().ok().filter(|&n| (1..=count).contains(&n))).collect();
-        plain.push_str(&rest[..open]);
-        match numbers {
-            Some(ns) if !ns.is_empty() => marks.extend(ns.into_iter().filter(|n| !marks.contains(n)).collect::<Vec<_>>()),
-            _ => plain.push_str(&rest[open..=close]),
-        }
-        rest = &rest[close + 1..];
-    }
-    plain.push_str(rest);
-    (plain.split_whitespace().collect::<Vec<_>>().join(" "), marks)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,59 +236,74 @@ mod tests {
     }
 
     #[test]
-    fn the_prompt_numbers_each_passage_with_its_file_and_page() {
-        let p = prompt("How much is the deposit?", &passages());
-        assert!(p.contains("[1] (lease.pdf, page 2)\nThe tenant pays"), "{p}");
-        assert!(p.contains("[2] (invoice.pdf, page 1)\nInterest"), "{p}");
-        assert!(p.starts_with("Question: How much is the deposit?"));
-        assert!(p.find("[2] (").unwrap() < p.rfind("Question: How much is the deposit?").unwrap());
-        assert!(p.ends_with(NOT_FOUND));
+    fn the_prompt_numbers_its_passage_with_its_file_and_page() {
+        let p = prompt("How much is the deposit?", &passages()[0], 3);
+        assert!(p.starts_with("Passage [3] (lease.pdf, page 2):\nThe tenant pays"), "{p}");
+        assert!(p.contains("\n\nQuestion: How much is the deposit?\n"), "{p}");
+        assert!(p.contains("end each sentence with [3]") && p.ends_with(NOT_FOUND));
     }
 
     #[test]
-    fn citation_marks_name_passages_and_other_brackets_stay() {
-        assert_eq!(citation_marks("It is 2,900 euros [1].", 2), ("It is 2,900 euros .".into(), vec![1]));
-        assert_eq!(citation_marks("Both [1, 2] and [2][1].", 2), ("Both and .".into(), vec![1, 2]));
-        assert_eq!(citation_marks("See clause [7] and [a].", 2), ("See clause [7] and [a].".into(), vec![]));
+    fn marks_are_read_off_and_other_brackets_stay() {
+        assert_eq!(without_marks("It is 2,900 euros [1]."), "It is 2,900 euros.");
+        assert_eq!(without_marks("Both [1, 2] and [2][1]."), "Both and.");
+        assert_eq!(without_marks("See clause [7a] and [a]."), "See clause [7a] and [a].");
+        assert_eq!(with_mark("It is 2,900 euros.", 2), "It is 2,900 euros [2].");
+        assert_eq!(with_mark("It is 2,900 euros", 2), "It is 2,900 euros [2]");
+    }
+
+    const Q: &str = "What do Anna Berg's lease and invoice say?";
+
+    fn reading(passage: usize, text: &str) -> Reading {
+        Reading { passage, text: text.into(), prompt_tokens: 10, output_tokens: 5 }
     }
 
     #[test]
-    fn a_cited_answer_keeps_its_citations_and_an_invented_figure_is_dropped() {
-        let a = checked("The deposit is 2,900 euros, paid once [1]. Late interest is 1.5% per month [2].", &passages(), 10, 5);
+    fn the_first_passage_that_answers_gives_the_answer_and_its_citation() {
+        let ps = passages();
+        let a = chosen(&[reading(1, "Interest is 1.5% per month after 30 days [2]."), reading(0, "Not in your documents.")], Q, &ps);
         assert!(a.answerable);
-        assert_eq!(a.citations.iter().map(|c| (c.n, c.page)).collect::<Vec<_>>(), [(1, 2), (2, 1)]);
-        assert!(a.removed.is_empty() && a.draft.is_none());
+        assert_eq!(a.answer, "Interest is 1.5% per month after 30 days [2].");
+        assert_eq!(a.citations.iter().map(|c| (c.n, c.page)).collect::<Vec<_>>(), [(2, 1)]);
+        assert_eq!((a.prompt_tokens, a.output_tokens), (20, 10));
 
-        // the figure is in passage 2, not in passage 1 which the sentence cites
-        let a = checked("The deposit is 2,900 euros [1]. Interest is 1.5% per month [1].", &passages(), 10, 5);
+        // a name of the question may be said; the better passage answers first; an unmarked
+        // sentence gets its passage's mark
+        let a =
+            chosen(&[reading(0, "Anna Berg's deposit is 2,900 euros, paid once."), reading(1, "Interest is 1.5% per month [2].")], Q, &ps);
+        assert_eq!(a.answer, "Anna Berg's deposit is 2,900 euros, paid once [1].");
+        assert_eq!(a.citations[0].path, "/docs/lease.pdf");
+    }
+
+    #[test]
+    fn an_invented_figure_is_dropped_and_the_next_passage_is_asked() {
+        let ps = passages();
+        // the first reading invents a figure its passage does not hold: dropped, and kept aside
+        let a = chosen(&[reading(0, "The deposit is 3,100 euros [1]."), reading(1, "Late interest is 1.5% per month [2].")], Q, &ps);
+        assert_eq!(a.answer, "Late interest is 1.5% per month [2].");
+        assert!(a.removed.is_empty(), "what the chosen reading removed: none");
+        // a sentence of the chosen reading that fails goes; the rest stays
+        let a = chosen(&[reading(0, "The deposit is 2,900 euros [1]. Interest is 4% per month [1].")], Q, &ps);
         assert_eq!(a.answer, "The deposit is 2,900 euros [1].");
-        assert_eq!(a.removed.len(), 1);
-        assert_eq!(a.removed[0].items, ["1.5% per month"]);
-        assert_eq!(a.citations.len(), 1);
-
-        // a sentence without a mark is checked against every passage, and cites the one holding it
-        let a = checked("Interest is 1.5% per month.", &passages(), 10, 5);
-        assert!(a.answerable);
-        assert_eq!(a.citations.iter().map(|c| c.n).collect::<Vec<_>>(), [2]);
-        // a fragment is no answer
-        assert!(!checked("1.", &passages(), 10, 5).answerable);
+        assert_eq!(a.removed[0].items, ["4% per month"]);
+        assert!(a.draft.is_some());
     }
 
     #[test]
     fn a_refusal_or_an_answer_with_nothing_true_left_is_not_found() {
-        for text in ["Not in your documents.", "not in your documents", "The passages do not contain the answer to this question."] {
-            let a = checked(text, &passages(), 10, 5);
+        let ps = passages();
+        for text in ["Not in your documents.", "not in your documents", "The passages do not contain the answer to this question.", "1."] {
+            let a = chosen(&[reading(0, text), reading(1, "Not in your documents.")], Q, &ps);
             assert!(!a.answerable && a.citations.is_empty() && a.removed.is_empty(), "{text}");
             assert_eq!(a.answer, NOT_FOUND);
         }
-        let a = checked("The deposit is 3,100 euros [1].", &passages(), 10, 5);
+        let a = chosen(&[reading(0, "The deposit is 3,100 euros [1]."), reading(1, "Not in your documents.")], Q, &ps);
         assert!(!a.answerable);
-        assert_eq!(a.answer, NOT_FOUND);
         assert_eq!(a.removed[0].items, ["3,100 euros"]);
         assert!(a.draft.is_some());
         // an answer followed by a refusal keeps the answer
-        let a = checked("The deposit is 2,900 euros [1]. Not in your documents.", &passages(), 10, 5);
-        assert!(a.answerable);
+        let a = chosen(&[reading(0, "The deposit is 2,900 euros [1]. Not in your documents.")], Q, &ps);
         assert_eq!(a.answer, "The deposit is 2,900 euros [1].");
+        assert!(chosen(&[], Q, &ps).answer == NOT_FOUND);
     }
 }
