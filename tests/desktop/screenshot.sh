@@ -69,7 +69,8 @@ ask() {
   DISPLAY="$display" xdotool mousemove 550 91 click 1 key ctrl+a BackSpace
   DISPLAY="$display" xdotool type --delay 10 "$work/samples/../later"
   DISPLAY="$display" xdotool key Return
-  for _ in $(seq 80); do
+  # Up to a minute: on a busy machine the webview takes its time to hand the folder over.
+  for _ in $(seq 240); do
     # The dialog: a second top-level window of the app, larger than the 1x1 helpers, not the main one.
     DISPLAY="$display" xwininfo -root -tree | grep '"warpfold-desktop" "Warpfold-desktop"' | grep -v '"warpfold"' \
       | grep -qv ' 10x10+' && return 0
@@ -88,6 +89,6 @@ sleep 2
 if watched; then echo "desktop dialog: the folder was watched without a yes" >&2; exit 1; fi
 ask
 DISPLAY="$display" xdotool key alt+y
-for _ in $(seq 40); do watched && break; sleep 0.25; done
+for _ in $(seq 120); do watched && break; sleep 0.25; done
 watched || { echo "desktop dialog: a yes did not watch the folder" >&2; cat "$work/app.log" >&2; exit 1; }
 echo "desktop dialog: $dialog_out; Escape watched nothing, yes watched $(realpath "$work/later")"
