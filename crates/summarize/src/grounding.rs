@@ -101,16 +101,20 @@ pub fn key_lines(document: &str, summary: &str) -> Vec<String> {
         .into_iter()
         .map(|s| s.trim_start_matches(['-', '*', '•', '–', ' ']).split_whitespace().collect::<Vec<_>>().join(" "))
         .enumerate()
-        .filter(|(_, s)| quotable(s) && whole.unsupported(s).is_empty())
+        .filter(|(_, s)| quotable(s))
         .collect();
     let mut covered = summary.to_string();
     let mut chosen: Vec<(usize, String)> = Vec::new();
+    // candidates the check would not pass against their own document (cut from their context):
+    // found only for the best of each round, as reading one against a whole long document costs
+    // a pass over all of its figures
+    let mut refused: Vec<usize> = Vec::new();
     let mut words = 0;
     while chosen.len() < KEY_LINES_MAX {
         let known = Source::new(&covered);
         let best = candidates
             .iter()
-            .filter(|(i, _)| !chosen.iter().any(|(c, _)| c == i))
+            .filter(|(i, _)| !chosen.iter().any(|(c, _)| c == i) && !refused.contains(i))
             .map(|(i, s)| {
                 let new: f32 = known.items(s).iter().filter(|it| !it.supported).map(|it| it.weight).sum();
                 // a sentence reads better quoted than a row of a table or a heading
@@ -121,6 +125,10 @@ pub fn key_lines(document: &str, summary: &str) -> Vec<String> {
             // the highest score; the earlier sentence on a tie
             .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
         let Some((_, i, s)) = best else { break };
+        if !whole.unsupported(s).is_empty() {
+            refused.push(i);
+            continue;
+        }
         words += s.split_whitespace().count();
         covered.push('\n');
         covered.push_str(s);
