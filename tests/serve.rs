@@ -274,11 +274,11 @@ fn with_summarize_the_server_summarizes_what_is_dropped_on_it() {
     assert_eq!((status, serde_json::from_str::<Value>(&body).unwrap()["queued"].as_u64()), (200, Some(1)), "{body}");
 }
 
-/// A document indexed while summaries were off (or waiting when the server stopped) says so, and is
-/// summarized when the server starts again with summaries on. Before: "No summary yet" whether or
-/// not one would come, and documents indexed before a restart were never summarized.
+/// A document indexed without --summarize (or waiting when the server stopped) says it is summarized
+/// when asked, and is summarized when the server starts again with --summarize. Before: "No summary
+/// yet" whether or not one would come, and documents indexed before a restart were never summarized.
 #[test]
-fn documents_without_a_summary_are_summarized_after_a_restart_and_say_when_summaries_are_off() {
+fn documents_without_a_summary_are_summarized_after_a_restart_and_say_when_not_asked() {
     let dir = tempfile::tempdir().unwrap();
     let (db, data) = (dir.path().join("i.db"), dir.path().join("data"));
     let args = |extra: &[&str]| {
@@ -297,7 +297,7 @@ fn documents_without_a_summary_are_summarized_after_a_restart_and_say_when_summa
         serde_json::from_str::<Value>(&body).unwrap()
     };
     eventually("the upload is indexed", || document(&server.addr)["detail"]["status"] == "indexed");
-    assert_eq!(document(&server.addr)["summary_state"], "off");
+    assert_eq!(document(&server.addr)["summary_state"], "not_asked");
     drop(server);
 
     let server = start(&args(&["--summarize", "--chat-model", "fast"]).iter().map(String::as_str).collect::<Vec<_>>());
@@ -323,9 +323,9 @@ fn documents_without_a_summary_are_summarized_after_a_restart_and_say_when_summa
 }
 
 /// Summary settings that would forbid ordinary prose keep the server from starting, saying why;
-/// without --summarize the state says summaries are off.
+/// without --summarize the chat model still answers and summarizes when asked, not by itself.
 #[test]
-fn the_server_refuses_bad_summary_settings_and_says_when_summaries_are_off() {
+fn the_server_refuses_bad_summary_settings_and_summarizes_only_when_asked_without_the_flag() {
     let dir = tempfile::tempdir().unwrap();
     let out = warpfold()
         .args(["serve", "--addr", "127.0.0.1:0", "--token", "s3cret", "--summarize", "--no-repeat-ngram", "1"])
@@ -338,7 +338,7 @@ fn the_server_refuses_bad_summary_settings_and_says_when_summaries_are_off() {
     let (server, _dir) = fresh(&[]);
     let (status, body) = request(&server.addr, "GET", "/api/state", Some("s3cret"), None);
     assert_eq!(status, 200, "{body}");
-    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["summaries"], Value::Null);
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["summaries"]["auto"], false, "{body}");
 }
 
 /// Sends `head` (request line and headers, no blank line) and `body`; (status, body). A server
@@ -850,4 +850,87 @@ fn a_browser_trades_the_token_for_a_cookie_and_checks_the_server_before_sending_
     command.args(["serve", "--addr", "127.0.0.1:0", "--token", "someone-else"]).arg("--db").arg(&db).arg("--data-dir").arg(&data);
     let (impostor, _) = launch(command, 1);
     assert_ne!(proof_from(&impostor.addr, &a), expected(&a));
+}
+
+/// The events of a server-sent-event body: (name, data as JSON).
+fn sse_events(body: &str) -> Vec<(String, Value)> {
+    let mut events = Vec::new();
+    let mut name = String::from("message");
+    for line in body.lines() {
+        if let Some(n) = line.strip_prefix("event: ") {
+            name = n.trim().to_string();
+        } else if let Some(data) = line.strip_prefix("data: ") {
+            events.push((std::mem::replace(&mut name, "message".into()), serde_json::from_str(data).unwrap_or(Value::Null)));
+        }
+    }
+    events
+}
+
+/// POST /api/ask: the passages come first, then the answer that cites the document and page holding
+/// the fact; a follow-up is searched and read with the question before it; a question that cannot
+/// be asked gets its error and status, not a stream.
+#[test]
+fn a_question_asked_over_http_streams_its_passages_then_a_cited_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir(&docs).unwrap();
+    std::fs::write(
+        docs.join("lease.txt"),
+        "Tenancy agreement for the flat at 14 Rue Garibaldi, Lyon.\n\nThe monthly rent is 1,450 euros. \
+         The tenant pays a one-time security deposit of 2,900 euros. The deposit must be paid by 15 March 2026.\n",
+    )
+    .unwrap();
+    std::fs::write(docs.join("bread.txt"), "A sourdough starter is flour and water kept alive by wild yeast. Feed it twice a day.\n").unwrap();
+    let db = dir.path().join("i.db");
+    let data = dir.path().join("data");
+    let (empty, _empty_dir) = fresh(&[]);
+    let asked = |addr: &str, body: &str| request(addr, "POST", "/api/ask", Some("s3cret"), Some(body));
+    // nothing indexed: said before any stream starts
+    let (status, body) = asked(&empty.addr, r#"{"question": "How much is the deposit?"}"#);
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("nothing is indexed yet"), "{body}");
+    drop(empty);
+
+    assert!(warpfold().arg("index").arg(&docs).arg("--db").arg(&db).output().unwrap().status.success());
+    let server = start(&["--db", db.to_str().unwrap(), "--data-dir", data.to_str().unwrap()]);
+    for (body, expected) in [
+        (r#"{"question": "  "}"#, "the question is empty"),
+        (r#"{"question": "How much?", "passages": 9}"#, "passages must be 1 to 8, not 9"),
+        (r#"{"q": "How much?"}"#, "expected {\\\"question\\\""),
+    ] {
+        let (status, reply) = asked(&server.addr, body);
+        assert_eq!(status, 400, "{body}: {reply}");
+        assert!(reply.contains(expected), "{body}: {reply}");
+    }
+    let (status, reply) = request(&server.addr, "POST", "/api/ask", None, Some(r#"{"question": "How much is the deposit?"}"#));
+    assert_eq!(status, 401, "{reply}");
+
+    let (status, body) = asked(&server.addr, r#"{"question": "How much is the security deposit?", "passages": 2}"#);
+    assert_eq!(status, 200, "{body}");
+    let events = sse_events(&body);
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"passages"), "{body}");
+    assert_eq!(names.last(), Some(&"answer"), "{body}");
+    assert!(names[1..names.len() - 1].iter().all(|n| *n == "status"), "{names:?}");
+    let passages = &events[0].1["passages"];
+    assert!(passages[0]["path"].as_str().unwrap().ends_with("lease.txt"), "{passages}");
+    let answer = &events.last().unwrap().1;
+    assert_eq!(answer["answerable"], true, "{answer}");
+    assert!(answer["answer"].as_str().unwrap().contains("2,900 euros"), "{answer}");
+    let citation = &answer["citations"][0];
+    assert!(citation["path"].as_str().unwrap().ends_with("lease.txt") && citation["page"] == 1, "{answer}");
+    assert!(answer["seconds"].as_f64().unwrap() >= answer["first_token_seconds"].as_f64().unwrap(), "{answer}");
+
+    // a follow-up that names nothing is read with the question before it
+    let follow_up = serde_json::json!({
+        "question": "When must it be paid?",
+        "passages": 1,
+        "earlier": [{ "question": "How much is the security deposit?", "answer": answer["answer"] }],
+    });
+    let (status, body) = asked(&server.addr, &follow_up.to_string());
+    assert_eq!(status, 200, "{body}");
+    let events = sse_events(&body);
+    assert!(events[0].1["passages"][0]["path"].as_str().unwrap().ends_with("lease.txt"), "{body}");
+    let answer = &events.last().unwrap().1;
+    assert!(answer["answer"].as_str().unwrap().contains("15 March 2026"), "{answer}");
 }

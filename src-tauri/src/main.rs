@@ -24,6 +24,7 @@ use std::path::PathBuf;
 
 use tauri::ipc::Channel;
 use tauri::{DragDropEvent, Emitter, Manager, State, WindowEvent};
+use warpfold_app::ask::{AskEvent, AskRequest, Turn};
 use warpfold_app::runtime;
 use warpfold_app::{App, AppConfig, AppError, AppEvent, AppStateView, DocumentView, Origin, RecvError, Sample};
 
@@ -88,6 +89,20 @@ fn add_paths(app: State<'_, App>, paths: Vec<String>) -> Result<serde_json::Valu
 #[tauri::command(async)]
 fn search(app: State<'_, App>, query: String, k: Option<usize>) -> Result<serde_json::Value, AppError> {
     Ok(serde_json::json!({ "hits": app.search(&query, k.unwrap_or(10))? }))
+}
+
+/// Answers a question from the index; what happens to it (its passages, what the model is busy
+/// with, the checked answer or an error) comes on `channel`, as POST /api/ask streams it.
+#[tauri::command(async)]
+fn ask(
+    app: State<'_, App>,
+    question: String,
+    passages: Option<usize>,
+    earlier: Option<Vec<Turn>>,
+    channel: Channel<AskEvent>,
+) -> Result<(), AppError> {
+    let request = AskRequest { question, passages, earlier: earlier.unwrap_or_default() };
+    app.ask(request, Box::new(move |event| drop(channel.send(event))))
 }
 
 #[tauri::command]
@@ -255,6 +270,7 @@ fn main() {
             remove_folder,
             add_paths,
             search,
+            ask,
             document,
             open_file,
             summarize,

@@ -12,6 +12,7 @@ import { mountDetail } from "./views/detail";
 import { mountDrop } from "./views/drop";
 import { mountHeader, showConnection } from "./views/header";
 import { mountQueue } from "./views/queue";
+import { mountAsk } from "./views/ask";
 import { mountSearch } from "./views/search";
 import { mountThroughput } from "./views/throughput";
 import { showError, whenUnauthorized } from "./views/toast";
@@ -79,6 +80,7 @@ async function start(): Promise<void> {
   mountBins();
   mountThroughput();
   mountSearch(transport, openDetail);
+  mountAsk(transport, openDetail);
   mountDrop(transport);
   store.load(initial);
 

@@ -4,7 +4,7 @@
 import { Channel, invoke } from "@tauri-apps/api/core";
 import { listen } from "@tauri-apps/api/event";
 import { getCurrentWebview } from "@tauri-apps/api/webview";
-import { ApiError, toDocumentDetail, type AppState, type BinView, type DocumentDetail, type FileState, type Hit, type Sample } from "./types";
+import { ApiError, toDocumentDetail, type AppState, type AskEvent, type BinView, type DocumentDetail, type FileState, type Hit, type Sample, type Turn } from "./types";
 
 /** "untrusted": the server now at this address could not prove it holds the token signed in with
  * (restarted with a new token, or another program on the port); nothing credentialed is sent to it. */
@@ -45,6 +45,9 @@ export interface Transport {
   /** Browser only: send a dropped or picked file's bytes. */
   upload(file: File): Promise<{ queued: number; path?: string }>;
   search(query: string, k: number): Promise<{ hits: Hit[] }>;
+  /** Asks a question of the documents; `onEvent` gets its passages, status and then its answer
+   * (or error). Resolves once the answer or error has come; rejects when it cannot be asked. */
+  ask(question: string, earlier: Turn[], onEvent: (e: AskEvent) => void): Promise<void>;
   document(path: string): Promise<DocumentDetail>;
   openFile(path: string): Promise<void>;
   subscribe(handlers: LiveHandlers): () => void;
@@ -96,6 +99,16 @@ class TauriTransport implements Transport {
   }
   search(query: string, k: number) {
     return call<{ hits: Hit[] }>("search", { query, k });
+  }
+  async ask(question: string, earlier: Turn[], onEvent: (e: AskEvent) => void): Promise<void> {
+    let ended: () => void = () => undefined;
+    const done = new Promise<void>((resolve) => (ended = resolve));
+    const channel = new Channel<AskEvent>((e) => {
+      onEvent(e);
+      if (e.event === "answer" || e.event === "error") ended();
+    });
+    await call<void>("ask", { question, earlier, channel });
+    await done;
   }
   async document(path: string): Promise<DocumentDetail> {
     return toDocumentDetail(await call<unknown>("document", { path }));
@@ -243,6 +256,36 @@ async function errorFrom(res: Response): Promise<ApiError> {
   return new ApiError(kind, message, res.status);
 }
 
+/** Reads a server-sent-event stream to its end, giving each event's name and data to `dispatch`. */
+async function readEvents(body: ReadableStream<BufferSource>, dispatch: (event: string, data: string) => void): Promise<void> {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += value;
+    // Events end with a blank line; lines end with \n, \r\n or \r.
+    let m: RegExpExecArray | null;
+    const sep = /\r\n\r\n|\n\n|\r\r/;
+    while ((m = sep.exec(buffer))) {
+      const block = buffer.slice(0, m.index);
+      buffer = buffer.slice(m.index + m[0].length);
+      let event = "message";
+      const data: string[] = [];
+      for (const line of block.split(/\r\n|\n|\r/)) {
+        if (!line || line.startsWith(":")) continue;
+        const i = line.indexOf(":");
+        const field = i < 0 ? line : line.slice(0, i);
+        let val = i < 0 ? "" : line.slice(i + 1);
+        if (val.startsWith(" ")) val = val.slice(1);
+        if (field === "event") event = val;
+        else if (field === "data") data.push(val);
+      }
+      if (data.length) dispatch(event, data.join("\n"));
+    }
+  }
+}
+
 class HttpTransport implements Transport {
   readonly kind = "http" as const;
   /** Whether the server answering now has proven it holds the token (see `checkServer`); false
@@ -293,6 +336,21 @@ class HttpTransport implements Transport {
   }
   search(query: string, k: number) {
     return this.json<{ hits: Hit[] }>("GET", `/api/search?q=${encodeURIComponent(query)}&k=${k}`);
+  }
+  async ask(question: string, earlier: Turn[], onEvent: (e: AskEvent) => void): Promise<void> {
+    const res = await this.request("POST", "/api/ask", JSON.stringify({ question, earlier }), "application/json");
+    if (!res.body) throw new ApiError("io", "the server sent no answer");
+    let ended = false;
+    await readEvents(res.body, (_event, data) => {
+      try {
+        const e = JSON.parse(data) as AskEvent;
+        ended ||= e.event === "answer" || e.event === "error";
+        onEvent(e);
+      } catch {
+        // not JSON: not an event of ours
+      }
+    });
+    if (!ended) throw new ApiError("io", "the answer's stream ended before the answer (the server stopped?)");
   }
   async document(path: string): Promise<DocumentDetail> {
     return toDocumentDetail(await this.json<unknown>("GET", `/api/document?path=${encodeURIComponent(path)}`));
@@ -376,32 +434,7 @@ class HttpTransport implements Transport {
         if (!res.ok || !res.body) throw new Error(`events: ${res.status}`);
         delay = 500;
         h.connection("live");
-        const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-        let buffer = "";
-        for (;;) {
-          const { value, done } = await reader.read();
-          if (done) break;
-          buffer += value;
-          // Events end with a blank line; lines end with \n, \r\n or \r.
-          let m: RegExpExecArray | null;
-          const sep = /\r\n\r\n|\n\n|\r\r/;
-          while ((m = sep.exec(buffer))) {
-            const block = buffer.slice(0, m.index);
-            buffer = buffer.slice(m.index + m[0].length);
-            let event = "message";
-            const data: string[] = [];
-            for (const line of block.split(/\r\n|\n|\r/)) {
-              if (!line || line.startsWith(":")) continue;
-              const i = line.indexOf(":");
-              const field = i < 0 ? line : line.slice(0, i);
-              let val = i < 0 ? "" : line.slice(i + 1);
-              if (val.startsWith(" ")) val = val.slice(1);
-              if (field === "event") event = val;
-              else if (field === "data") data.push(val);
-            }
-            if (data.length) dispatch(event, data.join("\n"));
-          }
-        }
+        await readEvents(res.body, dispatch);
       } catch {
         if (stopped) return;
       }

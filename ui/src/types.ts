@@ -190,3 +190,46 @@ export class ApiError extends Error {
     return this.status === 401 || this.kind === "unauthorized";
   }
 }
+
+/** A passage an answer is read from: `[n]`, its file and page, the words around the question's. */
+export interface AskPassage {
+  n: number;
+  path: string;
+  page: number;
+  snippet: string;
+}
+
+/** A passage an answer cites (the whole passage). */
+export interface Citation {
+  n: number;
+  path: string;
+  page: number;
+  text: string;
+}
+
+/** An earlier question of the conversation and its answer, sent with a follow-up. */
+export interface Turn {
+  question: string;
+  answer: string;
+}
+
+/** The checked answer to a question. */
+export interface AnswerEvent {
+  event: "answer";
+  /** With its citation marks ([1]), or "Not in your documents." */
+  answer: string;
+  citations: Citation[];
+  answerable: boolean;
+  /** Sentences taken out for stating a figure, date or name their passage does not hold. */
+  removed: { sentence: string; items: string[] }[];
+  model: string;
+  first_token_seconds: number | null;
+  seconds: number;
+}
+
+/** What happens to a question, in order: passages, status…, then answer or error. */
+export type AskEvent =
+  | { event: "passages"; passages: AskPassage[] }
+  | { event: "status"; status: string }
+  | AnswerEvent
+  | { event: "error"; error: { kind: string; message: string } };

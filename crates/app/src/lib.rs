@@ -14,6 +14,7 @@
 //! - the watched folders (persisted in `settings.json` in the data folder), scanned at start and
 //!   then followed with a debounced watcher ([`watch`]).
 
+pub mod ask;
 pub mod error;
 pub mod events;
 pub mod inbox;
@@ -146,7 +147,7 @@ struct Inner {
     stop: AtomicBool,
     /// Documents to summarize (when summaries are on), a batch per message: the documents of one index run arrive together,
     /// so the summarizer never starts on the first of them alone.
-    summarize: Option<Sender<Vec<String>>>,
+    chat: Option<Sender<summaries::ChatJob>>,
     /// Documents sent to the summarizer whose summary (or its failure) has not been published yet.
     summaries_pending: Mutex<HashSet<String>>,
     /// What the summarizer is busy with before it can summarize (fetching, loading its model).
@@ -215,7 +216,7 @@ impl App {
         let settings = load_settings(&config.data_dir.join("settings.json"));
         let (jobs, job_rx) = crossbeam_channel::unbounded();
         let summary_config = config.summaries.clone();
-        let (summarize, summarize_rx) = match &summary_config {
+        let (chat, chat_rx) = match &summary_config {
             Some(_) => {
                 let (tx, rx) = crossbeam_channel::unbounded();
                 (Some(tx), Some(rx))
@@ -240,13 +241,13 @@ impl App {
                 writes_stopped: Mutex::new(None),
                 writes_paused: Mutex::new(None),
                 stop: AtomicBool::new(false),
-                summarize,
+                chat,
                 summaries_pending: Mutex::new(HashSet::new()),
                 summarizer_status: Mutex::new(None),
                 summary_totals: Mutex::new(summaries::SummaryTotals::default()),
             }),
         };
-        if let (Some(summary_config), Some(rx)) = (summary_config, summarize_rx) {
+        if let (Some(summary_config), Some(rx)) = (summary_config, chat_rx) {
             // Documents indexed while summaries were waiting when the app last stopped (or before
             // they were checked) are summarized now.
             if summary_config.auto {
@@ -592,7 +593,7 @@ impl App {
     /// Summarizes indexed documents (in the background: `summary` events follow, and the summary
     /// is stored in the index and shown with the document).
     pub fn summarize(&self, paths: &[String]) -> Result<usize, AppError> {
-        if self.inner.summarize.is_none() {
+        if self.inner.chat.is_none() {
             return Err(AppError::InvalidInput("summaries are off (start warpfold serve with --summarize)".into()));
         }
         for path in paths {

@@ -18,6 +18,12 @@ use warpfold_summarize::{ChatModel, SourceText, Summarizer};
 use crate::events::SummaryEvent;
 use crate::{App, AppEvent};
 
+/// Work for the chat model's thread.
+pub(crate) enum ChatJob {
+    Summarize(Vec<String>),
+    Ask(Box<crate::ask::PendingQuestion>),
+}
+
 /// Where the chat model is and where it runs.
 #[derive(Debug, Clone)]
 pub struct SummaryConfig {
@@ -112,22 +118,39 @@ pub struct SummaryView {
 }
 
 impl App {
-    pub(crate) fn run_summarizer(&self, config: SummaryConfig, paths: Receiver<Vec<String>>) {
+    pub(crate) fn run_summarizer(&self, config: SummaryConfig, jobs: Receiver<ChatJob>) {
         let mut chat: Option<(ChatModel, String)> = None;
-        while let Ok(mut batch) = paths.recv() {
-            batch.extend(paths.try_iter().flatten());
+        while let Ok(first) = jobs.recv() {
+            let mut batch = Vec::new();
+            let mut questions = Vec::new();
+            for job in std::iter::once(first).chain(jobs.try_iter()) {
+                match job {
+                    ChatJob::Summarize(paths) => batch.extend(paths),
+                    ChatJob::Ask(question) => questions.push(*question),
+                }
+            }
             batch.sort();
             batch.dedup();
             if chat.is_none() {
-                let status = |s: String| {
+                let report = |s: String| {
                     tracing::info!("{s}");
                     *self.inner.summarizer_status.lock() = Some(s.clone());
                     let _ = self.inner.events.send(AppEvent::SummarizerStatus(Some(s)));
                 };
-                let loaded = config.ensure_fetched(&status).and_then(|()| {
-                    status(format!("loading the chat model {}", config.model_name()));
-                    ChatModel::load(&config.model, &config.device).map_err(|e| format!("the chat model did not load: {e}"))
-                });
+                let loaded = {
+                    // the questions waiting are told too: their asker watches for it
+                    let waiting = parking_lot::Mutex::new(&mut questions);
+                    let status = |s: String| {
+                        for q in waiting.lock().iter_mut() {
+                            q.status(&s);
+                        }
+                        report(s)
+                    };
+                    config.ensure_fetched(&status).and_then(|()| {
+                        status(format!("loading the chat model {}", config.model_name()));
+                        ChatModel::load(&config.model, &config.device).map_err(|e| format!("the chat model did not load: {e}"))
+                    })
+                };
                 *self.inner.summarizer_status.lock() = None;
                 let _ = self.inner.events.send(AppEvent::SummarizerStatus(None));
                 match loaded {
@@ -136,11 +159,21 @@ impl App {
                         for path in batch {
                             self.publish_summary(path, None, Some(e.clone()));
                         }
+                        for q in questions {
+                            q.fail(crate::AppError::Engine(e.clone()));
+                        }
                         continue;
                     }
                 }
             }
             let (model, name) = chat.as_ref().expect("loaded");
+            // a person waits for an answer; summaries can wait the seconds it takes
+            if !questions.is_empty() {
+                self.answer_questions(model, name, questions);
+            }
+            if batch.is_empty() {
+                continue;
+            }
             if let Err(e) = self.summarize_batch(model, name, &config.options, &batch) {
                 if batch.len() == 1 {
                     self.publish_summary(batch.remove(0), None, Some(e));
@@ -217,12 +250,12 @@ impl App {
 
     /// Sends `paths` to the summarizer (when summaries are on) and counts them as pending.
     pub(crate) fn queue_summaries(&self, paths: Vec<String>) {
-        let Some(queue) = &self.inner.summarize else { return };
+        let Some(queue) = &self.inner.chat else { return };
         if paths.is_empty() {
             return;
         }
         self.inner.summaries_pending.lock().extend(paths.iter().cloned());
-        let _ = queue.send(paths);
+        let _ = queue.send(ChatJob::Summarize(paths));
     }
 
     /// Indexed documents without a checked summary by `model`.

@@ -25,11 +25,12 @@ pub struct ServeArgs {
     #[arg(long, env = "WARPFOLD_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
     /// Summarize every document once it is indexed, with the local chat model (see `warpfold
-    /// summarize`); without it, POST /api/summarize answers that summaries are off.
+    /// summarize`); without it, documents are summarized when asked (POST /api/summarize).
     #[arg(long)]
     pub summarize: bool,
-    /// The chat model for --summarize (a .gguf, a folder with one, a Hugging Face folder, a pinned
-    /// model's name, or `fast`). Default: the device's (see `warpfold summarize --help`).
+    /// The chat model that answers questions (POST /api/ask) and summarizes (a .gguf, a folder
+    /// with one, a Hugging Face folder, a pinned model's name, or `fast`). Default: the device's
+    /// (see `warpfold summarize --help`), fetched on first use.
     #[arg(long)]
     pub chat_model: Option<PathBuf>,
     #[command(flatten)]
@@ -87,7 +88,8 @@ fn token_from_file(file: &std::path::Path) -> Result<String> {
     Ok(text.lines().next().unwrap_or_default().trim().to_string())
 }
 
-/// The embedding engine, the index and (with --summarize) the summarizer, as the flags say.
+/// The embedding engine, the index and the chat model's thread (answers, and summaries: of every
+/// document with --summarize, else when asked), as the flags say.
 fn start_app(global: &GlobalOptions, args: &ServeArgs) -> Result<App> {
     let dir = setup::embedding_model_dir(global)?;
     let mut started = setup::start_embedder(global, &dir)?;
@@ -100,7 +102,7 @@ fn start_app(global: &GlobalOptions, args: &ServeArgs) -> Result<App> {
     config.index_options.isolation.ocr_languages =
         warpfold_index::ocr::languages_setting(&args.ocr_languages).map_err(|e| anyhow::anyhow!("--ocr-languages: {e}"))?;
     args.ocr_limits.apply(&mut config.index_options.isolation);
-    if args.summarize {
+    {
         // A pinned chat model not fetched yet is fetched on first use, its progress in the state.
         let device = setup::backend_device(global)?;
         let (model, fetch) = warpfold_runtime::planned_chat_model(args.chat_model.as_deref(), &device, &setup::models_dir(global))?;
@@ -108,7 +110,7 @@ fn start_app(global: &GlobalOptions, args: &ServeArgs) -> Result<App> {
             model,
             fetch,
             device,
-            auto: true,
+            auto: args.summarize,
             options: {
                 let mut options = args.summary.options();
                 options.check().map_err(|e| anyhow::anyhow!("summary settings: {e}"))?;

@@ -54,6 +54,7 @@ use futures_util::TryStreamExt;
 use parking_lot::Mutex;
 use serde::Deserialize;
 use tokio_util::io::{StreamReader, SyncIoBridge};
+use warpfold_app::ask::{AskEvent, AskRequest, AskSink};
 use warpfold_app::{inbox, App, AppError, Origin};
 use warpfold_engine::embed::EmbedError;
 use warpfold_engine::scheduler::Cancel;
@@ -619,6 +620,33 @@ async fn file(State(state): State<Shared>, query: Result<Query<PathBody>, axum::
     }
 }
 
+/// A question answered from the index, streamed as server-sent events: `passages` (found at once),
+/// `status` while the chat model loads or reads, then `answer` (the checked answer with its
+/// citations) or `error`, which ends the stream. A question that cannot be asked (empty, too long,
+/// nothing indexed) is answered with its error and status instead of a stream.
+async fn ask(State(state): State<Shared>, body: Result<Json<AskRequest>, axum::extract::rejection::JsonRejection>) -> Response {
+    let Ok(Json(request)) = body else {
+        return app_error(AppError::InvalidInput(
+            "expected {\"question\": TEXT, \"passages\"?: N, \"earlier\"?: [{\"question\": TEXT, \"answer\": TEXT}]}".into(),
+        ));
+    };
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel::<AskEvent>();
+    let sink: AskSink = Box::new(move |event| drop(sender.send(event)));
+    let app = state.app.clone();
+    match tokio::task::spawn_blocking(move || app.ask(request, sink)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return app_error(e),
+        Err(_) => return app_error(AppError::Internal("the request's task failed".into())),
+    }
+    // the stream ends when the question's sink goes, after its answer or error
+    let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
+        let event = receiver.recv().await?;
+        let data = serde_json::to_string(&event).unwrap_or_else(|e| format!("{{\"event\":\"error\",\"error\":{{\"kind\":\"internal\",\"message\":\"{e}\"}}}}"));
+        Some((Ok::<_, std::convert::Infallible>(Event::default().event(event.name()).data(data)), receiver))
+    });
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(std::time::Duration::from_secs(15)).text("ping")).into_response()
+}
+
 /// Live events as server-sent events; a client that falls behind gets `resync` and refetches state.
 async fn events(State(state): State<Shared>) -> Response {
     let receiver = state.app.subscribe();
@@ -747,6 +775,7 @@ fn router(state: Shared) -> Router {
         .route("/api/summarize", post(summarize))
         .route("/api/upload", post(upload))
         .route("/api/search", get(search))
+        .route("/api/ask", post(ask))
         .route("/api/document", get(document))
         .route("/api/file", get(file))
         .route("/api/events", get(events))

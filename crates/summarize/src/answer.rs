@@ -12,7 +12,7 @@
 
 use candle_core::Result as CandleResult;
 
-use crate::generate::{generate, BatchOptions, SamplingParams};
+use crate::generate::{generate, BatchOptions, GenerationStats, SamplingParams};
 use crate::grounding::{self, RemovedSentence, Source};
 use crate::{ChatError, ChatModel};
 
@@ -66,11 +66,37 @@ pub struct Answer {
 /// passages of a question are prefilled packed and decoded together, so reading them apart costs
 /// little more than reading them in one prompt.
 pub fn prompt(question: &str, passage: &Passage, n: usize) -> String {
+    prompt_after(question, &[], passage, n)
+}
+
+/// An earlier question of the conversation and the answer it got (its citation marks included).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Turn {
+    pub question: String,
+    pub answer: String,
+}
+
+/// What a follow-up is searched with: the last earlier question and this one ("and when is it
+/// due?" alone finds nothing; with "How much is the deposit?" before it, it finds the lease).
+pub fn follow_up_query(question: &str, earlier: &[Turn]) -> String {
+    match earlier.last() {
+        Some(turn) => format!("{} {}", turn.question.trim(), question.trim()),
+        None => question.trim().to_string(),
+    }
+}
+
+/// [`prompt`] for a follow-up: the last earlier question and its answer come before the question,
+/// so "it" and "that" can be read.
+pub fn prompt_after(question: &str, earlier: &[Turn], passage: &Passage, n: usize) -> String {
     let question = question.trim();
     let name =
         std::path::Path::new(&passage.path).file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_else(|| passage.path.clone());
+    let context = match earlier.last() {
+        Some(turn) => format!("Earlier question: {}\nEarlier answer: {}\n", turn.question.trim(), without_marks(&turn.answer)),
+        None => String::new(),
+    };
     format!(
-        "Passage [{n}] ({name}, page {}):\n{}\n\nQuestion: {question}\n\
+        "Passage [{n}] ({name}, page {}):\n{}\n\n{context}Question: {question}\n\
          Answer the question from the passage in one or two full sentences. Copy the names, numbers, amounts \
          and dates exactly as the passage writes them, and end each sentence with [{n}]. \
          If the passage does not say, reply only: {NOT_FOUND}",
@@ -89,18 +115,35 @@ pub fn answer(chat: &ChatModel, question: &str, passages: &[Passage], sampling: 
 /// summaries are. A question's answer is the first passage's (best first) that answers it and
 /// whose answer passes the check against that passage.
 pub fn answer_all(chat: &ChatModel, asked: &[(&str, &[Passage])], sampling: &SamplingParams) -> Result<Vec<Answer>, ChatError> {
+    let asked: Vec<Question> = asked.iter().map(|(question, passages)| Question { question, earlier: &[], passages }).collect();
+    Ok(answer_questions(chat, &asked, sampling)?.0)
+}
+
+/// A question to answer: its words, the conversation before it, and the passages found for it.
+#[derive(Debug, Clone, Copy)]
+pub struct Question<'a> {
+    pub question: &'a str,
+    pub earlier: &'a [Turn],
+    pub passages: &'a [Passage],
+}
+
+/// [`answer_all`] for questions that may follow earlier ones, with the run's counters (its
+/// `first_token_seconds` is how long a reader waits for the first word).
+pub fn answer_questions(chat: &ChatModel, asked: &[Question], sampling: &SamplingParams) -> Result<(Vec<Answer>, GenerationStats), ChatError> {
     let mut prompts = Vec::new();
     let mut owner = Vec::new();
-    for (i, (question, passages)) in asked.iter().enumerate() {
-        for (j, passage) in passages.iter().enumerate() {
-            prompts.push(chat.encode_chat(SYSTEM_PROMPT, &prompt(question, passage, j + 1))?);
+    for (i, q) in asked.iter().enumerate() {
+        for (j, passage) in q.passages.iter().enumerate() {
+            prompts.push(chat.encode_chat(SYSTEM_PROMPT, &prompt_after(q.question, q.earlier, passage, j + 1))?);
             owner.push((i, j));
         }
     }
     let mut readings: Vec<Vec<Reading>> = asked.iter().map(|_| Vec::new()).collect();
+    let mut stats = GenerationStats::default();
     if !prompts.is_empty() {
         let run = || -> CandleResult<_> { generate(&chat.model, &prompts, &chat.stop_ids, sampling, BatchOptions::default(), |_, _| {}) };
-        let (generations, _) = run().map_err(|e| ChatError::Inference(e.to_string()))?;
+        let (generations, run_stats) = run().map_err(|e| ChatError::Inference(e.to_string()))?;
+        stats = run_stats;
         for ((g, (i, j)), ids) in generations.into_iter().zip(owner).zip(&prompts) {
             let text = chat.decode(&g.tokens)?;
             let text = if g.stopped { text.trim().to_string() } else { crate::output::end_at_sentence(text.trim()).to_string() };
@@ -108,7 +151,16 @@ pub fn answer_all(chat: &ChatModel, asked: &[(&str, &[Passage])], sampling: &Sam
             readings[i].push(Reading { passage: j, text, prompt_tokens: ids.len(), output_tokens: g.tokens.len() });
         }
     }
-    Ok(readings.iter().zip(asked).map(|(r, (question, passages))| chosen(r, question, passages)).collect())
+    let answers = readings
+        .iter()
+        .zip(asked)
+        .map(|(r, q)| {
+            // what the conversation said before may be said again ("the deposit" of the last answer)
+            let said = q.earlier.last().map(|t| format!("{}\n{}\n{}", t.question, without_marks(&t.answer), q.question));
+            chosen(r, said.as_deref().unwrap_or(q.question), q.passages)
+        })
+        .collect();
+    Ok((answers, stats))
 }
 
 /// What the model wrote about one passage.
@@ -241,6 +293,19 @@ mod tests {
         assert!(p.starts_with("Passage [3] (lease.pdf, page 2):\nThe tenant pays"), "{p}");
         assert!(p.contains("\n\nQuestion: How much is the deposit?\n"), "{p}");
         assert!(p.contains("end each sentence with [3]") && p.ends_with(NOT_FOUND));
+    }
+
+    #[test]
+    fn a_follow_up_is_searched_and_read_with_the_question_before_it() {
+        let earlier = [Turn { question: "How much is the deposit?".into(), answer: "The deposit is 2,900 euros [1].".into() }];
+        assert_eq!(follow_up_query(" When is it due? ", &earlier), "How much is the deposit? When is it due?");
+        assert_eq!(follow_up_query("When is it due?", &[]), "When is it due?");
+        let p = prompt_after("When is it due?", &earlier, &passages()[0], 1);
+        assert!(
+            p.contains("\n\nEarlier question: How much is the deposit?\nEarlier answer: The deposit is 2,900 euros.\nQuestion: When is it due?\n"),
+            "{p}"
+        );
+        assert_eq!(prompt_after("Q?", &[], &passages()[0], 1), prompt("Q?", &passages()[0], 1));
     }
 
     #[test]

@@ -118,6 +118,9 @@ pub struct GenerationStats {
     pub max_batch_seen: usize,
     /// The most cache tokens the running sequences had reserved at once.
     pub max_kv_reserved: usize,
+    /// Seconds from the start of the run to its first token (the end of the first packed prefill):
+    /// how long a reader waits before anything can be shown.
+    pub first_token_seconds: Option<f64>,
 }
 
 /// xorshift64*: a request's own reproducible stream.
@@ -257,6 +260,7 @@ pub fn generate(
             candle_core::bail!("prompt {i} has {} tokens; the model has {max_pos} positions", p.len());
         }
     }
+    let run_started = Instant::now();
     let mut stats = GenerationStats { prompts: prompts.len(), ..Default::default() };
     let mut results: Vec<Option<Generation>> = vec![None; prompts.len()];
     let mut outputs: Vec<Vec<u32>> = vec![Vec::new(); prompts.len()];
@@ -324,6 +328,7 @@ pub fn generate(
             stats.prefills += 1;
             stats.prompt_tokens += tokens;
             stats.prefill_seconds += started.elapsed().as_secs_f64();
+            stats.first_token_seconds.get_or_insert(run_started.elapsed().as_secs_f64());
             for (((r, mut row), cache), budget) in joining.into_iter().zip(logits).zip(caches).zip(budgets) {
                 let done = if budget == 0 {
                     Some(false)

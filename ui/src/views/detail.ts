@@ -10,7 +10,10 @@ import { showError } from "./toast";
 
 let current: string | null = null;
 
-export function mountDetail(t: Transport): (path: string, query?: string) => void {
+/** Opens a document's detail; with `page`, the first chunk on that page is the one shown open. */
+export type OpenDetail = (path: string, query?: string, page?: number) => void;
+
+export function mountDetail(t: Transport): OpenDetail {
   const panel = $("detail");
   const scrim = $("detail-scrim");
   scrim.addEventListener("click", () => close());
@@ -24,13 +27,14 @@ export function mountDetail(t: Transport): (path: string, query?: string) => voi
     const f = store.files.get(current);
     if (f && f.state !== lastState) {
       lastState = f.state;
-      void open(current, currentQuery, true);
+      void open(current, currentQuery, currentPage, true);
     }
   });
   let currentQuery: string | undefined;
+  let currentPage: number | undefined;
   // its summary arrived while it is shown
   store.on("summary", () => {
-    if (current && !panel.hidden && store.lastSummary === current) void open(current, currentQuery, true);
+    if (current && !panel.hidden && store.lastSummary === current) void open(current, currentQuery, currentPage, true);
   });
 
   function close() {
@@ -40,9 +44,10 @@ export function mountDetail(t: Transport): (path: string, query?: string) => voi
     current = null;
   }
 
-  async function open(path: string, query?: string, quiet = false) {
+  async function open(path: string, query?: string, page?: number, quiet = false) {
     current = path;
     currentQuery = query;
+    currentPage = page;
     lastState = store.files.get(path)?.state ?? "";
     panel.hidden = false;
     scrim.hidden = false;
@@ -51,7 +56,7 @@ export function mountDetail(t: Transport): (path: string, query?: string) => voi
     try {
       const doc = await t.document(path);
       if (current !== path) return;
-      replace(panel, head(path, doc), body(doc, query));
+      replace(panel, head(path, doc), body(doc, query, page));
     } catch (e) {
       if (current !== path) return;
       const f = store.files.get(path);
@@ -99,7 +104,7 @@ export function mountDetail(t: Transport): (path: string, query?: string) => voi
     );
   }
 
-  return (path, query) => void open(path, query);
+  return (path, query, page) => void open(path, query, page);
 }
 
 function facts(state: string, pages: number | null, size: number | null, chunks: number | null, ocrPages: number[] = []): HTMLElement {
@@ -127,10 +132,12 @@ function pageRuns(pages: number[]): string {
   return `${pages.length === 1 ? "p." : "pp."} ${text}`;
 }
 
-function body(doc: DocumentDetail, query?: string): HTMLElement {
+function body(doc: DocumentDetail, query?: string, page?: number): HTMLElement {
   const stems = query ? queryStems(query) : [];
   const chunks = [...doc.chunks].sort((a, b) => a.ordinal - b.ordinal);
-  const firstHit = chunks.find((c) => matches(c.text, stems));
+  // a citation's page: the chunks on it, the one with the question's words first
+  const onPage = page === undefined ? [] : chunks.filter((c) => (c.page_start ?? 1) <= page && page <= (c.page_end ?? c.page_start ?? 1));
+  const firstHit = onPage.find((c) => matches(c.text, stems)) ?? onPage[0] ?? chunks.find((c) => matches(c.text, stems));
   const el = h(
     "div",
     { class: "drawer-body" },

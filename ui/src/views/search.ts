@@ -4,6 +4,7 @@ import { $, h, icon, replace } from "../dom";
 import { basename, dirname, shortDir } from "../format";
 import type { Transport } from "../transport";
 import { ApiError, type Hit } from "../types";
+import type { OpenDetail } from "./detail";
 import { showError } from "./toast";
 
 const K = 10;
@@ -43,7 +44,7 @@ export function highlighted(text: string, stems: string[]): (string | HTMLElemen
   return out;
 }
 
-export function mountSearch(t: Transport, openDetail: (path: string, query?: string) => void): void {
+export function mountSearch(t: Transport, openDetail: OpenDetail): void {
   const form = $("search-form") as HTMLFormElement;
   const input = $("search-input") as HTMLInputElement;
   const list = $("search-hits");
