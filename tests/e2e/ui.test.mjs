@@ -285,9 +285,9 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       assert.equal((await panel.getByTestId("detail-name").textContent()).trim(), "tomatoes.pdf");
       await panel.getByTestId("detail-chunk").first().waitFor();
       assert.match(await panel.getByTestId("detail-state").textContent(), /done/);
-      // this server runs without --summarize: the panel says so instead of "no summary yet"
-      assert.equal(await panel.getByTestId("summary-state").getAttribute("data-state"), "off");
-      assert.match(await panel.getByTestId("summary-state").textContent(), /Summaries are off/);
+      // this server runs without --summarize: the panel says summaries come when asked for
+      assert.equal(await panel.getByTestId("summary-state").getAttribute("data-state"), "not_asked");
+      assert.match(await panel.getByTestId("summary-state").textContent(), /made when asked for/);
       await page.waitForTimeout(300); // the panel's slide-in
       await shot(page, "detail");
       // opened by address with the cookie: sandboxed by the server, no handle back to this tab
@@ -304,6 +304,34 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       assert.equal(Buffer.from(await bytes.arrayBuffer()).subarray(0, 5).toString(), "%PDF-");
       await page.keyboard.press("Escape");
       await panel.waitFor({ state: "hidden" });
+    });
+
+    await t.test("a question is answered with the page it comes from, and the citation opens that page", async () => {
+      await page.keyboard.press("Escape");
+      await page.getByTestId("search-input").fill("When did Galileo find the four largest moons of Jupiter?");
+      await page.getByTestId("ask-button").click();
+      const answer = page.getByTestId("answer-panel");
+      await answer.waitFor({ state: "visible" });
+      // the chat model loads and reads five passages on the CPU: tens of seconds
+      const text = answer.getByTestId("answer-text");
+      await text.waitFor({ timeout: 5 * 60_000 });
+      assert.equal(await text.getAttribute("data-answerable"), "true", await answer.textContent());
+      assert.match(await text.textContent(), /1610/);
+      const source = answer.getByTestId("answer-source").first();
+      assert.match(await source.getAttribute("data-path"), /moons\.pdf$/);
+      assert.equal(await source.getAttribute("data-page"), "1");
+      assert.ok((await answer.getByTestId("answer-cite").count()) >= 1, "the answer's [n] marks are links");
+      await shot(page, "ask");
+      await source.click();
+      const panel = page.getByTestId("detail-panel");
+      await panel.waitFor({ state: "visible" });
+      assert.equal((await panel.getByTestId("detail-name").textContent()).trim(), "moons.pdf");
+      const shown = panel.locator(".chunk.match");
+      await shown.waitFor();
+      assert.match(await shown.textContent(), /p\. 1|pp\. 1/);
+      await page.keyboard.press("Escape");
+      await answer.getByTestId("answer-clear").click();
+      assert.equal(await answer.isVisible(), false);
     });
 
     await t.test("a watched folder added by path queues its files", async () => {
@@ -407,6 +435,20 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       await app.waitForTimeout(300);
       await shot(app, "summary-check");
       await app.keyboard.press("Escape");
+      // asking goes through the ask command and its channel; a follow-up carries the turn before it
+      await app.getByTestId("search-input").fill("How much is the deposit?");
+      await app.getByTestId("ask-button").click();
+      await app.getByTestId("answer-text").first().waitFor();
+      assert.match(await app.getByTestId("answer-text").first().textContent(), /2,900 euros/);
+      await app.getByTestId("search-input").fill("When is it due?");
+      await app.getByTestId("search-input").press("Control+Enter");
+      await app.getByTestId("answer-text").nth(1).waitFor();
+      const asks = await app.evaluate(() => window.__calls.filter(([cmd]) => cmd === "ask").map(([, a]) => a.earlier));
+      assert.deepEqual(asks, [[], [{ question: "How much is the deposit?", answer: "The deposit is 2,900 euros, paid once [1]." }]]);
+      await app.getByTestId("answer-source").nth(1).click();
+      await app.getByTestId("detail-panel").getByTestId("detail-name").waitFor();
+      assert.equal((await app.getByTestId("detail-name").textContent()).trim(), "lease.pdf");
+      await app.keyboard.press("Escape");
       // a rejected command shows its {kind, message}
       await app.getByTestId("folder-input").fill("/etc");
       await app.getByTestId("folder-add").click();
@@ -503,6 +545,18 @@ function fakeTauri() {
           };
         case "search":
           return { hits: [{ path: "/docs/tomatoes.pdf", page: 1, score: 0.03, text: `about ${args.query}`, chunk: "" }] };
+        case "ask": {
+          // the passages at once, then the answer, on the command's channel
+          let index = 0;
+          const send = (message) => callbacks.get(args.channel.id)?.({ index: index++, message });
+          const passage = { n: 1, path: "/docs/lease.pdf", page: 2, snippet: "a one-time security deposit of 2,900 euros" };
+          setTimeout(() => send({ event: "passages", passages: [passage] }), 50);
+          setTimeout(() => send({ event: "status", status: "reading 1 passages with fake-chat" }), 100);
+          const answer = args.earlier.length ? "It is due on 15 March 2026 [1]." : "The deposit is 2,900 euros, paid once [1].";
+          const citation = { n: 1, path: passage.path, page: 2, text: "The tenant pays a one-time security deposit of 2,900 euros." };
+          setTimeout(() => send({ event: "answer", answer, citations: [citation], answerable: true, removed: [], model: "fake-chat", first_token_seconds: 0.1, seconds: 0.2 }), 400);
+          return null;
+        }
         case "add_folder":
           throw { kind: "path_not_allowed", message: `${args.path} was not chosen` };
         default:

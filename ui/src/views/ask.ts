@@ -65,7 +65,7 @@ export function mountAsk(t: Transport, openDetail: OpenDetail): void {
           "div",
           { class: "answer-actions" },
           h("span", { class: "answer-title" }, "Answers from your documents"),
-          h("button", { class: "btn btn-small btn-ghost", type: "button", "data-testid": "answer-clear", onclick: clear }, "New conversation"),
+          h("button", { class: "btn btn-small", type: "button", "data-testid": "answer-clear", onclick: clear }, "New conversation"),
         ),
       );
     }
