@@ -241,6 +241,16 @@ impl LlamaModel {
         Ok((logits, caches))
     }
 
+    /// The logits at each sequence's last token ((n, vocab), f32), keeping no cache: a model's
+    /// judgement of whole prompts (a reranker's "yes" or "no") read without generating.
+    pub fn last_logits(&self, bin: &Bin) -> Result<Tensor> {
+        let n = bin.num_sequences();
+        let hidden = self.forward_hidden(bin)?;
+        let last: Vec<u32> = (0..n).map(|i| bin.cu_seqlens[i] + bin.seq_lens[i] - 1).collect();
+        let last = hidden.index_select(&Tensor::from_vec(last, n, &self.device)?, 0)?;
+        self.lm_head.forward(&last)?.to_dtype(DType::F32)
+    }
+
     /// One decoding step for a batch: `tokens[b]` is the next token of the sequence whose place in
     /// `pool` is `caches[b]`, at position `caches[b].len()`. Appends to every cache and returns the
     /// logits of the next token, (B, vocab) in f32.

@@ -27,6 +27,7 @@ pub mod generate;
 pub mod grounding;
 pub mod mapreduce;
 pub mod output;
+pub mod rerank;
 
 use std::time::Instant;
 
