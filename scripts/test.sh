@@ -18,6 +18,9 @@ cargo test --release --locked --workspace --exclude warpfold-desktop
 # killed and retried; the merge equal to a one-process index) and the Kubernetes manifests.
 bash scripts/install-ray.sh
 .venv-ray/bin/python scaleout/test_scaleout.py -v
+# `warpfold mcp` (docs/mcp.md) driven by the official Python MCP SDK's stdio client, as an assistant drives it.
+bash scripts/install-mcp-client.sh
+.venv-mcp/bin/python tests/mcp/test_mcp_client.py -v
 (cd ui && npm run --silent check)
 bash tests/e2e/run.sh
 cargo build --release --locked -p warpfold-desktop

@@ -1,15 +1,21 @@
 //! `warpfold ask`: a question answered from the index with the passages it cites.
+//!
+//! The work itself ([`AskIndex`], [`ChatSlot`], [`answer`]) is shared with `warpfold mcp`, whose
+//! `ask` tool must answer exactly as this command does; only reading questions and printing
+//! answers belong to the command.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use clap::Args;
+use warpfold_engine::embed::Embedder;
 use warpfold_engine::Lane;
-use warpfold_index::search::Searcher;
+use warpfold_index::search::{Hit, Searcher};
 use warpfold_index::store::Store;
-use warpfold_summarize::answer::{self, Passage};
+use warpfold_summarize::answer::{self, Answer, Passage};
 use warpfold_summarize::generate::SamplingParams;
 use warpfold_summarize::ChatModel;
 
@@ -36,6 +42,147 @@ pub struct AskArgs {
     /// Print one JSON object: {"answer", "citations": [{"n", "path", "page", "text"}], "answerable", "removed", ...}.
     #[arg(long)]
     pub json: bool,
+}
+
+/// How many tokens an answer may take.
+const ANSWER_TOKENS: usize = 160;
+
+/// An index opened for searching and asking: checked to be built with the embedding model the
+/// options name (vectors of another model would not compare), its vectors in memory, that model
+/// loaded to embed queries.
+pub struct AskIndex {
+    searcher: Searcher,
+    embedder: Arc<Embedder>,
+    model: String,
+}
+
+impl AskIndex {
+    /// Loads the embedding model the global options name and opens `db` with it.
+    pub fn open(global: &GlobalOptions, db: &Path) -> Result<AskIndex> {
+        let dir = setup::embedding_model_dir(global)?;
+        check_index(db, &dir.name)?;
+        let embedder = setup::embedder_for(global, &dir)?;
+        Ok(AskIndex { searcher: Searcher::open(db)?, embedder, model: dir.name })
+    }
+
+    /// `db` opened again with the model already loaded: what changed in the index since is seen.
+    pub fn reopen(&self, db: &Path) -> Result<AskIndex> {
+        check_index(db, &self.model)?;
+        Ok(AskIndex { searcher: Searcher::open(db)?, embedder: Arc::clone(&self.embedder), model: self.model.clone() })
+    }
+
+    pub fn searcher(&self) -> &Searcher {
+        &self.searcher
+    }
+
+    /// The `k` best hits for `query`, as `warpfold search` finds them: semantic and keyword
+    /// rankings fused.
+    pub fn search(&self, query: &str, k: usize) -> Result<Vec<Hit>> {
+        let embed =
+            |q: &str| self.embedder.embed_texts(Lane::Interactive, &[q]).pop().expect("one answer per text").map_err(|e| e.to_string());
+        Ok(self.searcher.search(query, k, embed)?)
+    }
+
+    /// The passages a question is answered from: the best hits, whichever documents they come
+    /// from (the answer to a question about a long report is often in its third or fourth best
+    /// passage).
+    fn passages(&self, question: &str, count: usize) -> Result<Vec<Passage>> {
+        let hits = self.search(question, count.max(1))?;
+        Ok(hits.into_iter().map(|h| Passage { path: h.path, page: h.page, text: h.chunk }).collect())
+    }
+}
+
+/// Refuses an index that is missing, empty, or built with another embedding model than `model`.
+fn check_index(db: &Path, model: &str) -> Result<()> {
+    let store = Store::open_read_only(db).map_err(|e| anyhow::Error::from(e).context(db.display().to_string()))?;
+    match store.model()? {
+        Some((_, dim)) => Ok(store.check_model(model, dim, false)?),
+        None => bail!("{} holds no documents yet; run `warpfold index PATH... --db {}` first", db.display(), db.display()),
+    }
+}
+
+/// What to do when the chat model is not on this machine yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MissingModel {
+    /// Fetch it with pip (a terminal shows the wait on stderr).
+    Fetch,
+    /// Refuse, naming the command that fetches it: a client that waits on a tool call would
+    /// give up long before a gigabyte arrives.
+    Refuse,
+}
+
+/// The chat model, loaded on first use and kept: loading takes seconds, answering a question
+/// with it about as long again.
+pub struct ChatSlot {
+    global: GlobalOptions,
+    decoder: Option<PathBuf>,
+    missing: MissingModel,
+    loaded: Option<(ChatModel, String)>,
+}
+
+impl ChatSlot {
+    /// `decoder` as `ask --decoder` takes it; None: the device's default chat model.
+    pub fn new(global: &GlobalOptions, decoder: Option<PathBuf>, missing: MissingModel) -> ChatSlot {
+        ChatSlot { global: global.clone(), decoder, missing, loaded: None }
+    }
+
+    /// The model and its name, loaded now if it was not yet.
+    fn get(&mut self) -> Result<&(ChatModel, String)> {
+        if self.loaded.is_none() {
+            let path = self.path()?;
+            let device = setup::backend_device(&self.global)?;
+            let chat = ChatModel::load(&path, &device)?;
+            self.loaded = Some((chat, warpfold_summarize::chat::model_name(&path)));
+        }
+        Ok(self.loaded.as_ref().expect("loaded above"))
+    }
+
+    fn path(&self) -> Result<PathBuf> {
+        if self.missing == MissingModel::Fetch {
+            return summarize::chat_model_path(&self.global, self.decoder.as_ref());
+        }
+        let device = setup::backend_device(&self.global)?;
+        let root = setup::models_dir(&self.global);
+        match warpfold_runtime::planned_chat_model(self.decoder.as_deref(), &device, &root)? {
+            (path, None) => Ok(path),
+            (_, Some(entry)) => bail!(
+                "the chat model {} is not installed in {}; fetch it with `warpfold models fetch {}`{}, then ask again",
+                entry.name,
+                root.display(),
+                entry.name,
+                entry.size().map(|b| format!(" ({:.1} GB)", b as f64 / 1e9)).unwrap_or_default()
+            ),
+        }
+    }
+}
+
+/// Questions answered, with what each was answered from and where the time went.
+pub struct Answered {
+    /// One per question, in order.
+    pub answers: Vec<Answer>,
+    /// The passages each question was answered from.
+    pub passages: Vec<Vec<Passage>>,
+    /// The chat model's name.
+    pub model: String,
+    pub retrieval: Duration,
+    /// Zero when the model was loaded before.
+    pub model_load: Duration,
+    pub answering: Duration,
+}
+
+/// Answers `questions` from the index: the best `passages` hits of each are found, then the chat
+/// model (loaded on first use) reads them all together, batched.
+pub fn answer(index: &AskIndex, chat: &mut ChatSlot, questions: &[&str], passages: usize) -> Result<Answered> {
+    let started = Instant::now();
+    let found: Vec<Vec<Passage>> = questions.iter().map(|q| index.passages(q, passages)).collect::<Result<_>>()?;
+    let retrieval = started.elapsed();
+    let (chat, model) = chat.get()?;
+    let model_load = started.elapsed() - retrieval;
+    let sampling = SamplingParams { max_new_tokens: ANSWER_TOKENS, ..SamplingParams::default() };
+    let pairs: Vec<(&str, &[Passage])> = questions.iter().zip(&found).map(|(q, p)| (*q, p.as_slice())).collect();
+    let answers = answer::answer_all(chat, &pairs, &sampling)?;
+    let answering = started.elapsed() - retrieval - model_load;
+    Ok(Answered { answers, passages: found, model: model.clone(), retrieval, model_load, answering })
 }
 
 pub fn run(global: &GlobalOptions, args: &AskArgs) -> Result<ExitCode> {
@@ -65,33 +212,13 @@ pub fn run(global: &GlobalOptions, args: &AskArgs) -> Result<ExitCode> {
     if let Some(i) = questions.iter().position(|q| q.trim().is_empty()) {
         bail!("question {} is empty", i + 1);
     }
-    let dir = setup::embedding_model_dir(global)?;
-    let store = Store::open_read_only(&args.db).map_err(|e| anyhow::Error::from(e).context(args.db.display().to_string()))?;
-    match store.model()? {
-        Some((_, dim)) => store.check_model(&dir.name, dim, false)?,
-        None => bail!("{} holds no documents yet; run `warpfold index PATH... --db {}` first", args.db.display(), args.db.display()),
-    }
-    let embedder = setup::embedder_for(global, &dir)?;
-    let searcher = Searcher::open(&args.db)?;
-    let mut passages: Vec<Vec<Passage>> = Vec::with_capacity(questions.len());
-    for q in &questions {
-        let embed = |q: &str| embedder.embed_texts(Lane::Interactive, &[q]).pop().expect("one answer per text").map_err(|e| e.to_string());
-        // the best hits, whichever documents they come from: the answer to a question about a
-        // long report is often in its third or fourth best passage
-        let hits = searcher.search(q, args.passages.max(1), embed)?;
-        passages.push(hits.iter().map(|h| Passage { path: h.path.clone(), page: h.page, text: h.chunk.clone() }).collect());
-    }
-    let retrieved = started.elapsed().as_secs_f64();
-
-    let path = summarize::chat_model_path(global, args.decoder.as_ref())?;
-    let device = setup::backend_device(global)?;
-    let chat = ChatModel::load(&path, &device)?;
-    let loaded = started.elapsed().as_secs_f64();
-    let sampling = SamplingParams { max_new_tokens: 160, ..SamplingParams::default() };
-    let pairs: Vec<(&str, &[Passage])> = questions.iter().zip(&passages).map(|(q, p)| (*q, p.as_slice())).collect();
-    let answers = answer::answer_all(&chat, &pairs, &sampling)?;
-    let seconds = started.elapsed().as_secs_f64();
-    let model = warpfold_summarize::chat::model_name(&path);
+    let index = AskIndex::open(global, &args.db)?;
+    let opened = started.elapsed();
+    let mut chat = ChatSlot::new(global, args.decoder.clone(), MissingModel::Fetch);
+    let Answered { answers, passages, model, retrieval, model_load, answering } = answer(&index, &mut chat, &questions, args.passages)?;
+    // retrieval as the user waits for it: opening the index and loading the embedding model too
+    let retrieved = (opened + retrieval).as_secs_f64();
+    let (model_load, answering) = (model_load.as_secs_f64(), answering.as_secs_f64());
     if args.json || args.questions.is_some() {
         for ((mut line, a), p) in asked.into_iter().zip(&answers).zip(&passages) {
             let serde_json::Value::Object(fields) = serde_json::to_value(a)? else { unreachable!("an answer is an object") };
@@ -100,12 +227,7 @@ pub fn run(global: &GlobalOptions, args: &AskArgs) -> Result<ExitCode> {
             line["passages"] = serde_json::to_value(p)?;
             println!("{line}");
         }
-        eprintln!(
-            "{} question(s): retrieval {retrieved:.1} s, model load {:.1} s, answers {:.1} s",
-            answers.len(),
-            loaded - retrieved,
-            seconds - loaded
-        );
+        eprintln!("{} question(s): retrieval {retrieved:.1} s, model load {model_load:.1} s, answers {answering:.1} s", answers.len());
         return Ok(ExitCode::SUCCESS);
     }
     let (a, passages) = (&answers[0], &passages[0]);
@@ -128,8 +250,8 @@ pub fn run(global: &GlobalOptions, args: &AskArgs) -> Result<ExitCode> {
         passages.len(),
         args.db.display(),
         retrieved,
-        loaded - retrieved,
-        seconds - loaded,
+        model_load,
+        answering,
         a.prompt_tokens,
         a.output_tokens
     );

@@ -11,6 +11,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod ask;
 mod embed;
 mod index;
+mod mcp;
 mod score;
 mod serve;
 mod setup;
@@ -121,6 +122,9 @@ pub enum Command {
     /// Merge shard indexes (`index --shard I/N`) into one index: documents, pages, chunks and
     /// embeddings once each, full-text index rebuilt; refuses shards of another model.
     Merge(index::MergeArgs),
+    /// Serve the index to AI assistants (Claude Desktop, Jan, LM Studio, ...) over the Model Context
+    /// Protocol on stdin and stdout, read-only: search, read documents and pages, ask (docs/mcp.md).
+    Mcp(mcp::McpArgs),
     /// Summarize documents (PDF, text, Markdown) with a local chat model; long ones by map-reduce.
     Summarize(summarize::SummarizeArgs),
     /// Summarization speed: packed and batched against one document at a time, on the samples.
@@ -184,6 +188,7 @@ fn main() -> ExitCode {
         Command::Search(args) => index::run_search(&cli.global, args),
         Command::Ask(args) => ask::run(&cli.global, args),
         Command::Merge(args) => index::run_merge(args),
+        Command::Mcp(args) => mcp::run(&cli.global, args),
         Command::Summarize(args) => summarize::run(&cli.global, args),
         Command::BenchSummarize(args) => summarize::run_bench(&cli.global, args),
         Command::MakeSamples { dir } => index::run_make_samples(dir),
