@@ -880,7 +880,8 @@ fn a_question_asked_over_http_streams_its_passages_then_a_cited_answer() {
          The tenant pays a one-time security deposit of 2,900 euros. The deposit must be paid by 15 March 2026.\n",
     )
     .unwrap();
-    std::fs::write(docs.join("bread.txt"), "A sourdough starter is flour and water kept alive by wild yeast. Feed it twice a day.\n").unwrap();
+    std::fs::write(docs.join("bread.txt"), "A sourdough starter is flour and water kept alive by wild yeast. Feed it twice a day.\n")
+        .unwrap();
     let db = dir.path().join("i.db");
     let data = dir.path().join("data");
     let (empty, _empty_dir) = fresh(&[]);

@@ -156,7 +156,8 @@ impl App {
             return Err(AppError::NotFound("nothing is indexed yet: add documents, then ask".into()));
         }
         let passages: Vec<Passage> = hits.iter().map(|h| Passage { path: h.path.clone(), page: h.page, text: h.chunk.clone() }).collect();
-        let views = hits.iter().enumerate().map(|(i, h)| PassageView { n: i + 1, path: h.path.clone(), page: h.page, snippet: h.text.clone() });
+        let views =
+            hits.iter().enumerate().map(|(i, h)| PassageView { n: i + 1, path: h.path.clone(), page: h.page, snippet: h.text.clone() });
         sink(AskEvent::Passages { passages: views.collect() });
         let question = PendingQuestion { request, passages, started, sink };
         if let Err(unsent) = chat.send(crate::summaries::ChatJob::Ask(Box::new(question))) {

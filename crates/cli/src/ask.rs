@@ -39,6 +39,11 @@ pub struct AskArgs {
     /// The chat model (as for `summarize --decoder`); default: the device's, fetched on first use.
     #[arg(long)]
     pub decoder: Option<PathBuf>,
+    /// Rerank this many of the best hits with the chat model (it judges whether each answers the
+    /// question) and read the best `--passages` of them; 0: read the best hits as found. Costs a
+    /// prefill of every candidate: cheap on a GPU, about a second a candidate on a laptop CPU.
+    #[arg(long, default_value_t = 0, value_name = "CANDIDATES")]
+    pub rerank: usize,
     /// Print one JSON object: {"answer", "citations": [{"n", "path", "page", "text"}], "answerable", "removed", ...}.
     #[arg(long)]
     pub json: bool,
@@ -167,22 +172,51 @@ pub struct Answered {
     pub retrieval: Duration,
     /// Zero when the model was loaded before.
     pub model_load: Duration,
+    /// Judging the candidates (zero without reranking), and how many pairs were judged.
+    pub reranking: Duration,
+    pub reranked_pairs: usize,
     pub answering: Duration,
+    /// From the start of answering to the model's first token.
+    pub first_token: Option<Duration>,
 }
 
-/// Answers `questions` from the index: the best `passages` hits of each are found, then the chat
-/// model (loaded on first use) reads them all together, batched.
-pub fn answer(index: &AskIndex, chat: &mut ChatSlot, questions: &[&str], passages: usize) -> Result<Answered> {
+/// Answers `questions` from the index: the best `passages` hits of each are found (with `rerank`
+/// above zero: that many candidates, the best `passages` of them by the chat model's judgement),
+/// then the chat model (loaded on first use) reads them all together, batched.
+pub fn answer(index: &AskIndex, chat: &mut ChatSlot, questions: &[&str], passages: usize, rerank: usize) -> Result<Answered> {
     let started = Instant::now();
-    let found: Vec<Vec<Passage>> = questions.iter().map(|q| index.passages(q, passages)).collect::<Result<_>>()?;
+    let candidates = passages.max(rerank);
+    let mut found: Vec<Vec<Passage>> = questions.iter().map(|q| index.passages(q, candidates)).collect::<Result<_>>()?;
     let retrieval = started.elapsed();
     let (chat, model) = chat.get()?;
     let model_load = started.elapsed() - retrieval;
+    let mut reranked_pairs = 0;
+    if rerank > 0 {
+        for (question, candidates) in questions.iter().zip(&mut found) {
+            let texts: Vec<&str> = candidates.iter().map(|p| p.text.as_str()).collect();
+            let scores = warpfold_summarize::rerank::relevance(chat, question, &texts)?;
+            reranked_pairs += scores.len();
+            *candidates = warpfold_summarize::rerank::best_first(std::mem::take(candidates), &scores, passages);
+        }
+    }
+    let reranking = started.elapsed() - retrieval - model_load;
     let sampling = SamplingParams { max_new_tokens: ANSWER_TOKENS, ..SamplingParams::default() };
-    let pairs: Vec<(&str, &[Passage])> = questions.iter().zip(&found).map(|(q, p)| (*q, p.as_slice())).collect();
-    let answers = answer::answer_all(chat, &pairs, &sampling)?;
-    let answering = started.elapsed() - retrieval - model_load;
-    Ok(Answered { answers, passages: found, model: model.clone(), retrieval, model_load, answering })
+    let asked: Vec<answer::Question> =
+        questions.iter().zip(&found).map(|(q, p)| answer::Question { question: q, earlier: &[], passages: p }).collect();
+    let (answers, stats) = answer::answer_questions(chat, &asked, &sampling)?;
+    let answering = started.elapsed() - retrieval - model_load - reranking;
+    let first_token = stats.first_token_seconds.map(Duration::from_secs_f64);
+    Ok(Answered {
+        answers,
+        passages: found,
+        model: model.clone(),
+        retrieval,
+        model_load,
+        reranking,
+        reranked_pairs,
+        answering,
+        first_token,
+    })
 }
 
 pub fn run(global: &GlobalOptions, args: &AskArgs) -> Result<ExitCode> {
@@ -215,19 +249,28 @@ pub fn run(global: &GlobalOptions, args: &AskArgs) -> Result<ExitCode> {
     let index = AskIndex::open(global, &args.db)?;
     let opened = started.elapsed();
     let mut chat = ChatSlot::new(global, args.decoder.clone(), MissingModel::Fetch);
-    let Answered { answers, passages, model, retrieval, model_load, answering } = answer(&index, &mut chat, &questions, args.passages)?;
+    let answered = answer(&index, &mut chat, &questions, args.passages, args.rerank)?;
+    let Answered { answers, passages, model, retrieval, model_load, answering, .. } = &answered;
     // retrieval as the user waits for it: opening the index and loading the embedding model too
-    let retrieved = (opened + retrieval).as_secs_f64();
+    let retrieved = (opened + *retrieval).as_secs_f64();
     let (model_load, answering) = (model_load.as_secs_f64(), answering.as_secs_f64());
+    let first_token = answered.first_token.map(|d| format!(", first token after {:.1} s", d.as_secs_f64())).unwrap_or_default();
+    let reranked = match answered.reranked_pairs {
+        0 => String::new(),
+        pairs => format!(", reranking {pairs} pairs {:.1} s", answered.reranking.as_secs_f64()),
+    };
     if args.json || args.questions.is_some() {
-        for ((mut line, a), p) in asked.into_iter().zip(&answers).zip(&passages) {
+        for ((mut line, a), p) in asked.into_iter().zip(answers).zip(passages) {
             let serde_json::Value::Object(fields) = serde_json::to_value(a)? else { unreachable!("an answer is an object") };
             line.as_object_mut().expect("a question line is an object").extend(fields);
             line["model"] = serde_json::json!(model);
             line["passages"] = serde_json::to_value(p)?;
             println!("{line}");
         }
-        eprintln!("{} question(s): retrieval {retrieved:.1} s, model load {model_load:.1} s, answers {answering:.1} s", answers.len());
+        eprintln!(
+            "{} question(s): retrieval {retrieved:.1} s, model load {model_load:.1} s{reranked}, answers {answering:.1} s{first_token}",
+            answers.len()
+        );
         return Ok(ExitCode::SUCCESS);
     }
     let (a, passages) = (&answers[0], &passages[0]);
@@ -246,7 +289,7 @@ pub fn run(global: &GlobalOptions, args: &AskArgs) -> Result<ExitCode> {
         );
     }
     eprintln!(
-        "{} passages from {}; retrieval {:.1} s, model load {:.1} s, answer {:.1} s ({} prompt tokens, {} generated)",
+        "{} passages from {}; retrieval {:.1} s, model load {:.1} s{reranked}, answer {:.1} s{first_token} ({} prompt tokens, {} generated)",
         passages.len(),
         args.db.display(),
         retrieved,

@@ -641,7 +641,8 @@ async fn ask(State(state): State<Shared>, body: Result<Json<AskRequest>, axum::e
     // the stream ends when the question's sink goes, after its answer or error
     let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
         let event = receiver.recv().await?;
-        let data = serde_json::to_string(&event).unwrap_or_else(|e| format!("{{\"event\":\"error\",\"error\":{{\"kind\":\"internal\",\"message\":\"{e}\"}}}}"));
+        let data = serde_json::to_string(&event)
+            .unwrap_or_else(|e| format!("{{\"event\":\"error\",\"error\":{{\"kind\":\"internal\",\"message\":\"{e}\"}}}}"));
         Some((Ok::<_, std::convert::Infallible>(Event::default().event(event.name()).data(data)), receiver))
     });
     Sse::new(stream).keep_alive(KeepAlive::new().interval(std::time::Duration::from_secs(15)).text("ping")).into_response()

@@ -6,6 +6,11 @@
 //! documents per minute. One JSON line per document and a summary line; BENCHMARKS.md quotes them.
 //!
 //!     cargo run --release -p warpfold-summarize --example facts -- MODEL.gguf [--cuda] [--ids a,b] [--english] [--out FILE]
+//!         [--texts FILE] [--write-texts FILE]
+//!
+//! `--write-texts FILE` writes the documents' source texts (the scans read back by OCR) as JSON
+//! lines and stops; `--texts FILE` reads them from there instead of reading the scans again (a
+//! machine without Tesseract, such as the GPU machine, summarizes what this one read).
 
 #[path = "../tests/fact_documents/mod.rs"]
 mod fact_documents;
@@ -30,8 +35,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if args.iter().any(|a| a == "--english") {
         docs.retain(|d| d.lang == "en");
     }
-    let texts: Vec<String> =
-        docs.iter().map(|d| fact_documents::source_text(d).map_err(|e| format!("{}: {e}", d.id))).collect::<Result<_, _>>()?;
+    let texts: Vec<String> = match flag("--texts") {
+        Some(file) => {
+            let mut read = std::collections::HashMap::new();
+            for line in std::fs::read_to_string(&file)?.lines().filter(|l| !l.trim().is_empty()) {
+                let v: serde_json::Value = serde_json::from_str(line)?;
+                read.insert(v["id"].as_str().unwrap_or_default().to_string(), v["text"].as_str().unwrap_or_default().to_string());
+            }
+            docs.iter().map(|d| read.remove(&d.id).ok_or_else(|| format!("{file} has no text for {}", d.id))).collect::<Result<_, _>>()?
+        }
+        None => docs.iter().map(|d| fact_documents::source_text(d).map_err(|e| format!("{}: {e}", d.id))).collect::<Result<_, _>>()?,
+    };
+    if let Some(file) = flag("--write-texts") {
+        let mut out = std::fs::File::create(file)?;
+        for (d, t) in docs.iter().zip(&texts) {
+            writeln!(out, "{}", serde_json::json!({ "id": d.id, "text": t }))?;
+        }
+        return Ok(());
+    }
     let chat = ChatModel::load(std::path::Path::new(model), &device)?;
     let mut summarizer = Summarizer::new(&chat, SummarizeOptions::from_vars(|k| std::env::var(k).ok())?)?;
     let started = Instant::now();

@@ -129,7 +129,11 @@ pub struct Question<'a> {
 
 /// [`answer_all`] for questions that may follow earlier ones, with the run's counters (its
 /// `first_token_seconds` is how long a reader waits for the first word).
-pub fn answer_questions(chat: &ChatModel, asked: &[Question], sampling: &SamplingParams) -> Result<(Vec<Answer>, GenerationStats), ChatError> {
+pub fn answer_questions(
+    chat: &ChatModel,
+    asked: &[Question],
+    sampling: &SamplingParams,
+) -> Result<(Vec<Answer>, GenerationStats), ChatError> {
     let mut prompts = Vec::new();
     let mut owner = Vec::new();
     for (i, q) in asked.iter().enumerate() {
@@ -302,7 +306,9 @@ mod tests {
         assert_eq!(follow_up_query("When is it due?", &[]), "When is it due?");
         let p = prompt_after("When is it due?", &earlier, &passages()[0], 1);
         assert!(
-            p.contains("\n\nEarlier question: How much is the deposit?\nEarlier answer: The deposit is 2,900 euros.\nQuestion: When is it due?\n"),
+            p.contains(
+                "\n\nEarlier question: How much is the deposit?\nEarlier answer: The deposit is 2,900 euros.\nQuestion: When is it due?\n"
+            ),
             "{p}"
         );
         assert_eq!(prompt_after("Q?", &[], &passages()[0], 1), prompt("Q?", &passages()[0], 1));

@@ -80,6 +80,14 @@ pub fn relevance(chat: &ChatModel, question: &str, passages: &[&str]) -> Result<
     Ok(scores)
 }
 
+/// The `keep` items with the highest scores, best first (equal scores keep their order).
+pub fn best_first<T>(items: Vec<T>, scores: &[f32], keep: usize) -> Vec<T> {
+    let mut scored: Vec<(f32, usize, T)> =
+        items.into_iter().enumerate().map(|(i, t)| (scores.get(i).copied().unwrap_or(f32::MIN), i, t)).collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    scored.into_iter().take(keep).map(|(_, _, t)| t).collect()
+}
+
 /// The passage's first [`PASSAGE_TOKENS`] tokens, as text.
 fn cut(chat: &ChatModel, passage: &str) -> Result<String, ChatError> {
     let encoding = chat.tokenizer.encode_fast(passage, false).map_err(|e| ChatError::Inference(format!("tokenizing: {e}")))?;
@@ -127,6 +135,12 @@ mod tests {
         let prompts: Vec<Vec<u32>> = [3000, 1000, 200, 5000, 10].iter().map(|&n| vec![0; n]).collect();
         assert_eq!(bins(&prompts), vec![vec![0, 1], vec![2], vec![3], vec![4]]);
         assert!(bins(&[]).is_empty());
+    }
+
+    #[test]
+    fn the_best_come_first_and_ties_keep_their_order() {
+        assert_eq!(best_first(vec!["a", "b", "c", "d"], &[0.5, 2.0, 0.5, -1.0], 3), ["b", "a", "c"]);
+        assert_eq!(best_first(vec!["a", "b"], &[1.0, 1.0], 5), ["a", "b"]);
     }
 
     #[test]
