@@ -12,13 +12,19 @@ impl Store {
     /// BM25 (FTS5) ranking of chunks for `query`, best first, at most `limit`: chunks holding
     /// every word of the query first, then chunks holding some of them.
     pub fn keyword_search(&self, query: &str, limit: usize) -> Result<Vec<i64>, StoreError> {
+        self.keyword_search_among(query, limit, None)
+    }
+
+    /// [`Store::keyword_search`] among the chunks of `admitted` only (all when `None`): the best
+    /// `limit` of those, not those among the best `limit` of all.
+    pub fn keyword_search_among(&self, query: &str, limit: usize, admitted: Option<&HashSet<i64>>) -> Result<Vec<i64>, StoreError> {
         let Some((all, any)) = fts_expressions(query) else {
             return Ok(Vec::new());
         };
-        let mut ids = self.ranked_matches(&all, limit)?;
+        let mut ids = self.ranked_matches(&all, limit, admitted)?;
         if ids.len() < limit {
             let seen: HashSet<i64> = ids.iter().copied().collect();
-            let more = self.ranked_matches(&any, limit)?;
+            let more = self.ranked_matches(&any, limit, admitted)?;
             ids.extend(more.into_iter().filter(|id| !seen.contains(id)).take(limit - seen.len()));
         }
         Ok(ids)
@@ -27,36 +33,57 @@ impl Store {
     /// Chunks holding the query's words as one phrase (in order, adjacent), best BM25 first; empty
     /// for one-word queries, which the keyword ranking already covers.
     pub fn phrase_search(&self, query: &str, limit: usize) -> Result<Vec<i64>, StoreError> {
+        self.phrase_search_among(query, limit, None)
+    }
+
+    /// [`Store::phrase_search`] among the chunks of `admitted` only (all when `None`).
+    pub fn phrase_search_among(&self, query: &str, limit: usize, admitted: Option<&HashSet<i64>>) -> Result<Vec<i64>, StoreError> {
         let Some(phrase) = fts_phrase(query) else {
             return Ok(Vec::new());
         };
-        self.ranked_matches(&phrase, limit)
+        self.ranked_matches(&phrase, limit, admitted)
     }
 
-    /// The best `limit` rows for an FTS5 expression by BM25; equal scores by document path, then
-    /// chunk order, whatever order the rows were written in (a one-process index, a merge of shards
-    /// and shards searched together rank alike, see `crate::shard_search`). A run of equal scores that
-    /// crosses the cut is read whole, so which of them make the cut does not depend on row order
-    /// either. FTS5's own `ORDER BY rank LIMIT` does the ranking; only the few rows returned are
-    /// looked up for their path.
-    fn ranked_matches(&self, expression: &str, limit: usize) -> Result<Vec<i64>, StoreError> {
+    /// The best `limit` rows for an FTS5 expression by BM25, among the rows of `admitted` (all
+    /// when `None`); equal scores by document path, then chunk order, whatever order the rows were
+    /// written in (a one-process index, a merge of shards and shards searched together rank
+    /// alike, see `crate::shard_search`). A run of equal scores that crosses the cut is read
+    /// whole, so which of them make the cut does not depend on row order either. FTS5's own
+    /// `ORDER BY rank LIMIT` does the ranking; only the few rows returned are looked up for their
+    /// path. When rows outside `admitted` leave fewer than `limit`, FTS5 is asked again for four
+    /// times as many, until enough are admitted or every match was read.
+    fn ranked_matches(&self, expression: &str, limit: usize, admitted: Option<&HashSet<i64>>) -> Result<Vec<i64>, StoreError> {
         if limit == 0 {
             return Ok(Vec::new());
         }
+        let is_admitted = |id: &i64| admitted.is_none_or(|a| a.contains(id));
         // A few rows past the cut: a run of equal scores crossing it usually ends among them.
-        let fetch = limit + TIE_SLACK;
-        let mut rows: Vec<(i64, f64)> = self
-            .conn
-            .prepare_cached(RANKED_MATCHES)?
-            .query_map(params![expression, fetch as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<Result<_, _>>()?;
-        if rows.len() == fetch && rows[limit].1 == rows[limit - 1].1 && rows[fetch - 1].1 == rows[limit].1 {
-            // It did not: read every row of that score (a second pass over the matches).
-            let cut = rows[limit].1;
+        let mut fetch = limit + TIE_SLACK;
+        let (mut rows, last_read, every_match_read) = loop {
+            let read: Vec<(i64, f64)> = self
+                .conn
+                .prepare_cached(RANKED_MATCHES)?
+                .query_map(params![expression, fetch as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<Result<_, _>>()?;
+            let every_match_read = read.len() < fetch;
+            let last_read = read.last().map(|r| r.1);
+            let rows: Vec<(i64, f64)> = read.into_iter().filter(|(id, _)| is_admitted(id)).collect();
+            if every_match_read || rows.len() >= limit {
+                break (rows, last_read, every_match_read);
+            }
+            fetch = fetch.saturating_mul(4);
+        };
+        if !every_match_read && rows.len() >= limit && last_read == Some(rows[limit - 1].1) {
+            // The run of the last kept score may go on past the rows read: read every row of it
+            // (a second pass over the matches).
+            let cut = rows[limit - 1].1;
             rows.retain(|r| r.1 != cut);
             let mut tied = self.conn.prepare_cached(MATCHES_SCORING)?;
             for row in tied.query_map(params![expression, cut], |r| Ok((r.get(0)?, r.get(1)?)))? {
-                rows.push(row?);
+                let row: (i64, f64) = row?;
+                if is_admitted(&row.0) {
+                    rows.push(row);
+                }
             }
         }
         // FTS5 returned them best first; only runs of equal scores need their rows' paths.
@@ -104,7 +131,7 @@ pub fn fts_expressions(query: &str) -> Option<(String, String)> {
 /// The quoted words (FTS5 phrases, in order, repeats kept) that [`fts_expressions`] joins.
 pub fn fts_phrases(query: &str) -> Vec<String> {
     let words = query_words(query);
-    let content: Vec<&String> = words.iter().filter(|w| !crate::search::is_stopword(w)).collect();
+    let content: Vec<&String> = words.iter().filter(|w| !crate::stopwords::is_stopword(w)).collect();
     let chosen: Vec<&String> = if content.is_empty() { words.iter().collect() } else { content };
     chosen.iter().map(|w| format!("\"{w}\"")).collect()
 }
@@ -132,6 +159,35 @@ mod tests {
         assert_eq!(fts_expressions("AI in the UK").unwrap().0, "\"ai\" AND \"uk\"", "short words that are not stopwords stay");
         assert_eq!(fts_expressions("the and").unwrap().1, "\"the\" OR \"and\"", "all stopwords: keep them");
         assert_eq!(fts_expressions("  ?! "), None);
+    }
+
+    /// Every row admitted by a set of chunks that the first rows read leave out: FTS5 is read
+    /// past its first cut, and equal scores among the admitted rows still rank by path, also
+    /// across the cut.
+    #[test]
+    fn a_ranking_among_some_chunks_reads_past_the_rows_outside_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("i.db"), "m", 8).unwrap();
+        // More strong rows than the reads before the last take (19, 76), fewer than it (304): the
+        // last read ends inside the run of weak rows, which goes on past it.
+        for i in 0..280 {
+            crate::merge::testing::add(&mut store, &format!("/strong/{i:03}"), "s", &["lantern lantern lantern"]);
+        }
+        // Forty equal rows, written in reverse path order.
+        for i in (0..40).rev() {
+            crate::merge::testing::add(&mut store, &format!("/weak/{i:02}"), "w", &[&format!("lantern tower and harbour {i}")]);
+        }
+        let path_of = |id: &i64| store.chunk(*id).unwrap().unwrap().path;
+        let weak: HashSet<i64> =
+            store.keyword_search("lantern", 1000).unwrap().into_iter().filter(|id| path_of(id).starts_with("/weak/")).collect();
+        assert_eq!(weak.len(), 40);
+        let odd: HashSet<i64> = weak.iter().copied().filter(|id| path_of(id).ends_with(['1', '3', '5', '7', '9'])).collect();
+        let got: Vec<String> = store.keyword_search_among("lantern", 3, Some(&odd)).unwrap().iter().map(path_of).collect();
+        assert_eq!(got, ["/weak/01", "/weak/03", "/weak/05"]);
+        assert!(store.keyword_search("lantern", 3).unwrap().iter().all(|id| path_of(id).starts_with("/strong/")));
+        let got: Vec<String> = store.phrase_search_among("lantern tower", 2, Some(&odd)).unwrap().iter().map(path_of).collect();
+        assert_eq!(got, ["/weak/01", "/weak/03"]);
+        assert!(store.keyword_search_among("lantern", 3, Some(&HashSet::new())).unwrap().is_empty());
     }
 
     /// Words whose FTS5 token is the word itself (no combining marks, no unbroken CJK run).

@@ -9,7 +9,10 @@
 //! - [`store`]: the SQLite index (documents, pages, chunks, embeddings by text hash, FTS5).
 //! - [`keyword`]: BM25 keyword and phrase rankings over the store's FTS5 index.
 //! - [`summaries`]: document summaries in the index, by content hash and model.
-//! - [`search`]: cosine + BM25 merged by reciprocal rank fusion.
+//! - [`search`]: cosine + BM25 merged by reciprocal rank fusion, at most two hits of a document
+//!   in the first five; [`filter`]: by folder, file type and modification time, inside each
+//!   ranking; [`snippet`]: the sentence of a hit that answers, and the words to mark
+//!   ([`stopwords`] never among them).
 //! - [`shard`], [`merge`], [`shard_search`]: one corpus split over many runs by a stable path hash, the
 //!   shard indexes merged into one, or searched together as if merged.
 //! - [`pipeline`]: the parallel, bounded, resumable run that ties them together.
@@ -23,6 +26,7 @@ pub mod chunk;
 pub mod docgen;
 pub mod extract;
 pub mod files;
+pub mod filter;
 pub mod formats;
 pub mod keyword;
 pub mod merge;
@@ -37,6 +41,8 @@ pub mod scangen;
 pub mod search;
 pub mod shard;
 pub mod shard_search;
+pub mod snippet;
+pub mod stopwords;
 pub mod store;
 pub mod summaries;
 pub mod text;

@@ -8,9 +8,18 @@
 //! matches. The third matters for the common "I remember this sentence" query: a 256-token chunk's
 //! embedding is dominated by its other 240 tokens, so the chunk quoting the sentence can rank
 //! tenth by cosine; the phrase ranking puts it first.
+//!
+//! Two rules then shape the list ([`SearchOptions`]). Diversity: a document of many similar
+//! chunks (a manual, a long contract) would otherwise fill the first screen with near-copies of one
+//! passage and push every other document out of sight, so one document keeps at most two of the
+//! first five places by default; its further hits are not dropped but follow the fifth. Filters
+//! (a folder, file types, modification times, [`crate::filter`]) act inside each ranking, before
+//! it is cut at k.
 
 use std::collections::{HashMap, HashSet};
 
+use crate::filter::{admitted_chunks, Filter};
+use crate::snippet::snippet;
 use crate::store::{Store, StoreError, StoredChunk};
 
 /// The constant of reciprocal rank fusion (Cormack et al. use 60; it damps the top ranks' lead).
@@ -69,6 +78,11 @@ impl VectorIndex {
     /// The `k` chunks most similar to `query` (cosine), best first. Large indexes are scanned on
     /// every core: the scan is one pass over memory, and a query should not wait for one core.
     pub fn top(&self, query: &[f32], k: usize) -> Vec<(i64, f32)> {
+        self.top_among(query, k, None)
+    }
+
+    /// [`VectorIndex::top`] among the chunks of `admitted` only (all when `None`).
+    pub fn top_among(&self, query: &[f32], k: usize, admitted: Option<&HashSet<i64>>) -> Vec<(i64, f32)> {
         if self.dim == 0 || query.len() != self.dim || k == 0 {
             return Vec::new();
         }
@@ -82,6 +96,7 @@ impl VectorIndex {
             let mut scored: Vec<(f32, u32)> = self.flat[first * self.dim..end * self.dim]
                 .chunks_exact(self.dim)
                 .enumerate()
+                .filter(|(i, _)| admitted.is_none_or(|a| a.contains(&self.ids[first + i])))
                 .map(|(i, v)| (dot(&q, v), (first + i) as u32))
                 .collect();
             if k < scored.len() {
@@ -114,8 +129,11 @@ pub struct Hit {
     pub ocr: bool,
     /// Reciprocal-rank-fusion score.
     pub score: f64,
-    /// A snippet of the chunk around the query's words.
+    /// A snippet of the chunk: its sentence that best matches the query ([`crate::snippet`]).
     pub text: String,
+    /// The chunk's words that matched the query, lowercase, stopwords never among them: the
+    /// words to mark in `text` and `chunk`.
+    pub terms: Vec<String>,
     /// The whole chunk, for retrieval-augmented generation.
     pub chunk: String,
     pub chunk_id: i64,
@@ -143,87 +161,70 @@ pub fn reciprocal_rank_fusion(rankings: &[&[i64]]) -> Vec<(i64, f64)> {
     merged.into_iter().map(|(id, s, _)| (id, s)).collect()
 }
 
-const SNIPPET_CHARS: usize = 240;
+/// How many leading places diversity spreads over documents: about one screen of hits.
+pub const DIVERSE_TOP: usize = 5;
 
-fn floor_boundary(text: &str, mut i: usize) -> usize {
-    while i > 0 && !text.is_char_boundary(i) {
-        i -= 1;
+/// How a search ranks and which documents it may return (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct SearchOptions {
+    /// At most this many hits of one document among the first five ([`DIVERSE_TOP`]); its further
+    /// hits follow the fifth, in their order. `None`: hits in the order of their scores alone.
+    pub per_document_in_top_five: Option<usize>,
+    /// Which documents may be returned.
+    pub filter: Filter,
+}
+
+impl Default for SearchOptions {
+    fn default() -> Self {
+        SearchOptions { per_document_in_top_five: Some(2), filter: Filter::default() }
     }
-    i
 }
 
-/// Words too common to place a snippet by.
-const STOPWORDS: &[&str] = &[
-    "an", "of", "to", "in", "on", "at", "by", "is", "it", "or", "as", "be", "we", "he", "if", "so", "do", "no", "my", "me", "up", "the",
-    "and", "for", "are", "but", "not", "you", "all", "any", "can", "her", "was", "one", "our", "out", "his", "has", "how", "its", "who",
-    "did", "yes", "she", "him", "what", "when", "with", "that", "this", "from", "they", "have", "were", "been", "into", "near", "than",
-    "then", "them", "some", "where", "which", "there",
-];
-
-/// Whether a lowercase word is too common to rank or place a snippet by.
-pub fn is_stopword(word: &str) -> bool {
-    word.chars().count() <= 1 || STOPWORDS.contains(&word)
+/// Items best first, except that one document keeps at most `per_document` of the first
+/// [`DIVERSE_TOP`] places: its further items wait, and follow the last of those places in their
+/// own order. Fed best first until [`Diversified::is_full`].
+struct Diversified<T> {
+    per_document: usize,
+    k: usize,
+    placed: Vec<T>,
+    waiting: Vec<T>,
+    in_top: HashMap<String, usize>,
 }
 
-/// Whether two lowercase words are forms of one another by a shared start (ripen, ripens,
-/// ripening; tomato, tomatoes): a crude stemmer, enough to place a snippet.
-fn same_stem(a: &str, b: &str) -> bool {
-    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
-    short == long || (short.chars().count() >= 4 && long.starts_with(short))
-}
+impl<T> Diversified<T> {
+    fn new(per_document: Option<usize>, k: usize) -> Self {
+        let per_document = per_document.map_or(usize::MAX, |n| n.max(1));
+        Diversified { per_document, k, placed: Vec::new(), waiting: Vec::new(), in_top: HashMap::new() }
+    }
 
-/// The window of the chunk holding the most distinct query words (whole words or their inflected
-/// forms, case-insensitive, stopwords ignored), and where its first such word starts (byte offset).
-pub fn snippet(chunk: &str, query: &str) -> (String, usize) {
-    let wanted: HashSet<String> =
-        query.split(|c: char| !c.is_alphanumeric()).map(str::to_lowercase).filter(|w| w.chars().count() > 2 && !is_stopword(w)).collect();
-    // (byte offset, query word) for every whole-word occurrence in the chunk.
-    let mut hits: Vec<(usize, String)> = Vec::new();
-    let mut word_start = None;
-    for (i, c) in chunk.char_indices().chain(std::iter::once((chunk.len(), ' '))) {
-        match (c.is_alphanumeric(), word_start) {
-            (true, None) => word_start = Some(i),
-            (false, Some(start)) => {
-                let word = chunk[start..i].to_lowercase();
-                if let Some(w) = wanted.iter().find(|w| same_stem(w, &word)) {
-                    hits.push((start, w.clone()));
-                }
-                word_start = None;
-            }
-            _ => {}
+    fn is_full(&self) -> bool {
+        self.placed.len() >= self.k
+    }
+
+    fn offer(&mut self, item: T, document: &str) {
+        if self.placed.len() >= DIVERSE_TOP {
+            self.placed.push(item);
+            return;
+        }
+        let count = self.in_top.entry(document.to_owned()).or_default();
+        if *count >= self.per_document {
+            self.waiting.push(item);
+            return;
+        }
+        *count += 1;
+        self.placed.push(item);
+        if self.placed.len() == DIVERSE_TOP {
+            self.placed.append(&mut self.waiting);
         }
     }
-    let reach = SNIPPET_CHARS - 60;
-    let best = hits
-        .iter()
-        .map(|(start, _)| {
-            let distinct: HashSet<&str> =
-                hits.iter().filter(|(h, _)| *h >= *start && *h < start + reach).map(|(_, w)| w.as_str()).collect();
-            (distinct.len(), *start)
-        })
-        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
-        .map(|(_, start)| start);
-    let anchor = best.unwrap_or(0);
-    // Start a little before the first hit, at a word start.
-    let mut start = floor_boundary(chunk, anchor.saturating_sub(40));
-    if start > 0 {
-        // Past the whole whitespace character: U+00A0, U+202F or U+3000 are two or three bytes.
-        start =
-            chunk[start..anchor].char_indices().find(|(_, c)| c.is_whitespace()).map(|(w, c)| start + w + c.len_utf8()).unwrap_or(anchor);
+
+    /// The first `k`; items still waiting (too few other documents) follow the placed ones.
+    fn finish(mut self) -> Vec<T> {
+        self.placed.append(&mut self.waiting);
+        self.placed.truncate(self.k);
+        self.placed
     }
-    let mut end = floor_boundary(chunk, (start + SNIPPET_CHARS).min(chunk.len()));
-    if end < chunk.len() {
-        end = chunk[..end].rfind(char::is_whitespace).filter(|&w| w > anchor).unwrap_or(end);
-    }
-    let mut out = String::new();
-    if start > 0 {
-        out.push('…');
-    }
-    out.push_str(&chunk[start..end].split_whitespace().collect::<Vec<_>>().join(" "));
-    if end < chunk.len() {
-        out.push('…');
-    }
-    (out, anchor)
 }
 
 /// How deep each ranking goes: deeper than k, so fusion can lift a chunk that several rank
@@ -232,9 +233,10 @@ pub(crate) fn depth(k: usize) -> usize {
     (k * 4).max(50)
 }
 
-/// The keyword half: BM25 (all words first) and exact phrase, best first.
-fn keyword_rankings(store: &Store, query: &str, k: usize) -> Result<(Vec<i64>, Vec<i64>), StoreError> {
-    Ok((store.keyword_search(query, depth(k))?, store.phrase_search(query, depth(k))?))
+/// The keyword half: BM25 (all words first) and exact phrase, best first, among the chunks of
+/// `admitted` only (all when `None`).
+fn keyword_rankings(store: &Store, query: &str, k: usize, admitted: Option<&HashSet<i64>>) -> Result<(Vec<i64>, Vec<i64>), StoreError> {
+    Ok((store.keyword_search_among(query, depth(k), admitted)?, store.phrase_search_among(query, depth(k), admitted)?))
 }
 
 /// Where [`fuse`] reads the chunks it ranked: one index, or several shards searched together.
@@ -254,7 +256,8 @@ impl ChunkSource for Store {
     }
 }
 
-/// Fuses the three rankings and reads the top `k` chunks with their snippets.
+/// Fuses the three rankings, places the hits by `per_document_in_top_five` ([`SearchOptions`])
+/// and reads the top `k` chunks with their snippets.
 pub(crate) fn fuse(
     store: &impl ChunkSource,
     query: &str,
@@ -262,14 +265,24 @@ pub(crate) fn fuse(
     keyword: &[i64],
     phrase: &[i64],
     k: usize,
+    per_document_in_top_five: Option<usize>,
 ) -> Result<Vec<Hit>, StoreError> {
     let cosines: HashMap<i64, f32> = nearest.iter().copied().collect();
     let semantic: Vec<i64> = nearest.iter().map(|(id, _)| *id).collect();
-    let mut hits = Vec::with_capacity(k);
-    for (id, score) in reciprocal_rank_fusion(&[&semantic, keyword, phrase]).into_iter().take(k) {
+    let mut order = Diversified::new(per_document_in_top_five, k);
+    for (id, score) in reciprocal_rank_fusion(&[&semantic, keyword, phrase]) {
+        if order.is_full() {
+            break;
+        }
         let Some(stored) = store.chunk(id)? else { continue };
-        let (snippet_text, anchor) = snippet(&stored.text, query);
-        let page = stored.page_at(anchor);
+        let document = stored.path.clone();
+        order.offer((id, score, stored), &document);
+    }
+    let mut hits = Vec::with_capacity(k);
+    // `id` is the ranking's (a shard's key for shards searched together), not `stored.id`.
+    for (id, score, stored) in order.finish() {
+        let shown = snippet(&stored.text, query);
+        let page = stored.page_at(shown.anchor);
         let ocr = store.ocr_pages(id, &stored.path)?.contains(&page);
         let StoredChunk { text, path, char_start, char_end, .. } = stored;
         hits.push(Hit {
@@ -277,7 +290,8 @@ pub(crate) fn fuse(
             page,
             ocr,
             score,
-            text: snippet_text,
+            text: shown.text,
+            terms: shown.terms,
             chunk: text,
             chunk_id: id,
             char_start,
@@ -291,11 +305,24 @@ pub(crate) fn fuse(
 }
 
 /// Hybrid search over the index, one step after the other: `query_vector` is the embedding of
-/// `query`.
+/// `query`. With the default [`SearchOptions`].
 pub fn hybrid_search(store: &Store, vectors: &VectorIndex, query: &str, query_vector: &[f32], k: usize) -> Result<Vec<Hit>, StoreError> {
-    let nearest = vectors.top(query_vector, depth(k));
-    let (keyword, phrase) = keyword_rankings(store, query, k)?;
-    fuse(store, query, &nearest, &keyword, &phrase, k)
+    hybrid_search_with(store, vectors, query, query_vector, k, &SearchOptions::default())
+}
+
+/// [`hybrid_search`] with the given options.
+pub fn hybrid_search_with(
+    store: &Store,
+    vectors: &VectorIndex,
+    query: &str,
+    query_vector: &[f32],
+    k: usize,
+    options: &SearchOptions,
+) -> Result<Vec<Hit>, StoreError> {
+    let admitted = admitted_chunks(store, &options.filter)?;
+    let nearest = vectors.top_among(query_vector, depth(k), admitted.as_ref());
+    let (keyword, phrase) = keyword_rankings(store, query, k, admitted.as_ref())?;
+    fuse(store, query, &nearest, &keyword, &phrase, k, options.per_document_in_top_five)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -329,27 +356,172 @@ impl Searcher {
         &self.vectors
     }
 
-    /// The same result as [`hybrid_search`], with the keyword rankings computed in parallel with
-    /// `embed(query)` and the vector scan.
+    /// [`Searcher::search_with`] with the default [`SearchOptions`].
     pub fn search<E>(&self, query: &str, k: usize, embed: E) -> Result<Vec<Hit>, SearchError>
     where
         E: FnOnce(&str) -> Result<Vec<f32>, String>,
     {
+        self.search_with(query, k, &SearchOptions::default(), embed)
+    }
+
+    /// The same result as [`hybrid_search_with`], with the keyword rankings computed in parallel
+    /// with `embed(query)` and the vector scan.
+    pub fn search_with<E>(&self, query: &str, k: usize, options: &SearchOptions, embed: E) -> Result<Vec<Hit>, SearchError>
+    where
+        E: FnOnce(&str) -> Result<Vec<f32>, String>,
+    {
+        let admitted = admitted_chunks(&self.store, &options.filter)?;
+        let admitted = admitted.as_ref();
         let (nearest, keywords) = std::thread::scope(|scope| {
             let keyword_store = &self.keyword_store;
-            let keywords = scope.spawn(move || keyword_rankings(&keyword_store.lock(), query, k));
-            let nearest = embed(query).map(|v| self.vectors.top(&v, depth(k)));
+            let keywords = scope.spawn(move || keyword_rankings(&keyword_store.lock(), query, k, admitted));
+            let nearest = embed(query).map(|v| self.vectors.top_among(&v, depth(k), admitted));
             (nearest, keywords.join().expect("keyword search does not panic"))
         });
         let nearest = nearest.map_err(SearchError::Embed)?;
         let (keyword, phrase) = keywords?;
-        Ok(fuse(&self.store, query, &nearest, &keyword, &phrase, k)?)
+        Ok(fuse(&self.store, query, &nearest, &keyword, &phrase, k, options.per_document_in_top_five)?)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::merge::testing::{add, vector};
+
+    /// An index of `documents` (path, chunk texts), vectors from [`vector`].
+    fn index_of(documents: &[(&str, Vec<String>)]) -> (tempfile::TempDir, Store, VectorIndex) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("i.db"), "m", 8).unwrap();
+        for (path, texts) in documents {
+            add(&mut store, path, path, &texts.iter().map(String::as_str).collect::<Vec<_>>());
+        }
+        let vectors = VectorIndex::load(&store).unwrap();
+        (dir, store, vectors)
+    }
+
+    fn search(store: &Store, vectors: &VectorIndex, query: &str, k: usize, options: &SearchOptions) -> Vec<Hit> {
+        hybrid_search_with(store, vectors, query, &vector(query, 8), k, options).unwrap()
+    }
+
+    fn paths(hits: &[Hit]) -> Vec<&str> {
+        hits.iter().map(|h| h.path.as_str()).collect()
+    }
+
+    #[test]
+    fn diversity_keeps_two_of_a_document_in_the_top_five_and_the_rest_after_it() {
+        let place = |per_document: Option<usize>, k: usize, items: &[&str]| {
+            let mut order = Diversified::new(per_document, k);
+            for (i, document) in items.iter().enumerate() {
+                if order.is_full() {
+                    break;
+                }
+                order.offer(format!("{document}{i}"), document);
+            }
+            order.finish()
+        };
+        let ranked = ["a", "a", "a", "a", "b", "c", "a", "d", "e"];
+        assert_eq!(place(Some(2), 10, &ranked), ["a0", "a1", "b4", "c5", "d7", "a2", "a3", "a6", "e8"]);
+        assert_eq!(place(None, 10, &ranked), ["a0", "a1", "a2", "a3", "b4", "c5", "a6", "d7", "e8"]);
+        assert_eq!(place(Some(2), 5, &ranked), ["a0", "a1", "b4", "c5", "d7"]);
+        assert_eq!(place(Some(1), 3, &ranked), ["a0", "b4", "c5"]);
+        // Too few other documents: the waiting hits fill the places left, in their order.
+        assert_eq!(place(Some(2), 5, &["a", "a", "a", "a", "b"]), ["a0", "a1", "b4", "a2", "a3"]);
+        assert_eq!(place(Some(0), 2, &["a", "a", "b"]), ["a0", "b2"], "zero means one");
+    }
+
+    /// A handbook with four strong passages on vacation days and a contract with one: the handbook
+    /// used to take the first four places.
+    #[test]
+    fn a_document_with_many_strong_chunks_leaves_room_in_the_top_five() {
+        let handbook: Vec<String> =
+            (0..4).map(|i| format!("vacation days: vacation days are booked, vacation days carry over, rule {i}")).collect();
+        let (_dir, store, vectors) = index_of(&[
+            ("/docs/handbook.txt", handbook),
+            ("/docs/contract.txt", vec!["the contract grants vacation days each year besides holidays and other leave".into()]),
+            ("/docs/memo.txt", vec!["a memo about parking, with one line on vacation".into()]),
+            ("/docs/faq.txt", vec!["questions on sick days and parking".into()]),
+        ]);
+        let query = "vacation days";
+        let plain = search(&store, &vectors, query, 10, &SearchOptions { per_document_in_top_five: None, ..SearchOptions::default() });
+        assert_eq!(paths(&plain)[..4], ["/docs/handbook.txt"; 4], "without diversity the handbook takes four places");
+        let hits = search(&store, &vectors, query, 10, &SearchOptions::default());
+        let top: Vec<&str> = paths(&hits).into_iter().take(DIVERSE_TOP).collect();
+        assert_eq!(top.iter().filter(|p| **p == "/docs/handbook.txt").count(), 2, "{top:?}");
+        for other in ["/docs/contract.txt", "/docs/memo.txt", "/docs/faq.txt"] {
+            assert!(top.contains(&other), "{top:?}");
+        }
+        assert_eq!(hits.len(), plain.len(), "the handbook's other passages are kept, further down");
+        let mut ids: Vec<i64> = hits.iter().map(|h| h.chunk_id).collect();
+        let mut plain_ids: Vec<i64> = plain.iter().map(|h| h.chunk_id).collect();
+        ids.sort_unstable();
+        plain_ids.sort_unstable();
+        assert_eq!(ids, plain_ids);
+        assert_eq!(Searcher::open(std::path::Path::new(store.path())).unwrap().search(query, 10, |q| Ok(vector(q, 8))).unwrap(), hits);
+    }
+
+    /// Sixty chunks outside the filter match better than any inside it, more than each ranking
+    /// keeps: filtering the hits afterwards found nothing.
+    #[test]
+    fn filters_act_before_the_cut_so_k_hits_come_back_when_enough_match() {
+        let strong: Vec<String> = (0..60).map(|i| format!("harbour lantern schedule {i}")).collect();
+        let weak = |what: &str| vec![format!("{what}: minutes of the meeting on parking, budget and the harbour, among other things")];
+        let (_dir, store, vectors) = index_of(&[
+            ("/corpus/other/logbook.txt", strong),
+            ("/corpus/notes/a.txt", weak("a")),
+            ("/corpus/notes/2024/b.md", weak("b")),
+            ("/corpus/notes/c.PDF", weak("c")),
+            ("/corpus/notes-old/d.txt", weak("d")),
+        ]);
+        let dated = [("/corpus/notes/a.txt", 1_000), ("/corpus/notes/2024/b.md", 2_000), ("/corpus/notes/c.PDF", 3_000)];
+        for (path, mtime) in dated {
+            store.connection().execute("UPDATE documents SET mtime = ?1 WHERE path = ?2", rusqlite::params![mtime, path]).unwrap();
+        }
+        let query = "harbour lantern";
+        let unfiltered = search(&store, &vectors, query, 3, &SearchOptions::default());
+        assert!(paths(&unfiltered).iter().all(|p| p.starts_with("/corpus/other/")), "{:?}", paths(&unfiltered));
+        let with = |filter: Filter| {
+            let mut got: Vec<String> = search(&store, &vectors, query, 3, &SearchOptions { filter, ..SearchOptions::default() })
+                .into_iter()
+                .map(|h| h.path)
+                .collect();
+            got.sort();
+            got
+        };
+        assert_eq!(
+            with(Filter { folder: Some("/corpus/notes".into()), ..Filter::default() }),
+            ["/corpus/notes/2024/b.md", "/corpus/notes/a.txt", "/corpus/notes/c.PDF"],
+            "k hits, none from the sibling notes-old"
+        );
+        assert_eq!(
+            with(Filter { extensions: vec!["pdf".into(), "MD".into()], ..Filter::default() }),
+            ["/corpus/notes/2024/b.md", "/corpus/notes/c.PDF"]
+        );
+        assert_eq!(with(Filter { modified_from: Some(2_000), ..Filter::default() }), ["/corpus/notes/2024/b.md", "/corpus/notes/c.PDF"]);
+        assert_eq!(
+            with(Filter { modified_from: Some(1_000), modified_before: Some(3_000), ..Filter::default() }),
+            ["/corpus/notes/2024/b.md", "/corpus/notes/a.txt"]
+        );
+        assert_eq!(
+            with(Filter { folder: Some("/corpus/notes".into()), extensions: vec!["txt".into()], ..Filter::default() }),
+            ["/corpus/notes/a.txt"]
+        );
+        assert!(with(Filter { folder: Some("/elsewhere".into()), ..Filter::default() }).is_empty());
+        let searcher = Searcher::open(std::path::Path::new(store.path())).unwrap();
+        let options =
+            SearchOptions { filter: Filter { folder: Some("/corpus/notes".into()), ..Filter::default() }, ..SearchOptions::default() };
+        assert_eq!(searcher.search_with(query, 3, &options, |q| Ok(vector(q, 8))).unwrap(), search(&store, &vectors, query, 3, &options));
+    }
+
+    #[test]
+    fn the_nearest_among_admitted_chunks_skip_the_others_before_the_cut() {
+        let dim = 2;
+        let index = VectorIndex::from_parts(vec![1, 2, 3, 4], vec![1.0, 0.0, 0.9, 0.1, 0.0, 1.0, 0.5, 0.5], dim);
+        let admitted: HashSet<i64> = [3, 4].into();
+        let got: Vec<i64> = index.top_among(&[1.0, 0.0], 1, Some(&admitted)).into_iter().map(|(id, _)| id).collect();
+        assert_eq!(got, [4]);
+        assert_eq!(index.top_among(&[1.0, 0.0], 2, None), index.top(&[1.0, 0.0], 2));
+    }
 
     #[test]
     fn fusion_rewards_agreement() {
@@ -403,79 +575,5 @@ mod tests {
         serial.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         serial.truncate(20);
         assert_eq!(got, serial);
-    }
-
-    #[test]
-    fn snippets_centre_on_the_query_words() {
-        let chunk = format!("{} the violet heron counted lanterns {}", "filler ".repeat(80), "tail ".repeat(80));
-        let (s, anchor) = snippet(&chunk, "violet heron");
-        assert!(s.starts_with('…') && s.ends_with('…'), "{s}");
-        assert!(s.contains("the violet heron counted lanterns"), "{s}");
-        assert_eq!(&chunk[anchor..anchor + 6], "violet");
-        let text = format!("Tomatoes grow. {} Picked tomatoes ripen indoors.", "Filler words go here. ".repeat(12));
-        let (_, at) = snippet(&text, "pick tomato to ripen");
-        assert_eq!(&text[at..at + 6], "Picked", "the window with the most distinct words (picked, tomatoes, ripen) wins");
-        let (plain, at) = snippet("short text", "nothing matches");
-        assert_eq!((plain.as_str(), at), ("short text", 0));
-    }
-
-    #[test]
-    fn a_snippet_starts_after_a_multi_byte_space() {
-        // French typography: a no-break space before ':' and a narrow one inside numbers. The
-        // snippet's start was moved one byte past the space, inside its two or three bytes.
-        let letter = format!(
-            "{}Les charges locatives\u{a0}: 312,40\u{a0}€ par mois, révisées selon l'indice de référence des loyers\u{a0}; 1\u{202f}250\u{a0}€.",
-            "Madame, Monsieur, veuillez trouver ci-joint le décompte annuel.\u{a0}".repeat(3)
-        );
-        for query in ["charges locatives", "indice de référence", "loyers", "décompte"] {
-            let (text, at) = snippet(&letter, query);
-            assert!(letter.is_char_boundary(at));
-            assert!(!text.contains('\u{a0}'), "spaces inside a snippet are plain: {text}");
-        }
-        let (text, _) = snippet(&letter, "charges locatives");
-        assert!(text.starts_with('…') && text.contains("charges locatives : 312,40 € par mois"), "{text}");
-        for space in warpfold_testkit::SPACES {
-            let chunk = format!("{}{space}héron{space}violet", "mot ".repeat(20));
-            assert!(snippet(&chunk, "violet").0.contains("violet"), "after {space:?}");
-        }
-    }
-
-    /// The byte range of the alphanumeric run starting at `at`.
-    fn word_at(text: &str, at: usize) -> &str {
-        let end = text[at..].char_indices().find(|(_, c)| !c.is_alphanumeric()).map_or(text.len(), |(i, _)| at + i);
-        &text[at..end]
-    }
-
-    proptest::proptest! {
-        #![proptest_config(warpfold_testkit::cases(10_000))]
-
-        /// On text of every script: never a panic, the anchor on a character boundary at a query
-        /// word when the chunk holds one, and the snippet made of the chunk's own words around it.
-        #[test]
-        fn snippets_cut_text_of_every_script_at_character_boundaries(
-            chunk in warpfold_testkit::text(120),
-            query in warpfold_testkit::query(),
-        ) {
-            let (text, anchor) = snippet(&chunk, &query);
-            proptest::prop_assert!(anchor <= chunk.len() && chunk.is_char_boundary(anchor));
-            let wanted: Vec<String> = query
-                .split(|c: char| !c.is_alphanumeric())
-                .map(str::to_lowercase)
-                .filter(|w| w.chars().count() > 2 && !is_stopword(w))
-                .collect();
-            let words: Vec<String> = chunk.split(|c: char| !c.is_alphanumeric()).map(str::to_lowercase).collect();
-            if words.iter().any(|w| wanted.iter().any(|q| same_stem(q, w))) {
-                let at = word_at(&chunk, anchor).to_lowercase();
-                proptest::prop_assert!(wanted.iter().any(|q| same_stem(q, &at)), "anchor {anchor} at {at:?}");
-                if at.len() <= 60 {
-                    proptest::prop_assert!(text.contains(word_at(&chunk, anchor)), "{text:?} lacks the anchor's word");
-                }
-            }
-            let inner = text.strip_prefix('…').unwrap_or(&text);
-            let inner = inner.strip_suffix('…').unwrap_or(inner);
-            for word in inner.split(' ') {
-                proptest::prop_assert!(chunk.contains(word), "{word:?} is not the chunk's");
-            }
-        }
     }
 }

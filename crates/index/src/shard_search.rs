@@ -22,9 +22,10 @@ use std::path::PathBuf;
 
 use rusqlite::{params, OptionalExtension};
 
+use crate::filter::{admitted_chunks, Filter};
 use crate::keyword::{fts_phrase, fts_phrases};
 use crate::merge::{common_model, open_shard, winners, MergeError};
-use crate::search::{depth, fuse, ChunkSource, Hit, SearchError, VectorIndex};
+use crate::search::{depth, fuse, ChunkSource, Hit, SearchError, SearchOptions, VectorIndex};
 use crate::store::{decode_vector, Store, StoreError, StoredChunk};
 
 /// FTS5's BM25 constants (`fts5Bm25Function` in SQLite's fts5_aux.c).
@@ -311,8 +312,24 @@ impl ShardSearcher {
         Ok(scored.into_iter().take(limit).map(|(_, _, key)| key).collect())
     }
 
-    /// What `Store::keyword_search` and `Store::phrase_search` return on the merged index.
-    fn keyword_rankings(&self, query: &str, k: usize) -> Result<(Vec<i64>, Vec<i64>), StoreError> {
+    /// The visible chunks (by key) that `filter` lets through; `None` when it lets every chunk
+    /// through.
+    fn admitted(&self, filter: &Filter) -> Result<Option<HashSet<i64>>, StoreError> {
+        if filter.is_empty() {
+            return Ok(None);
+        }
+        let mut keys = HashSet::new();
+        for (position, shard) in self.shards.iter().enumerate() {
+            let admitted = admitted_chunks(&shard.store, filter)?.expect("a filter that is not empty admits a set");
+            keys.extend(admitted.into_iter().filter(|id| !shard.hidden.contains(id)).map(|id| key(position, id)));
+        }
+        Ok(Some(keys))
+    }
+
+    /// What `Store::keyword_search_among` and `Store::phrase_search_among` return on the merged
+    /// index, among the chunks of `admitted` (all when `None`).
+    fn keyword_rankings(&self, query: &str, k: usize, admitted: Option<&HashSet<i64>>) -> Result<(Vec<i64>, Vec<i64>), StoreError> {
+        let is_admitted = |key: &i64| admitted.is_none_or(|a| a.contains(key));
         let limit = depth(k);
         let phrases = fts_phrases(query);
         let mut keyword = Vec::new();
@@ -330,7 +347,8 @@ impl ShardSearcher {
                     (hits, idf(self.rows, hits.rows.len() as u64))
                 })
                 .collect();
-            let mut any: Vec<i64> = distinct.values().flat_map(|h| h.rows.keys().copied()).collect::<HashSet<_>>().into_iter().collect();
+            let mut any: Vec<i64> =
+                distinct.values().flat_map(|h| h.rows.keys().copied()).filter(is_admitted).collect::<HashSet<_>>().into_iter().collect();
             any.sort_unstable();
             let all: Vec<i64> = any.iter().copied().filter(|key| distinct.values().all(|h| h.rows.contains_key(key))).collect();
             keyword = self.ranked(all, &weighted, limit)?;
@@ -345,7 +363,7 @@ impl ShardSearcher {
             Some(phrase) => {
                 let hits = self.phrase_hits(&phrase)?;
                 let weighted = [(&hits, idf(self.rows, hits.rows.len() as u64))];
-                let mut candidates: Vec<i64> = hits.rows.keys().copied().collect();
+                let mut candidates: Vec<i64> = hits.rows.keys().copied().filter(is_admitted).collect();
                 candidates.sort_unstable();
                 self.ranked(candidates, &weighted, limit)?
             }
@@ -354,16 +372,25 @@ impl ShardSearcher {
         Ok((keyword, phrase))
     }
 
-    /// Hybrid search over all the shards, as [`crate::search::Searcher::search`] over their merge.
-    /// A hit's `chunk_id` is the chunk's id in its own shard.
+    /// [`ShardSearcher::search_with`] with the default [`SearchOptions`].
     pub fn search<E>(&self, query: &str, k: usize, embed: E) -> Result<Vec<Hit>, SearchError>
     where
         E: FnOnce(&str) -> Result<Vec<f32>, String>,
     {
+        self.search_with(query, k, &SearchOptions::default(), embed)
+    }
+
+    /// Hybrid search over all the shards, as [`crate::search::Searcher::search_with`] over their
+    /// merge. A hit's `chunk_id` is the chunk's id in its own shard.
+    pub fn search_with<E>(&self, query: &str, k: usize, options: &SearchOptions, embed: E) -> Result<Vec<Hit>, SearchError>
+    where
+        E: FnOnce(&str) -> Result<Vec<f32>, String>,
+    {
         let vector = embed(query).map_err(SearchError::Embed)?;
-        let nearest = self.vectors.top(&vector, depth(k));
-        let (keyword, phrase) = self.keyword_rankings(query, k)?;
-        let mut hits = fuse(self, query, &nearest, &keyword, &phrase, k)?;
+        let admitted = self.admitted(&options.filter)?;
+        let nearest = self.vectors.top_among(&vector, depth(k), admitted.as_ref());
+        let (keyword, phrase) = self.keyword_rankings(query, k, admitted.as_ref())?;
+        let mut hits = fuse(self, query, &nearest, &keyword, &phrase, k, options.per_document_in_top_five)?;
         for hit in &mut hits {
             hit.chunk_id = split_key(hit.chunk_id).1;
         }
@@ -387,7 +414,7 @@ mod tests {
     use super::*;
     use crate::merge::testing::{add, vector};
     use crate::merge::{merge_indexes, MergeOptions};
-    use crate::search::hybrid_search;
+    use crate::search::{hybrid_search, hybrid_search_with};
     use crate::shard::Shard;
 
     #[test]
@@ -430,6 +457,8 @@ mod tests {
                 add(&mut store, "/corpus/0-3.txt", "newer", &["the heron came back with a lantern"]);
                 store.connection().execute("UPDATE documents SET indexed_at = indexed_at + 60 WHERE path = '/corpus/0-3.txt'", []).unwrap();
             }
+            // Modification times for the filters: 100, 200 or 300.
+            store.connection().execute("UPDATE documents SET mtime = 100 * (1 + (id + ?1) % 3)", [index]).unwrap();
             paths.push(path);
         }
         let out = dir.path().join("merged.db");
@@ -438,6 +467,19 @@ mod tests {
         let vectors = VectorIndex::load(&merged).unwrap();
         let shards = ShardSearcher::open(&paths).unwrap();
         assert_eq!(shards.vectors().len(), vectors.len());
+        let options = [
+            SearchOptions { per_document_in_top_five: None, ..SearchOptions::default() },
+            SearchOptions { filter: Filter { modified_from: Some(200), ..Filter::default() }, ..SearchOptions::default() },
+            SearchOptions {
+                per_document_in_top_five: Some(1),
+                filter: Filter {
+                    folder: Some("/corpus".into()),
+                    extensions: vec!["TXT".into()],
+                    modified_before: Some(300),
+                    ..Filter::default()
+                },
+            },
+        ];
         for query in
             ["heron", "amber heron", "the", "lantern harbour fox", "river stone heron", "kettle thyme the heron", "nothing matches"]
         {
@@ -448,7 +490,13 @@ mod tests {
                 let got = strip(shards.search(query, k, |_| Ok(q.clone())).unwrap());
                 assert_eq!(got, expected, "{query:?}, k = {k}");
                 assert!(!expected.is_empty() || query == "nothing matches");
-                assert_eq!(shards.keyword_rankings(query, k).unwrap().0.len(), merged.keyword_search(query, depth(k)).unwrap().len());
+                assert_eq!(shards.keyword_rankings(query, k, None).unwrap().0.len(), merged.keyword_search(query, depth(k)).unwrap().len());
+                for options in &options {
+                    let expected = strip(hybrid_search_with(&merged, &vectors, query, &q, k, options).unwrap());
+                    let got = strip(shards.search_with(query, k, options, |_| Ok(q.clone())).unwrap());
+                    assert_eq!(got, expected, "{query:?}, k = {k}, {options:?}");
+                    assert!(!expected.is_empty() || query == "nothing matches", "{query:?}, {options:?}");
+                }
             }
         }
         assert!(

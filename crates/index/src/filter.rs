@@ -1,0 +1,152 @@
+//! Which documents a search may return: a folder, file types, a span of modification times.
+//!
+//! Why the filter picks chunks before ranking rather than dropping hits after it: a search keeps
+//! the best k hits of each ranking, and if most of them lie outside the filter, dropping them
+//! afterwards leaves fewer than k hits while more matching chunks exist further down. So the
+//! filter becomes the set of chunks each ranking may take (`admitted_chunks`), and the cosine
+//! scan and the BM25 rankings both skip every other chunk before they cut at k.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use rusqlite::params;
+
+use crate::store::{Store, StoreError};
+
+/// Which documents a search may return; the default lets every document through.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct Filter {
+    /// Only documents inside this folder, at any depth, compared by whole path components
+    /// (`/notes` holds `/notes/a.txt`, not `/notes-old/a.txt`). It is resolved to its real path
+    /// when it exists here, as the indexed paths are.
+    pub folder: Option<PathBuf>,
+    /// Only documents with one of these extensions, in any case, with or without the dot
+    /// (`pdf`, `.MD`); empty: every type.
+    pub extensions: Vec<String>,
+    /// Only documents last modified at or after this time (Unix seconds).
+    pub modified_from: Option<i64>,
+    /// Only documents last modified before this time (Unix seconds).
+    pub modified_before: Option<i64>,
+}
+
+impl Filter {
+    /// Whether the filter lets every document through.
+    pub fn is_empty(&self) -> bool {
+        self == &Filter::default()
+    }
+
+    /// The filter as documents are tested against it: the folder resolved, the extensions
+    /// lowercased without their dots.
+    fn resolved(&self) -> Resolved {
+        Resolved {
+            folder: self.folder.as_ref().map(|folder| std::fs::canonicalize(folder).unwrap_or_else(|_| folder.clone())),
+            extensions: self.extensions.iter().map(|e| e.trim_start_matches('.').to_lowercase()).filter(|e| !e.is_empty()).collect(),
+            modified_from: self.modified_from,
+            modified_before: self.modified_before,
+        }
+    }
+}
+
+struct Resolved {
+    folder: Option<PathBuf>,
+    extensions: Vec<String>,
+    modified_from: Option<i64>,
+    modified_before: Option<i64>,
+}
+
+impl Resolved {
+    /// Whether the document at `path`, last modified at `mtime` (Unix seconds; 0 when the file
+    /// system did not say, which no time bound admits), passes.
+    fn admits(&self, path: &str, mtime: i64) -> bool {
+        let path = Path::new(path);
+        let in_folder = self.folder.as_ref().is_none_or(|folder| path.starts_with(folder));
+        let of_type = self.extensions.is_empty()
+            || path.extension().and_then(|e| e.to_str()).is_some_and(|e| self.extensions.contains(&e.to_lowercase()));
+        let dated = self.modified_from.is_none() && self.modified_before.is_none() || mtime > 0;
+        let from = self.modified_from.is_none_or(|from| mtime >= from);
+        let before = self.modified_before.is_none_or(|before| mtime < before);
+        in_folder && of_type && dated && from && before
+    }
+}
+
+/// The chunks of `store` that `filter` lets through, by id; `None` when it lets every chunk
+/// through (no set to build or test against).
+pub(crate) fn admitted_chunks(store: &Store, filter: &Filter) -> Result<Option<HashSet<i64>>, StoreError> {
+    if filter.is_empty() {
+        return Ok(None);
+    }
+    let resolved = filter.resolved();
+    let conn = store.connection();
+    let mut documents = Vec::new();
+    let mut stmt = conn.prepare_cached("SELECT id, path, mtime FROM documents")?;
+    for row in stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)))? {
+        let (id, path, mtime) = row?;
+        if resolved.admits(&path, mtime) {
+            documents.push(id);
+        }
+    }
+    let mut chunks = HashSet::new();
+    let mut stmt = conn.prepare_cached("SELECT id FROM chunks WHERE document_id = ?1")?;
+    for document in documents {
+        for id in stmt.query_map(params![document], |r| r.get::<_, i64>(0))? {
+            chunks.insert(id?);
+        }
+    }
+    Ok(Some(chunks))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admits(filter: &Filter, path: &str, mtime: i64) -> bool {
+        filter.resolved().admits(path, mtime)
+    }
+
+    #[test]
+    fn a_folder_holds_its_own_files_at_any_depth_and_not_a_sibling_sharing_its_name() {
+        for folder in ["/home/ann/notes", "/home/ann/notes/", "/home/ann/./notes"] {
+            let filter = Filter { folder: Some(folder.into()), ..Filter::default() };
+            assert!(admits(&filter, "/home/ann/notes/a.txt", 0), "{folder}");
+            assert!(admits(&filter, "/home/ann/notes/2024/b.pdf", 0), "{folder}");
+            assert!(!admits(&filter, "/home/ann/notes-old/a.txt", 0), "{folder}");
+            assert!(!admits(&filter, "/home/ann/notesa.txt", 0), "{folder}");
+            assert!(!admits(&filter, "/home/ann/a.txt", 0), "{folder}");
+        }
+    }
+
+    #[test]
+    fn a_folder_given_through_a_link_finds_the_files_under_its_real_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let filter = Filter { folder: Some(link), ..Filter::default() };
+        assert!(admits(&filter, &real.join("a.txt").display().to_string(), 0));
+    }
+
+    #[test]
+    fn file_types_match_in_any_case_with_or_without_the_dot() {
+        let filter = Filter { extensions: vec![".PDF".into(), "md".into()], ..Filter::default() };
+        assert!(admits(&filter, "/a/report.pdf", 0));
+        assert!(admits(&filter, "/a/Report.PDF", 0));
+        assert!(admits(&filter, "/a/readme.MD", 0));
+        assert!(!admits(&filter, "/a/notes.txt", 0));
+        assert!(!admits(&filter, "/a/pdf", 0), "a name without an extension is no type");
+        assert!(!admits(&filter, "/a/x.pdf.txt", 0));
+    }
+
+    #[test]
+    fn times_bound_from_inclusive_to_before_exclusive_and_an_unknown_time_passes_no_bound() {
+        let filter = Filter { modified_from: Some(100), modified_before: Some(200), ..Filter::default() };
+        assert!(admits(&filter, "/a", 100));
+        assert!(admits(&filter, "/a", 199));
+        assert!(!admits(&filter, "/a", 99));
+        assert!(!admits(&filter, "/a", 200));
+        assert!(!admits(&Filter { modified_before: Some(200), ..Filter::default() }, "/a", 0));
+        assert!(admits(&Filter::default(), "/a", 0));
+        assert!(Filter::default().is_empty() && !filter.is_empty());
+    }
+}
