@@ -49,9 +49,15 @@ def cap_memory(memory_gib):
         torch.cuda.set_per_process_memory_fraction(min(1.0, memory_gib * 2**30 / total))
 
 
-def load(gguf, cache=None):
-    """The tokenizer (left padding) and the model on the GPU in bf16, from the GGUF, or from `cache`
-    (a folder save_pretrained wrote from an earlier load of the same GGUF) when it holds one. A load
+def sync(device="cuda"):
+    """Waits for the GPU's queued work (nothing to wait for on the CPU)."""
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def load(gguf, cache=None, device="cuda", dtype=torch.bfloat16):
+    """The tokenizer (left padding) and the model on `device` (the GPU) in `dtype` (bf16), from the GGUF, or
+    from `cache` (a folder save_pretrained wrote from an earlier load of the same GGUF) when it holds one. A load
     from the GGUF with `cache` given saves there afterwards. Returns (tok, model, info) with the
     seconds of the load and of the save apart. The cache is written beside and renamed into place, so
     a call killed while saving leaves none."""
@@ -60,7 +66,7 @@ def load(gguf, cache=None):
     if cache and os.path.exists(os.path.join(cache, "config.json")):
         try:
             tok = AutoTokenizer.from_pretrained(cache)
-            model = AutoModelForCausalLM.from_pretrained(cache, dtype=torch.bfloat16).to("cuda").eval()
+            model = AutoModelForCausalLM.from_pretrained(cache, dtype=dtype).to(device).eval()
             source = "cache " + cache
         except Exception as e:  # a cache cut short (a call killed while saving): the GGUF again
             print(f"peer: the cache {cache} did not load ({e}); loading the GGUF", file=sys.stderr)
@@ -68,13 +74,13 @@ def load(gguf, cache=None):
     if source == "gguf":
         directory, name = os.path.split(os.path.abspath(gguf))
         tok = AutoTokenizer.from_pretrained(directory, gguf_file=name)
-        model = AutoModelForCausalLM.from_pretrained(directory, gguf_file=name, dtype=torch.bfloat16).to("cuda").eval()
+        model = AutoModelForCausalLM.from_pretrained(directory, gguf_file=name, dtype=dtype).to(device).eval()
     if tok.chat_template is None:
         tok.chat_template = CHATML
     tok.padding_side = "left"
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
-    torch.cuda.synchronize()
+    sync(device)
     load_s = time.time() - t0
     save_s = None
     if cache and source == "gguf":
@@ -120,19 +126,21 @@ def make_batches(lengths, batch, batch_tokens):
 
 class Generator:
     """Batched greedy generation, left padded; a batch that runs out of memory is split in two.
-    `run(group)` returns {index: (summary, tokens_out)} for the group."""
+    `run(group)` returns {index: (summary, tokens_out)} for the group; `streamer` goes to `generate`."""
 
-    def __init__(self, tok, model, prompts, max_new=160):
+    def __init__(self, tok, model, prompts, max_new=160, repetition_penalty=1.1, device="cuda"):
         self.tok, self.model, self.prompts, self.max_new = tok, model, prompts, max_new
+        self.repetition_penalty, self.device = repetition_penalty, device
         self.splits = 0
 
-    def run(self, group):
+    def run(self, group, streamer=None):
         tok = self.tok
-        enc = tok([self.prompts[i] for i in group], return_tensors="pt", padding=True, add_special_tokens=False).to("cuda")
+        enc = tok([self.prompts[i] for i in group], return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
         try:
             with torch.inference_mode():
-                gen = self.model.generate(**enc, max_new_tokens=self.max_new, do_sample=False, repetition_penalty=1.1,
-                                          pad_token_id=tok.pad_token_id)
+                gen = self.model.generate(**enc, max_new_tokens=self.max_new, do_sample=False,
+                                          repetition_penalty=self.repetition_penalty, pad_token_id=tok.pad_token_id,
+                                          streamer=streamer)
         except torch.OutOfMemoryError:
             if len(group) == 1:
                 raise
@@ -140,8 +148,8 @@ class Generator:
             del enc
             torch.cuda.empty_cache()
             half = len(group) // 2
-            out = self.run(group[:half])
-            out.update(self.run(group[half:]))
+            out = self.run(group[:half], streamer)
+            out.update(self.run(group[half:], streamer))
             return out
         new = gen[:, enc["input_ids"].shape[1]:]
         out = {}
