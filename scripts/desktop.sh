@@ -8,7 +8,7 @@
 #   WARPFOLD_DEVICE        auto (default) | cpu | cuda | cuda:N | cuda:0,cuda:1 | cuda:all
 #   WARPFOLD_VRAM_BUDGET   plan GPU memory as if the card had this much (e.g. 8GiB)
 #   WARPFOLD_BIN_TOKENS    a fixed bin capacity instead of the VRAM probe's
-#   WARPFOLD_SUMMARIZE=0   no summaries
+#   WARPFOLD_SUMMARIZE=0   summaries only when asked (the chat model still answers questions)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh

@@ -118,6 +118,27 @@ fn the_server_guards_with_its_token_embeds_like_the_engine_and_searches() {
     let hits = &v["hits"];
     assert!(hits[0]["path"].as_str().unwrap().ends_with("tomatoes.pdf"), "{hits:#}");
     assert_eq!(hits[0]["page"], 2);
+    // the words the search matched, stop words left out ("pick", "tomatoes"... not "when")
+    let terms: Vec<&str> = hits[0]["terms"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    assert!(terms.contains(&"picked") || terms.contains(&"tomato"), "{terms:?}");
+
+    // Filters act before the best hits are cut: by type, by folder, by date.
+    let paths = |query: &str| -> Vec<String> {
+        let (status, body) = request(addr, "GET", &format!("/api/search?q=pick%20tomatoes%20ripen%20indoors&k=5{query}"), Some("s3cret"), None);
+        assert_eq!(status, 200, "{query}: {body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        v["hits"].as_array().unwrap().iter().map(|h| h["path"].as_str().unwrap().to_string()).collect()
+    };
+    let texts = paths("&type=txt,md");
+    assert!(!texts.is_empty() && texts.iter().all(|p| p.ends_with(".txt") || p.ends_with(".md")), "{texts:?}");
+    let gardening = samples.join("gardening").canonicalize().unwrap();
+    let inside = paths(&format!("&folder={}", gardening.display()));
+    assert!(!inside.is_empty() && inside.iter().all(|p| p.starts_with(gardening.to_str().unwrap())), "{inside:?}");
+    assert!(paths("&after=2999-01-01").is_empty(), "nothing is modified in the future");
+    assert!(!paths("&before=2999-01-01").is_empty());
+    let (status, body) = request(addr, "GET", "/api/search?q=tomatoes&after=yesterday", Some("s3cret"), None);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("after") && body.contains("YYYY-MM-DD"), "{body}");
 
     let (status, body) = request(addr, "GET", "/metrics", Some("s3cret"), None);
     assert_eq!(status, 200);

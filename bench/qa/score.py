@@ -9,6 +9,7 @@ documents"; false refusals: answerable questions refused.
     python3 bench/qa/score.py ANSWERS.jsonl PAGES.jsonl [--verbose]
 """
 import json
+import os
 import re
 import sys
 
@@ -41,7 +42,9 @@ def main():
         evidence = squeeze(a["evidence"])
         page = next((i + 1 for i, p in enumerate(doc["pages"]) if evidence in squeeze(p)), None)
         holds = a["answerable"] and all(norm(k) in norm(text) for k in a["answer_keys"])
-        cites = any(c["path"] == doc["path"] and (page is None or c["page"] == page) for c in a["citations"])
+        # by file name: the documents may have been indexed in another folder (on the GPU machine)
+        name = os.path.basename(doc["path"])
+        cites = any(os.path.basename(c["path"]) == name and (page is None or c["page"] == page) for c in a["citations"])
         right += holds
         cited += cites
         refused_wrong += not a["answerable"]

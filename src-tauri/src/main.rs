@@ -26,7 +26,7 @@ use tauri::ipc::Channel;
 use tauri::{DragDropEvent, Emitter, Manager, State, WindowEvent};
 use warpfold_app::ask::{AskEvent, AskRequest, Turn};
 use warpfold_app::runtime;
-use warpfold_app::{App, AppConfig, AppError, AppEvent, AppStateView, DocumentView, Origin, RecvError, Sample};
+use warpfold_app::{App, AppConfig, AppError, AppEvent, AppStateView, DocumentView, Origin, RecvError, Sample, SearchOptions};
 
 #[tauri::command]
 fn state(app: State<'_, App>) -> AppStateView {
@@ -86,9 +86,10 @@ fn add_paths(app: State<'_, App>, paths: Vec<String>) -> Result<serde_json::Valu
     Ok(serde_json::json!({ "queued": app.add_paths(&paths, Origin::Webview)? }))
 }
 
+/// `options`: filters (folder, file types, dates) and the ranking, as `GET /api/search` takes them.
 #[tauri::command(async)]
-fn search(app: State<'_, App>, query: String, k: Option<usize>) -> Result<serde_json::Value, AppError> {
-    Ok(serde_json::json!({ "hits": app.search(&query, k.unwrap_or(10))? }))
+fn search(app: State<'_, App>, query: String, k: Option<usize>, options: Option<SearchOptions>) -> Result<serde_json::Value, AppError> {
+    Ok(serde_json::json!({ "hits": app.search_with(&query, k.unwrap_or(10), &options.unwrap_or_default())? }))
 }
 
 /// Answers a question from the index; what happens to it (its passages, what the model is busy
@@ -178,8 +179,9 @@ fn start_app(handle: &tauri::AppHandle) -> Result<App, AppError> {
     if let Some(seconds) = number("WARPFOLD_OCR_BUDGET_SECS")? {
         config.index_options.isolation.ocr_budget = std::time::Duration::from_secs(seconds);
     }
-    // Every document dropped or watched is summarized too (WARPFOLD_SUMMARIZE=0: not).
-    if std::env::var("WARPFOLD_SUMMARIZE").as_deref() != Ok("0") {
+    // The chat model answers questions and summarizes: every document dropped or watched
+    // (WARPFOLD_SUMMARIZE=0: only those asked for).
+    {
         // WARPFOLD_CHAT_MODEL: a .gguf, a folder, a chat model's name or `fast`; else the device's
         // default. A pinned model not fetched yet is fetched on first use, its progress shown.
         let choice = std::env::var_os("WARPFOLD_CHAT_MODEL").filter(|v| !v.is_empty()).map(PathBuf::from);
@@ -188,7 +190,7 @@ fn start_app(handle: &tauri::AppHandle) -> Result<App, AppError> {
             model,
             fetch,
             device: options.device.first()?,
-            auto: true,
+            auto: std::env::var("WARPFOLD_SUMMARIZE").as_deref() != Ok("0"),
             options: {
                 let mut summary = warpfold_app::summaries::SummarizeOptions::from_vars(|key| std::env::var(key).ok())?;
                 // WARPFOLD_VRAM_BUDGET caps the summarizer's caches as it caps the embedder's bins.

@@ -275,7 +275,17 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       await first.waitFor();
       assert.match(await first.getAttribute("data-path"), /tomatoes\.pdf$/);
       assert.ok((await first.locator("mark").count()) > 0, "query words highlighted");
+      // stop words are never marked
+      const marked = await page.getByTestId("search-hit").locator("mark").allTextContents();
+      assert.ok(!marked.some((w) => ["how", "to"].includes(w.toLowerCase())), `marked: ${marked}`);
       await shot(page, "search");
+      // a type filter searches again among those files only: only PDFs are indexed yet, so
+      // Markdown and text find nothing
+      await page.getByTestId("filter-type").selectOption("txt,text,md,markdown");
+      await page.getByTestId("search-empty").waitFor();
+      assert.equal(await page.getByTestId("search-hit").count(), 0);
+      await page.getByTestId("filter-type").selectOption("");
+      await page.waitForFunction(() => /tomatoes\.pdf$/.test(document.querySelector("[data-testid=search-hit]")?.dataset.path ?? ""));
     });
 
     await t.test("a hit opens the document's detail, and the file opens", async () => {

@@ -4,7 +4,7 @@
 import { Channel, invoke } from "@tauri-apps/api/core";
 import { listen } from "@tauri-apps/api/event";
 import { getCurrentWebview } from "@tauri-apps/api/webview";
-import { ApiError, toDocumentDetail, type AppState, type AskEvent, type BinView, type DocumentDetail, type FileState, type Hit, type Sample, type Turn } from "./types";
+import { ApiError, toDocumentDetail, type AppState, type AskEvent, type BinView, type DocumentDetail, type FileState, type Hit, type Sample, type SearchFilter, type Turn } from "./types";
 
 /** "untrusted": the server now at this address could not prove it holds the token signed in with
  * (restarted with a new token, or another program on the port); nothing credentialed is sent to it. */
@@ -44,7 +44,7 @@ export interface Transport {
   addPaths(paths: string[]): Promise<{ queued: number }>;
   /** Browser only: send a dropped or picked file's bytes. */
   upload(file: File): Promise<{ queued: number; path?: string }>;
-  search(query: string, k: number): Promise<{ hits: Hit[] }>;
+  search(query: string, k: number, filter?: SearchFilter): Promise<{ hits: Hit[] }>;
   /** Asks a question of the documents; `onEvent` gets its passages, status and then its answer
    * (or error). Resolves once the answer or error has come; rejects when it cannot be asked. */
   ask(question: string, earlier: Turn[], onEvent: (e: AskEvent) => void): Promise<void>;
@@ -97,8 +97,13 @@ class TauriTransport implements Transport {
   async upload(): Promise<{ queued: number }> {
     throw new ApiError("invalid_input", "uploading bytes is for the browser; in the app files are added by path");
   }
-  search(query: string, k: number) {
-    return call<{ hits: Hit[] }>("search", { query, k });
+  search(query: string, k: number, filter: SearchFilter = {}) {
+    const seconds = (day?: string) => (day ? Date.parse(`${day}T00:00:00Z`) / 1000 : null);
+    const options = {
+      per_document_in_top_five: filter.allFromDocument ? null : 2,
+      filter: { folder: filter.folder ?? null, extensions: filter.types ?? [], modified_from: seconds(filter.after), modified_before: seconds(filter.before) },
+    };
+    return call<{ hits: Hit[] }>("search", { query, k, options });
   }
   async ask(question: string, earlier: Turn[], onEvent: (e: AskEvent) => void): Promise<void> {
     let ended: () => void = () => undefined;
@@ -334,8 +339,14 @@ class HttpTransport implements Transport {
     const res = await this.request("POST", `/api/upload?name=${encodeURIComponent(file.name)}`, file, "application/octet-stream");
     return (await res.json()) as { queued: number; path?: string };
   }
-  search(query: string, k: number) {
-    return this.json<{ hits: Hit[] }>("GET", `/api/search?q=${encodeURIComponent(query)}&k=${k}`);
+  search(query: string, k: number, filter: SearchFilter = {}) {
+    const params = new URLSearchParams({ q: query, k: String(k) });
+    if (filter.folder) params.set("folder", filter.folder);
+    if (filter.types?.length) params.set("type", filter.types.join(","));
+    if (filter.after) params.set("after", filter.after);
+    if (filter.before) params.set("before", filter.before);
+    if (filter.allFromDocument) params.set("all_from_document", "true");
+    return this.json<{ hits: Hit[] }>("GET", `/api/search?${params}`);
   }
   async ask(question: string, earlier: Turn[], onEvent: (e: AskEvent) => void): Promise<void> {
     const res = await this.request("POST", "/api/ask", JSON.stringify({ question, earlier }), "application/json");

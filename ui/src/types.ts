@@ -119,7 +119,20 @@ export interface Hit {
   chunk?: string;
   /** The hit's page was read by OCR from its image (a scan). */
   ocr?: boolean;
+  /** The chunk's words that matched the query, lower case, never stop words (the words to mark). */
+  terms?: string[];
   [key: string]: unknown;
+}
+
+/** What a search may return: documents in a folder, of some file types, modified in a date range
+ * (YYYY-MM-DD, UTC); `allFromDocument`: rank by score alone (by default a document takes at most
+ * two of the first five places). */
+export interface SearchFilter {
+  folder?: string;
+  types?: string[];
+  after?: string;
+  before?: string;
+  allFromDocument?: boolean;
 }
 
 export interface Chunk {

@@ -9,6 +9,7 @@
 //! the checked answer, so the window and the browser show progress instead of a spinner.
 
 use serde::{Deserialize, Serialize};
+use warpfold_index::search::SearchOptions;
 pub use warpfold_summarize::answer::Turn;
 use warpfold_summarize::answer::{self, Answer, Passage, Question};
 use warpfold_summarize::generate::SamplingParams;
@@ -151,7 +152,10 @@ impl App {
         };
         let started = std::time::Instant::now();
         let query = answer::follow_up_query(&request.question, &request.earlier);
-        let hits = self.search(&query, request.passage_count())?;
+        // by score alone: the answer to a question about a long report is often in its third or
+        // fourth best passage, which two hits a document in the top five would push out
+        let options = SearchOptions { per_document_in_top_five: None, ..SearchOptions::default() };
+        let hits = self.search_with(&query, request.passage_count(), &options)?;
         if hits.is_empty() {
             return Err(AppError::NotFound("nothing is indexed yet: add documents, then ask".into()));
         }

@@ -46,6 +46,8 @@ use warpfold_index::search::{Hit, Searcher};
 use warpfold_index::store::{DocumentDetail, Store};
 
 pub use error::AppError;
+pub use warpfold_index::filter::{day_start, Filter};
+pub use warpfold_index::search::SearchOptions;
 pub use events::{AppEvent, AppStateView, BinView, DeviceView, FileState, ProbeView, QueueState, Sample, SummaryEvent};
 use policy::canonical_dir;
 use queue::QueueBoard;
@@ -566,6 +568,12 @@ impl App {
     }
 
     pub fn search(&self, query: &str, k: usize) -> Result<Vec<Hit>, AppError> {
+        self.search_with(query, k, &SearchOptions::default())
+    }
+
+    /// [`App::search`], ranked and filtered as `options` say (folder, file types, dates; at most
+    /// two hits a document in the top five unless asked otherwise).
+    pub fn search_with(&self, query: &str, k: usize, options: &SearchOptions) -> Result<Vec<Hit>, AppError> {
         if query.trim().is_empty() {
             return Err(AppError::InvalidInput("empty query".into()));
         }
@@ -577,7 +585,7 @@ impl App {
             let Some(searcher) = searcher.as_ref() else { return Ok(Vec::new()) };
             let embedder = &self.inner.embedder;
             searcher
-                .search(query, k.clamp(1, 100), |q| {
+                .search_with(query, k.clamp(1, 100), options, |q| {
                     embedder.embed_texts(Lane::Interactive, &[q]).pop().expect("one answer").map_err(|e| e.to_string())
                 })
                 .map_err(|e| AppError::InvalidInput(e.to_string()))

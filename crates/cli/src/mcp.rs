@@ -26,7 +26,8 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 use serde_json::{json, Map, Value};
-use warpfold_index::search::Hit;
+use warpfold_index::filter::Filter;
+use warpfold_index::search::{Hit, SearchOptions};
 use warpfold_index::store::Store;
 
 use crate::ask::{self, AskIndex, ChatSlot, MissingModel};
@@ -61,10 +62,6 @@ const RESOURCES_PAGE: usize = 1000;
 /// How many hits `search` returns without `k`, and at most.
 const DEFAULT_HITS: i64 = 5;
 const MAX_HITS: i64 = 50;
-/// With a folder or type filter, the best this many hits for each one asked are searched, and
-/// those that pass kept; at most [`MAX_FILTERED_DEPTH`] in all.
-const FILTER_DEPTH_FACTOR: usize = 20;
-const MAX_FILTERED_DEPTH: usize = 1000;
 /// How many passages `ask` reads without `passages`, and at most: each costs the chat model a
 /// reading (seconds on a CPU).
 const DEFAULT_PASSAGES: i64 = 5;
@@ -301,10 +298,8 @@ impl McpServer {
 
     fn search(&mut self, query: &str, k: usize, filter: &HitFilter) -> ToolResult {
         let index = self.index.get()?;
-        let depth = if filter.is_none() { k } else { (k * FILTER_DEPTH_FACTOR).min(MAX_FILTERED_DEPTH) };
-        let found = index.search(query, depth).map_err(|e| format!("{e:#}"))?;
-        let searched = found.len();
-        let hits: Vec<Hit> = found.into_iter().filter(|h| filter.keeps(&h.path)).take(k).collect();
+        let options = SearchOptions { filter: filter.to_index_filter(), ..SearchOptions::default() };
+        let hits: Vec<Hit> = index.search(query, k, &options).map_err(|e| format!("{e:#}"))?;
         let mut text = String::new();
         for (i, h) in hits.iter().enumerate() {
             let ocr = if h.ocr { " (read by OCR: words may be misread)" } else { "" };
@@ -312,7 +307,7 @@ impl McpServer {
         }
         if hits.is_empty() {
             text = match filter.describe() {
-                Some(what) => format!("no hits {what} among the best {searched} for this query"),
+                Some(what) => format!("no hits {what} for this query"),
                 None => "no hits: the index holds nothing like this query".to_string(),
             };
         }
@@ -644,14 +639,10 @@ impl HitFilter {
         Ok(HitFilter { folder, extension })
     }
 
-    fn is_none(&self) -> bool {
-        self.folder.is_none() && self.extension.is_none()
-    }
-
-    fn keeps(&self, path: &str) -> bool {
-        let path = Path::new(path);
-        self.folder.as_ref().is_none_or(|f| path.starts_with(f))
-            && self.extension.as_ref().is_none_or(|e| path.extension().is_some_and(|x| x.to_string_lossy().to_lowercase() == *e))
+    /// The index's filter, applied before the hits are cut to `k` (so `k` come back when enough
+    /// documents match).
+    fn to_index_filter(&self) -> Filter {
+        Filter { folder: self.folder.clone(), extensions: self.extension.iter().cloned().collect(), ..Filter::default() }
     }
 
     /// "under FOLDER of type .EXT", for a search that kept nothing.
@@ -1090,13 +1081,14 @@ mod tests {
     }
 
     #[test]
-    fn hit_filters_match_folders_by_component_and_types_without_case() {
+    fn hit_filters_become_the_index_filter() {
         let filter = HitFilter::new(Some("/no/such/docs/"), Some(".PDF")).unwrap();
-        assert!(filter.keeps("/no/such/docs/a/report.pdf"));
-        assert!(filter.keeps("/no/such/docs/SCAN.Pdf"));
-        assert!(!filter.keeps("/no/such/docs-2/report.pdf"));
-        assert!(!filter.keeps("/no/such/docs/report.txt"));
-        assert!(HitFilter::new(None, None).unwrap().is_none());
+        let index = filter.to_index_filter();
+        assert_eq!(index.folder.as_deref(), Some(Path::new("/no/such/docs/")));
+        assert_eq!(index.extensions, ["pdf"]);
+        assert!(HitFilter::new(None, None).unwrap().to_index_filter().is_empty());
+        assert!(HitFilter::new(Some("docs"), None).unwrap_err().contains("absolute path"));
+        assert!(HitFilter::new(None, Some("p/df")).unwrap_err().contains("file extension"));
     }
 
     #[test]

@@ -96,8 +96,38 @@ pub(crate) fn admitted_chunks(store: &Store, filter: &Filter) -> Result<Option<H
     Ok(Some(chunks))
 }
 
+/// The first second of a day given as YYYY-MM-DD (UTC), in Unix seconds.
+pub fn day_start(text: &str) -> Result<i64, String> {
+    let wrong = || format!("{text:?} is not a date as YYYY-MM-DD");
+    let parts: Vec<&str> = text.trim().split('-').collect();
+    let [year, month, day] = parts.as_slice() else { return Err(wrong()) };
+    let (year, month, day): (i64, usize, i64) =
+        (year.parse().map_err(|_| wrong())?, month.parse().map_err(|_| wrong())?, day.parse().map_err(|_| wrong())?);
+    let leap = |y: i64| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let month_days = [31, if leap(year) { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    if !(1..=9999).contains(&year) || !(1..=12).contains(&month) || !(1..=month_days[month - 1]).contains(&day) {
+        return Err(wrong());
+    }
+    let year_days = |y: i64| if leap(y) { 366 } else { 365 };
+    let years: i64 = if year >= 1970 { (1970..year).map(year_days).sum() } else { -(year..1970).map(year_days).sum::<i64>() };
+    let days = years + month_days[..month - 1].iter().sum::<i64>() + day - 1;
+    Ok(days * 86_400)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn days_are_read_as_their_first_second_in_utc() {
+        assert_eq!(day_start("1970-01-01"), Ok(0));
+        assert_eq!(day_start("2024-03-01"), Ok(1_709_251_200), "after a leap day");
+        assert_eq!(day_start("2000-12-31"), Ok(978_220_800));
+        assert_eq!(day_start("1969-12-31"), Ok(-86_400));
+        for wrong in ["2023-02-29", "2024-13-01", "2024-00-10", "2024-1", "yesterday", "2024-01-01T10:00"] {
+            assert!(day_start(wrong).is_err(), "{wrong}");
+        }
+        assert_eq!(day_start("2024-02-29").map(|s| s % 86_400), Ok(0));
+    }
+
     use super::*;
 
     fn admits(filter: &Filter, path: &str, mtime: i64) -> bool {

@@ -55,7 +55,7 @@ use parking_lot::Mutex;
 use serde::Deserialize;
 use tokio_util::io::{StreamReader, SyncIoBridge};
 use warpfold_app::ask::{AskEvent, AskRequest, AskSink};
-use warpfold_app::{inbox, App, AppError, Origin};
+use warpfold_app::{day_start, inbox, App, AppError, Filter, Origin, SearchOptions};
 use warpfold_engine::embed::EmbedError;
 use warpfold_engine::scheduler::Cancel;
 use warpfold_engine::Lane;
@@ -504,6 +504,35 @@ struct SearchQuery {
     q: String,
     #[serde(default = "default_k")]
     k: usize,
+    /// Only documents inside this folder.
+    folder: Option<String>,
+    /// Only these file types: extensions, comma-separated.
+    #[serde(rename = "type")]
+    types: Option<String>,
+    /// Only documents modified on or after / before this day (YYYY-MM-DD, UTC).
+    after: Option<String>,
+    before: Option<String>,
+    /// Rank by score alone (by default one document takes at most two of the first five places).
+    #[serde(default)]
+    all_from_document: bool,
+}
+
+impl SearchQuery {
+    fn options(&self) -> Result<SearchOptions, AppError> {
+        let day = |name: &str, value: &Option<String>| {
+            value.as_deref().filter(|v| !v.trim().is_empty()).map(|v| day_start(v).map_err(|e| AppError::InvalidInput(format!("{name}: {e}")))).transpose()
+        };
+        let types = self.types.as_deref().unwrap_or_default().split(',').map(str::trim).filter(|t| !t.is_empty()).map(String::from).collect();
+        Ok(SearchOptions {
+            per_document_in_top_five: if self.all_from_document { None } else { SearchOptions::default().per_document_in_top_five },
+            filter: Filter {
+                folder: self.folder.as_deref().map(str::trim).filter(|f| !f.is_empty()).map(Into::into),
+                extensions: types,
+                modified_from: day("after", &self.after)?,
+                modified_before: day("before", &self.before)?,
+            },
+        })
+    }
 }
 
 fn default_k() -> usize {
@@ -512,9 +541,15 @@ fn default_k() -> usize {
 
 async fn search(State(state): State<Shared>, query: Result<Query<SearchQuery>, axum::extract::rejection::QueryRejection>) -> Response {
     let Ok(Query(query)) = query else {
-        return app_error(AppError::InvalidInput("expected ?q=QUERY[&k=N]".into()));
+        return app_error(AppError::InvalidInput(
+            "expected ?q=QUERY[&k=N][&folder=DIR][&type=pdf,md][&after=YYYY-MM-DD][&before=YYYY-MM-DD][&all_from_document=true]".into(),
+        ));
     };
-    blocking(move || Ok(serde_json::json!({ "hits": state.app.search(&query.q, query.k)? }))).await
+    let options = match query.options() {
+        Ok(options) => options,
+        Err(e) => return app_error(e),
+    };
+    blocking(move || Ok(serde_json::json!({ "hits": state.app.search_with(&query.q, query.k, &options)? }))).await
 }
 
 async fn app_state(State(state): State<Shared>) -> Response {

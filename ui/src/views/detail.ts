@@ -233,9 +233,7 @@ function summary(doc: DocumentDetail): HTMLElement {
       return h(
         "p",
         { class: "muted summary-state", "data-testid": "summary-state", "data-state": "off" },
-        "Summaries are off. Start the server with ",
-        h("code", null, "warpfold serve --summarize"),
-        " (the desktop app makes them unless WARPFOLD_SUMMARIZE=0).",
+        "Summaries are off: this server runs without a chat model.",
       );
     case "not_asked":
       return h("p", { class: "muted summary-state", "data-testid": "summary-state", "data-state": "not_asked" }, "Not summarized: summaries are made when asked for.");

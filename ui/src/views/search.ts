@@ -3,7 +3,8 @@
 import { $, h, icon, replace } from "../dom";
 import { basename, dirname, shortDir } from "../format";
 import type { Transport } from "../transport";
-import { ApiError, type Hit } from "../types";
+import { store } from "../store";
+import { ApiError, type Hit, type SearchFilter } from "../types";
 import type { OpenDetail } from "./detail";
 import { showError } from "./toast";
 
@@ -19,6 +20,22 @@ export function queryStems(query: string): string[] {
     .split(/[^\p{L}\p{M}\p{N}]+/u)
     .filter((w) => w.length > 1 && !STOP.has(w));
   return [...new Set(words.map((w) => (w.length > 4 ? w.replace(/(es|s)$/, "") : w)))];
+}
+
+/** The text with each word the search matched (`terms`, lower case) in <mark>. */
+export function markedTerms(text: string, terms: string[]): (string | HTMLElement)[] {
+  const wanted = new Set(terms.map((t) => t.toLowerCase()));
+  const out: (string | HTMLElement)[] = [];
+  let last = 0;
+  for (const m of text.matchAll(/[\p{L}\p{M}\p{N}]+/gu)) {
+    if (!wanted.has(m[0].toLowerCase())) continue;
+    const i = m.index ?? 0;
+    if (i > last) out.push(text.slice(last, i));
+    out.push(h("mark", null, m[0]));
+    last = i + m[0].length;
+  }
+  if (last < text.length) out.push(text.slice(last));
+  return out;
 }
 
 export function matches(text: string, stems: string[]): boolean {
@@ -49,6 +66,27 @@ export function mountSearch(t: Transport, openDetail: OpenDetail): void {
   const input = $("search-input") as HTMLInputElement;
   const list = $("search-hits");
   const meta = $("search-meta");
+  const folder = $("filter-folder") as HTMLSelectElement;
+  const type = $("filter-type") as HTMLSelectElement;
+  const after = $("filter-after") as HTMLInputElement;
+  const filter = (): SearchFilter => ({
+    folder: folder.value || undefined,
+    types: type.value ? type.value.split(",") : undefined,
+    after: after.value || undefined,
+  });
+  // the folder choices follow the watched folders
+  const folders = () => {
+    const chosen = folder.value;
+    replace(folder, h("option", { value: "" }, "every folder"), store.folders.map((f) => h("option", { value: f, title: f }, shortDir(f, 40))));
+    folder.value = store.folders.includes(chosen) ? chosen : "";
+  };
+  store.on("folders", folders);
+  folders();
+  for (const el of [folder, type, after])
+    el.addEventListener("change", () => {
+      lastQuery = "\u0000"; // the same words, other filters: search again
+      void run();
+    });
   let timer: number | undefined;
   let seq = 0;
   let lastQuery = "";
@@ -67,7 +105,7 @@ export function mountSearch(t: Transport, openDetail: OpenDetail): void {
     meta.textContent = "searching…";
     const started = performance.now();
     try {
-      const { hits } = await t.search(q, K);
+      const { hits } = await t.search(q, K, filter());
       if (mine !== seq) return;
       const ms = performance.now() - started;
       meta.textContent = `${hits.length} ${hits.length === 1 ? "hit" : "hits"} · ${ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`}`;
@@ -130,7 +168,8 @@ export function mountSearch(t: Transport, openDetail: OpenDetail): void {
               "Open",
             ),
           ),
-          h("p", { class: "hit-text" }, highlighted(hit.text ?? "", stems)),
+          // the words the server matched (its stop-word lists in every language), else the query's stems
+          h("p", { class: "hit-text" }, hit.terms?.length ? markedTerms(hit.text ?? "", hit.terms) : highlighted(hit.text ?? "", stems)),
         );
       }),
     );
