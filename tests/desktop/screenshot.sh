@@ -5,8 +5,6 @@
 #   bash tests/desktop/screenshot.sh [OUT.png]     (default docs/screenshots/desktop.png)
 # Then the folder box: a folder the user never chose is typed into it (as script in the webview
 # could), and it is watched only after a yes in the desktop's native dialog (screenshot beside OUT).
-# Last, a question asked in the search box (Ctrl+Enter): the chat model answers it on the CPU, and
-# the answer with its source page is shown above the hits (OUT-ask.png).
 # Needs: target/release/warpfold-desktop and target/release/warpfold (for the samples), Xvfb,
 # ImageMagick's import/convert, xdotool, the default model in models/.
 set -euo pipefail
@@ -29,10 +27,8 @@ xvfb_pid=$!
 for _ in $(seq 50); do xdpyinfo -display "$display" >/dev/null 2>&1 && break; sleep 0.1; done
 
 # Without compositing off, WebKitGTK under Xvfb paints a blank window.
-# Summaries only when asked: the question below must not wait for nine summaries on two cores.
 DISPLAY="$display" WEBKIT_DISABLE_COMPOSITING_MODE=1 WARPFOLD_WEBVIEW_CONSOLE=1 WARPFOLD_DATA_DIR="$work/data" \
-  WARPFOLD_MODELS_DIR="$PWD/models" WARPFOLD_DEVICE=cpu WARPFOLD_SUMMARIZE=0 WARPFOLD_LOG=warn,warpfold_app::ask=info \
-  "$app" >"$work/app.log" 2>&1 &
+  WARPFOLD_MODELS_DIR="$PWD/models" WARPFOLD_DEVICE=cpu "$app" >"$work/app.log" 2>&1 &
 app_pid=$!
 
 # Wait for the samples to be indexed (the index and its documents appear), then for the UI to draw.
@@ -96,21 +92,3 @@ DISPLAY="$display" xdotool key alt+y
 for _ in $(seq 120); do watched && break; sleep 0.25; done
 watched || { echo "desktop dialog: a yes did not watch the folder" >&2; cat "$work/app.log" >&2; exit 1; }
 echo "desktop dialog: $dialog_out; Escape watched nothing, yes watched $(realpath "$work/later")"
-
-# A question: typed in the search box, asked with Ctrl+Enter; the app logs "answered" once the
-# answer is out (on two cores the model reads five passages in under a minute or two).
-ask_out="${out%.png}-ask.png"
-# "/" focuses the search box wherever the layout put it (a second watched folder may wrap its row)
-DISPLAY="$display" xdotool mousemove 640 30 click 1 key slash
-DISPLAY="$display" xdotool type --delay 10 "When did Galileo find the four largest moons of Jupiter?"
-DISPLAY="$display" xdotool key ctrl+Return
-for _ in $(seq 600); do grep -q 'answered' "$work/app.log" && break; sleep 0.5; done
-if ! grep -q 'answered' "$work/app.log"; then
-  DISPLAY="$display" import -window root ${geometry:+-crop "$geometry"} "$ask_out"
-  echo "desktop ask: no answer within 5 minutes (the window: $ask_out)" >&2
-  cat "$work/app.log" >&2
-  exit 1
-fi
-sleep 1
-DISPLAY="$display" import -window root ${geometry:+-crop "$geometry"} "$ask_out"
-echo "desktop ask: $ask_out ($(grep -c answered "$work/app.log") answer)"
