@@ -1,4 +1,9 @@
 //! `warpfold index`, `warpfold search`, and the hidden `extract-worker` they rely on.
+//!
+//! `search` answers one query, or a file of them (`--queries`) with the index and models loaded
+//! once: the file form exists so a benchmark runs through this very command
+//! (bench/retrieval/warpfold_run.py). Both forms run every query through one function, so a
+//! batch ranks exactly as the single query does.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -6,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use warpfold_app::text::for_terminal as shown;
@@ -15,12 +20,13 @@ use warpfold_index::extract::Isolation;
 use warpfold_index::filter::Filter;
 use warpfold_index::merge::{merge_indexes, MergeOptions};
 use warpfold_index::pipeline::{IndexOptions, IndexReport, Progress};
-use warpfold_index::search::{Hit, SearchOptions, Searcher};
+use warpfold_index::search::{Hit, Ranking, SearchError, SearchOptions, Searcher};
 use warpfold_index::shard::Shard;
 use warpfold_index::shard_search::ShardSearcher;
 use warpfold_index::store::Store;
+use warpfold_summarize::ChatModel;
 
-use crate::{setup, GlobalOptions};
+use crate::{setup, summarize, GlobalOptions};
 
 #[derive(Args, Debug)]
 pub struct IndexArgs {
@@ -113,7 +119,13 @@ pub struct MergeArgs {
 #[derive(Args, Debug)]
 pub struct SearchArgs {
     /// What to look for, in your own words.
-    pub query: String,
+    #[arg(required_unless_present = "queries")]
+    pub query: Option<String>,
+    /// Search every query of this file of JSON lines ({"id": ..., "text": ...}), the index and
+    /// models loaded once; prints one JSON line per query, in order: {"id", "hits": [{"path",
+    /// "page", "score", "chunk_id", ...}], "search_ms"} (the hits without their texts).
+    #[arg(long, conflicts_with = "query", value_name = "FILE")]
+    pub queries: Option<PathBuf>,
     /// The index database built by `warpfold index`; repeat it to search several shard indexes
     /// as one (the same hits as searching their merge).
     #[arg(long, required = true)]
@@ -140,6 +152,37 @@ pub struct SearchArgs {
     /// document gets at most two of them, and its further hits follow the fifth).
     #[arg(long)]
     pub all_from_document: bool,
+    /// Which rankings order the hits: hybrid fuses nearest embeddings, BM25 and exact phrase;
+    /// keyword is BM25 alone and semantic nearest embeddings alone, to measure each half.
+    #[arg(long, value_enum, default_value_t = Mode::Hybrid)]
+    pub mode: Mode,
+    /// Rerank this many of the best hits with the chat model (it judges whether each answers the
+    /// query, as `ask --rerank` does); the hits after them follow as found. Costs a prefill of
+    /// every candidate: cheap on a GPU, about a second a candidate on a laptop CPU.
+    #[arg(long, default_value_t = 0, value_name = "CANDIDATES")]
+    pub rerank: usize,
+    /// The chat model for --rerank (as for `ask --decoder`); default: the device's, fetched on
+    /// first use.
+    #[arg(long)]
+    pub decoder: Option<PathBuf>,
+}
+
+/// `search --mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    Hybrid,
+    Keyword,
+    Semantic,
+}
+
+impl From<Mode> for Ranking {
+    fn from(mode: Mode) -> Ranking {
+        match mode {
+            Mode::Hybrid => Ranking::Hybrid,
+            Mode::Keyword => Ranking::Keyword,
+            Mode::Semantic => Ranking::Semantic,
+        }
+    }
 }
 
 impl SearchArgs {
@@ -153,6 +196,132 @@ impl SearchArgs {
                 modified_from: self.after,
                 modified_before: self.before,
             },
+        }
+    }
+}
+
+/// One query of a `--queries` file: its id as given (any JSON value) and its text.
+#[derive(Debug, PartialEq)]
+struct Query {
+    id: serde_json::Value,
+    text: String,
+}
+
+/// The queries of a file of JSON lines, each {"id": ..., "text": "..."}; blank lines skipped.
+fn read_queries(file: &Path) -> Result<Vec<Query>> {
+    let text = std::fs::read_to_string(file).with_context(|| file.display().to_string())?;
+    let mut queries = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let at = || format!("{} line {}", file.display(), i + 1);
+        let mut value: serde_json::Value = serde_json::from_str(line).with_context(at)?;
+        let Some(query) = value.get("text").and_then(|t| t.as_str()).map(String::from) else {
+            bail!("{}: no \"text\" string", at());
+        };
+        let Some(id) = value.get_mut("id").map(serde_json::Value::take) else { bail!("{}: no \"id\"", at()) };
+        queries.push(Query { id, text: query });
+    }
+    Ok(queries)
+}
+
+/// The index `search` reads: one database, or several shards searched as their merge.
+enum Opened {
+    One(Searcher),
+    Shards(ShardSearcher),
+}
+
+impl Opened {
+    fn open(dbs: &[PathBuf]) -> Result<Opened> {
+        Ok(match dbs {
+            [db] => Opened::One(Searcher::open(db)?),
+            _ => Opened::Shards(ShardSearcher::open(dbs)?),
+        })
+    }
+
+    fn chunks(&self) -> usize {
+        match self {
+            Opened::One(s) => s.vectors().len(),
+            Opened::Shards(s) => s.vectors().len(),
+        }
+    }
+
+    fn search<E>(&self, query: &str, k: usize, options: &SearchOptions, ranking: Ranking, embed: E) -> Result<Vec<Hit>, SearchError>
+    where
+        E: FnOnce(&str) -> Result<Vec<f32>, String>,
+    {
+        match self {
+            Opened::One(s) => s.search_ranked(query, k, options, ranking, embed),
+            Opened::Shards(s) => s.search_ranked(query, k, options, ranking, embed),
+        }
+    }
+}
+
+/// A query's hits, each with the chat model's judgement when it was reranked.
+struct Found {
+    hits: Vec<(Hit, Option<f32>)>,
+    search: Duration,
+    rerank: Duration,
+    judged: usize,
+}
+
+/// `items` with the first `scores.len()` of them put in the order of their scores (best first,
+/// equal scores in their order), each with its score; the others follow as they were.
+fn judged_first<T>(mut items: Vec<T>, scores: &[f32]) -> Vec<(T, Option<f32>)> {
+    let rest = items.split_off(scores.len().min(items.len()));
+    let judged: Vec<(T, Option<f32>)> = items.into_iter().zip(scores).map(|(item, s)| (item, Some(*s))).collect();
+    let mut ranked = warpfold_summarize::rerank::best_first(judged, scores, scores.len());
+    ranked.extend(rest.into_iter().map(|item| (item, None)));
+    ranked
+}
+
+/// The chat model for `--rerank`, found as `ask` finds it, and its name.
+fn load_chat(global: &GlobalOptions, decoder: Option<&PathBuf>) -> Result<(ChatModel, String)> {
+    let path = summarize::chat_model_path(global, decoder)?;
+    let chat = ChatModel::load(&path, &setup::backend_device(global)?)?;
+    Ok((chat, warpfold_summarize::chat::model_name(&path)))
+}
+
+/// A query's line in the output of `search --queries`.
+#[derive(serde::Serialize)]
+struct QueryLine<'a> {
+    id: &'a serde_json::Value,
+    hits: Vec<HitLine<'a>>,
+    search_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rerank_ms: Option<f64>,
+}
+
+/// A hit of `search --queries`: where it is and how it ranked, without its texts.
+#[derive(serde::Serialize)]
+struct HitLine<'a> {
+    path: &'a str,
+    page: u32,
+    ocr: bool,
+    score: f64,
+    chunk_id: i64,
+    char_start: usize,
+    char_end: usize,
+    cosine: Option<f32>,
+    semantic_rank: Option<usize>,
+    keyword_rank: Option<usize>,
+    /// The chat model's judgement (log P(yes) - log P(no)), for the hits it reranked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    relevance: Option<f32>,
+}
+
+impl<'a> HitLine<'a> {
+    fn of((hit, relevance): &'a (Hit, Option<f32>)) -> HitLine<'a> {
+        HitLine {
+            path: &hit.path,
+            page: hit.page,
+            ocr: hit.ocr,
+            score: hit.score,
+            chunk_id: hit.chunk_id,
+            char_start: hit.char_start,
+            char_end: hit.char_end,
+            cosine: hit.cosine,
+            semantic_rank: hit.semantic_rank,
+            keyword_rank: hit.keyword_rank,
+            relevance: *relevance,
         }
     }
 }
@@ -340,6 +509,11 @@ fn print_report(r: &IndexReport, db: &Path) {
 
 pub fn run_search(global: &GlobalOptions, args: &SearchArgs) -> Result<ExitCode> {
     let started = Instant::now();
+    let queries = match (&args.query, &args.queries) {
+        (Some(query), _) => vec![Query { id: serde_json::Value::Null, text: query.clone() }],
+        (None, Some(file)) => read_queries(file)?,
+        (None, None) => bail!("give a query, or --queries FILE"),
+    };
     let dir = setup::embedding_model_dir(global)?;
     for db in &args.db {
         let store = Store::open_read_only(db).map_err(|e| {
@@ -362,29 +536,81 @@ pub fn run_search(global: &GlobalOptions, args: &SearchArgs) -> Result<ExitCode>
     let embed =
         |query: &str| embedder.embed_texts(Lane::Interactive, &[query]).pop().expect("one answer per text").map_err(|e| e.to_string());
     let options = args.options();
-    let (hits, chunks, loaded, query_time) = if let [db] = args.db.as_slice() {
-        let searcher = Searcher::open(db)?;
-        let loaded = started.elapsed();
-        let query_started = Instant::now();
-        let hits = searcher.search_with(&args.query, args.k, &options, embed)?;
-        (hits, searcher.vectors().len(), loaded, query_started.elapsed())
-    } else {
-        let searcher = ShardSearcher::open(&args.db)?;
-        let loaded = started.elapsed();
-        let query_started = Instant::now();
-        let hits = searcher.search_with(&args.query, args.k, &options, embed)?;
-        (hits, searcher.vectors().len(), loaded, query_started.elapsed())
+    let index = Opened::open(&args.db)?;
+    let loaded = started.elapsed();
+    let chat = if args.rerank > 0 { Some(load_chat(global, args.decoder.as_ref())?) } else { None };
+    let chat_loaded = started.elapsed() - loaded;
+    let search = |query: &str| -> Result<Found> {
+        let searching = Instant::now();
+        let hits = index.search(query, args.k.max(args.rerank), &options, args.mode.into(), embed)?;
+        let search = searching.elapsed();
+        let reranking = Instant::now();
+        let scores = match &chat {
+            Some((chat, _)) => {
+                let passages: Vec<&str> = hits.iter().take(args.rerank).map(|h| h.chunk.as_str()).collect();
+                warpfold_summarize::rerank::relevance(chat, query, &passages)?
+            }
+            None => Vec::new(),
+        };
+        let mut hits = judged_first(hits, &scores);
+        hits.truncate(args.k);
+        Ok(Found { hits, search, rerank: reranking.elapsed(), judged: scores.len() })
     };
+    let reranked = |pairs: usize, seconds: f64| match &chat {
+        Some((_, model)) => {
+            format!(
+                "; reranking {pairs} pairs {seconds:.1} s ({:.2} pairs/s) with {model}, loaded in {:.1} s",
+                pairs as f64 / seconds.max(1e-9),
+                chat_loaded.as_secs_f64()
+            )
+        }
+        None => String::new(),
+    };
+    if args.queries.is_some() {
+        let mut out = std::io::stdout().lock();
+        let (mut searching, mut reranking, mut pairs) = (0.0, 0.0, 0);
+        for query in &queries {
+            let found = search(&query.text)?;
+            let line = QueryLine {
+                id: &query.id,
+                hits: found.hits.iter().map(HitLine::of).collect(),
+                search_ms: found.search.as_secs_f64() * 1e3,
+                rerank_ms: chat.is_some().then_some(found.rerank.as_secs_f64() * 1e3),
+            };
+            serde_json::to_writer(&mut out, &line)?;
+            std::io::Write::write_all(&mut out, b"\n")?;
+            searching += found.search.as_secs_f64();
+            reranking += found.rerank.as_secs_f64();
+            pairs += found.judged;
+        }
+        eprintln!(
+            "{} queries over {} chunks: loading {:.0} ms, searching {searching:.1} s ({:.1} ms a query){}",
+            queries.len(),
+            index.chunks(),
+            loaded.as_secs_f64() * 1e3,
+            searching * 1e3 / queries.len().max(1) as f64,
+            reranked(pairs, reranking)
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let found = search(&queries[0].text)?;
+    let reranked = reranked(found.judged, found.rerank.as_secs_f64());
+    let hits: Vec<Hit> = found.hits.into_iter().map(|(hit, _)| hit).collect();
     if args.json {
         println!("{}", serde_json::to_string(&hits)?);
     } else {
         print_hits(&hits);
         eprintln!(
-            "{} chunks searched{}; query {:.1} ms (embedding + cosine + BM25 + fusion), loading {:.0} ms",
-            chunks,
+            "{} chunks searched{}; query {:.1} ms ({}), loading {:.0} ms{reranked}",
+            index.chunks(),
             if args.db.len() > 1 { format!(" in {} indexes", args.db.len()) } else { String::new() },
-            query_time.as_secs_f64() * 1e3,
-            loaded.as_secs_f64() * 1e3
+            found.search.as_secs_f64() * 1e3,
+            match args.mode {
+                Mode::Hybrid => "embedding + cosine + BM25 + fusion",
+                Mode::Keyword => "BM25",
+                Mode::Semantic => "embedding + cosine",
+            },
+            loaded.as_secs_f64() * 1e3,
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -412,3 +638,62 @@ pub fn run_make_samples(dir: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Cli, Command};
+    use clap::Parser;
+
+    fn search_args(args: &[&str]) -> Result<SearchArgs, clap::Error> {
+        let cli = Cli::try_parse_from(["warpfold", "search"].iter().chain(args))?;
+        match cli.command {
+            Command::Search(args) => Ok(args),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_search_takes_a_query_or_a_file_of_them_and_ranks_hybrid_by_default() {
+        let one = search_args(&["open a file", "--db", "i.db"]).unwrap();
+        assert_eq!((one.query.as_deref(), one.queries.as_ref()), (Some("open a file"), None));
+        assert_eq!(Ranking::from(one.mode), Ranking::default(), "the default search is the fused one");
+        assert_eq!(Ranking::from(one.mode), Ranking::Hybrid);
+        let batch = search_args(&["--queries", "q.jsonl", "--db", "i.db", "--mode", "keyword", "--rerank", "10"]).unwrap();
+        assert_eq!((batch.query, batch.queries), (None, Some(PathBuf::from("q.jsonl"))));
+        assert_eq!((Ranking::from(batch.mode), batch.rerank), (Ranking::Keyword, 10));
+        assert_eq!(Ranking::from(search_args(&["x", "--db", "i.db", "--mode", "semantic"]).unwrap().mode), Ranking::Semantic);
+        assert!(search_args(&["x", "--queries", "q.jsonl", "--db", "i.db"]).is_err(), "one or the other");
+        assert!(search_args(&["--db", "i.db"]).is_err(), "nothing to search for");
+        assert!(search_args(&["x", "--db", "i.db", "--mode", "bm25"]).is_err());
+    }
+
+    #[test]
+    fn queries_are_read_with_their_ids_as_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("q.jsonl");
+        std::fs::write(&file, "{\"id\": \"q:open.2\", \"text\": \"open a file\", \"more\": 1}\n\n{\"id\": 7, \"text\": \"\"}\n").unwrap();
+        assert_eq!(
+            read_queries(&file).unwrap(),
+            [
+                Query { id: serde_json::json!("q:open.2"), text: "open a file".into() },
+                Query { id: serde_json::json!(7), text: String::new() }
+            ]
+        );
+        for (line, error) in [("{\"id\": 1}", "line 2: no \"text\" string"), ("{\"text\": \"t\"}", "line 2: no \"id\""), ("{", "line 2")] {
+            std::fs::write(&file, format!("{{\"id\": 0, \"text\": \"t\"}}\n{line}\n")).unwrap();
+            let got = format!("{:#}", read_queries(&file).unwrap_err());
+            assert!(got.contains(error), "{got}");
+        }
+    }
+
+    #[test]
+    fn reranked_hits_come_first_by_judgement_and_the_others_follow_as_found() {
+        let hits = vec!["a", "b", "c", "d", "e"];
+        assert_eq!(
+            judged_first(hits.clone(), &[0.5, 2.0, 0.5]),
+            [("b", Some(2.0)), ("a", Some(0.5)), ("c", Some(0.5)), ("d", None), ("e", None)]
+        );
+        assert_eq!(judged_first(hits.clone(), &[]), hits.iter().map(|h| (*h, None)).collect::<Vec<_>>());
+        assert_eq!(judged_first(vec!["a"], &[1.0]), [("a", Some(1.0))]);
+    }
+}

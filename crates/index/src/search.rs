@@ -15,6 +15,11 @@
 //! first five places by default; its further hits are not dropped but follow the fifth. Filters
 //! (a folder, file types, modification times, [`crate::filter`]) act inside each ranking, before
 //! it is cut at k.
+//!
+//! A search can also rank by one list alone ([`Ranking`]): the fused list is what users get, and
+//! the single lists exist to measure what each half adds (bench/retrieval). They go through the
+//! same steps, with only the lists fused changed, so a measured difference is the lists' and
+//! nothing else's.
 
 use std::collections::{HashMap, HashSet};
 
@@ -127,7 +132,7 @@ pub struct Hit {
     pub page: u32,
     /// Whether that page's text was read by OCR from its image (a scan): it may hold misread words.
     pub ocr: bool,
-    /// Reciprocal-rank-fusion score.
+    /// Reciprocal-rank-fusion score over the rankings that took part ([`Ranking`]).
     pub score: f64,
     /// A snippet of the chunk: its sentence that best matches the query ([`crate::snippet`]).
     pub text: String,
@@ -159,6 +164,39 @@ pub fn reciprocal_rank_fusion(rankings: &[&[i64]]) -> Vec<(i64, f64)> {
     let mut merged: Vec<(i64, f64, usize)> = scores.into_iter().map(|(id, (s, order))| (id, s, order)).collect();
     merged.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)));
     merged.into_iter().map(|(id, s, _)| (id, s)).collect()
+}
+
+/// Which rankings a search fuses: all of them (the default, see the module docs), or one alone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Ranking {
+    /// Nearest embeddings, BM25 and exact phrase, fused.
+    #[default]
+    Hybrid,
+    /// BM25 alone (chunks holding every word of the query first); the query is not embedded.
+    Keyword,
+    /// Nearest embeddings alone.
+    Semantic,
+}
+
+impl Ranking {
+    /// Whether the query is embedded and compared with the stored vectors.
+    pub fn uses_vectors(self) -> bool {
+        self != Ranking::Keyword
+    }
+
+    /// Whether the keyword rankings (BM25 and phrase) are computed.
+    pub fn uses_keywords(self) -> bool {
+        self != Ranking::Semantic
+    }
+
+    /// The rankings that take part, of the three every search may compute.
+    fn lists<'a>(self, semantic: &'a [i64], keyword: &'a [i64], phrase: &'a [i64]) -> Vec<&'a [i64]> {
+        match self {
+            Ranking::Hybrid => vec![semantic, keyword, phrase],
+            Ranking::Keyword => vec![keyword],
+            Ranking::Semantic => vec![semantic],
+        }
+    }
 }
 
 /// How many leading places diversity spreads over documents: about one screen of hits.
@@ -256,21 +294,28 @@ impl ChunkSource for Store {
     }
 }
 
-/// Fuses the three rankings, places the hits by `per_document_in_top_five` ([`SearchOptions`])
-/// and reads the top `k` chunks with their snippets.
+/// The rankings a search computed, best first each; a ranking it did not need is empty.
+pub(crate) struct Rankings {
+    pub nearest: Vec<(i64, f32)>,
+    pub keyword: Vec<i64>,
+    pub phrase: Vec<i64>,
+}
+
+/// Fuses the rankings `ranking` names, places the hits by `per_document_in_top_five`
+/// ([`SearchOptions`]) and reads the top `k` chunks with their snippets.
 pub(crate) fn fuse(
     store: &impl ChunkSource,
     query: &str,
-    nearest: &[(i64, f32)],
-    keyword: &[i64],
-    phrase: &[i64],
+    rankings: &Rankings,
+    ranking: Ranking,
     k: usize,
     per_document_in_top_five: Option<usize>,
 ) -> Result<Vec<Hit>, StoreError> {
+    let Rankings { nearest, keyword, phrase } = rankings;
     let cosines: HashMap<i64, f32> = nearest.iter().copied().collect();
     let semantic: Vec<i64> = nearest.iter().map(|(id, _)| *id).collect();
     let mut order = Diversified::new(per_document_in_top_five, k);
-    for (id, score) in reciprocal_rank_fusion(&[&semantic, keyword, phrase]) {
+    for (id, score) in reciprocal_rank_fusion(&ranking.lists(&semantic, keyword, phrase)) {
         if order.is_full() {
             break;
         }
@@ -322,7 +367,7 @@ pub fn hybrid_search_with(
     let admitted = admitted_chunks(store, &options.filter)?;
     let nearest = vectors.top_among(query_vector, depth(k), admitted.as_ref());
     let (keyword, phrase) = keyword_rankings(store, query, k, admitted.as_ref())?;
-    fuse(store, query, &nearest, &keyword, &phrase, k, options.per_document_in_top_five)
+    fuse(store, query, &Rankings { nearest, keyword, phrase }, Ranking::Hybrid, k, options.per_document_in_top_five)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -370,17 +415,40 @@ impl Searcher {
     where
         E: FnOnce(&str) -> Result<Vec<f32>, String>,
     {
+        self.search_ranked(query, k, options, Ranking::Hybrid, embed)
+    }
+
+    /// [`Searcher::search_with`] ranked as `ranking` says; `embed` is not called when the
+    /// ranking uses no vectors.
+    pub fn search_ranked<E>(
+        &self,
+        query: &str,
+        k: usize,
+        options: &SearchOptions,
+        ranking: Ranking,
+        embed: E,
+    ) -> Result<Vec<Hit>, SearchError>
+    where
+        E: FnOnce(&str) -> Result<Vec<f32>, String>,
+    {
         let admitted = admitted_chunks(&self.store, &options.filter)?;
         let admitted = admitted.as_ref();
         let (nearest, keywords) = std::thread::scope(|scope| {
             let keyword_store = &self.keyword_store;
-            let keywords = scope.spawn(move || keyword_rankings(&keyword_store.lock(), query, k, admitted));
-            let nearest = embed(query).map(|v| self.vectors.top_among(&v, depth(k), admitted));
+            let keywords = scope.spawn(move || {
+                if ranking.uses_keywords() {
+                    keyword_rankings(&keyword_store.lock(), query, k, admitted)
+                } else {
+                    Ok(Default::default())
+                }
+            });
+            let nearest =
+                if ranking.uses_vectors() { embed(query).map(|v| self.vectors.top_among(&v, depth(k), admitted)) } else { Ok(Vec::new()) };
             (nearest, keywords.join().expect("keyword search does not panic"))
         });
         let nearest = nearest.map_err(SearchError::Embed)?;
         let (keyword, phrase) = keywords?;
-        Ok(fuse(&self.store, query, &nearest, &keyword, &phrase, k, options.per_document_in_top_five)?)
+        Ok(fuse(&self.store, query, &Rankings { nearest, keyword, phrase }, ranking, k, options.per_document_in_top_five)?)
     }
 }
 
@@ -511,6 +579,49 @@ mod tests {
         let options =
             SearchOptions { filter: Filter { folder: Some("/corpus/notes".into()), ..Filter::default() }, ..SearchOptions::default() };
         assert_eq!(searcher.search_with(query, 3, &options, |q| Ok(vector(q, 8))).unwrap(), search(&store, &vectors, query, 3, &options));
+    }
+
+    /// Three documents, and a query whose words are in one of them while its embedding (chosen
+    /// here) is nearest another's: each ranking alone finds its own document first, and the
+    /// fused ranking is the one `search_with` gives.
+    #[test]
+    fn a_search_ranks_by_the_lists_its_ranking_names() {
+        let (_dir, store, _vectors) = index_of(&[
+            ("/docs/birds.txt", vec!["the heron waits by the harbour lantern".into()]),
+            ("/docs/kitchen.txt", vec!["amber fox kettle on the stove, thyme in the pot".into()]),
+            ("/docs/walk.txt", vec!["river stone path along the water meadow".into()]),
+        ]);
+        let searcher = Searcher::open(std::path::Path::new(store.path())).unwrap();
+        let all = SearchOptions { per_document_in_top_five: None, ..SearchOptions::default() };
+        let near_walk = |_: &str| Ok(vector("river stone path along the water meadow", 8));
+        let ranked = |query: &str, ranking: Ranking| searcher.search_ranked(query, 3, &all, ranking, near_walk).unwrap();
+
+        let keyword = ranked("amber fox", Ranking::Keyword);
+        assert_eq!(paths(&keyword), ["/docs/kitchen.txt"], "only the chunk holding the words");
+        assert_eq!(keyword[0].keyword_rank, Some(1));
+        assert_eq!((keyword[0].cosine, keyword[0].semantic_rank), (None, None), "no vector was compared");
+        assert_eq!(keyword[0].score, 1.0 / (RRF_K + 1.0), "one list: the reciprocal rank alone");
+        let unembedded =
+            searcher.search_ranked("amber fox", 3, &all, Ranking::Keyword, |_| Err("the keyword ranking embeds nothing".into())).unwrap();
+        assert_eq!(unembedded, keyword);
+
+        let semantic = ranked("amber fox", Ranking::Semantic);
+        assert_eq!(paths(&semantic)[0], "/docs/walk.txt");
+        assert_eq!(semantic.len(), 3, "every chunk has a cosine");
+        assert!(semantic.iter().all(|h| h.keyword_rank.is_none()), "no keyword ranking was computed");
+        assert!((semantic[0].cosine.unwrap() - 1.0).abs() < 1e-5);
+        let ranks: Vec<Option<usize>> = semantic.iter().map(|h| h.semantic_rank).collect();
+        assert_eq!(ranks, [Some(1), Some(2), Some(3)]);
+
+        let hybrid = ranked("amber fox", Ranking::Hybrid);
+        assert_eq!(paths(&hybrid)[..2], ["/docs/kitchen.txt", "/docs/walk.txt"], "BM25 and phrase outvote one cosine");
+        assert_eq!(hybrid, searcher.search_with("amber fox", 3, &all, near_walk).unwrap(), "hybrid is the default search");
+        assert_eq!(hybrid, hybrid_search_with(&store, &searcher.vectors, "amber fox", &near_walk("").unwrap(), 3, &all).unwrap());
+
+        // Words found nowhere: the keyword ranking has nothing, the semantic one still ranks all.
+        assert_eq!(paths(&ranked("meadow sparrow", Ranking::Keyword)), ["/docs/walk.txt"], "some of the words");
+        assert!(ranked("zebra quokka", Ranking::Keyword).is_empty());
+        assert_eq!(paths(&ranked("zebra quokka", Ranking::Semantic))[0], "/docs/walk.txt");
     }
 
     #[test]

@@ -25,7 +25,7 @@ use rusqlite::{params, OptionalExtension};
 use crate::filter::{admitted_chunks, Filter};
 use crate::keyword::{fts_phrase, fts_phrases};
 use crate::merge::{common_model, open_shard, winners, MergeError};
-use crate::search::{depth, fuse, ChunkSource, Hit, SearchError, SearchOptions, VectorIndex};
+use crate::search::{depth, fuse, ChunkSource, Hit, Ranking, Rankings, SearchError, SearchOptions, VectorIndex};
 use crate::store::{decode_vector, Store, StoreError, StoredChunk};
 
 /// FTS5's BM25 constants (`fts5Bm25Function` in SQLite's fts5_aux.c).
@@ -386,11 +386,32 @@ impl ShardSearcher {
     where
         E: FnOnce(&str) -> Result<Vec<f32>, String>,
     {
-        let vector = embed(query).map_err(SearchError::Embed)?;
+        self.search_ranked(query, k, options, Ranking::Hybrid, embed)
+    }
+
+    /// [`ShardSearcher::search_with`] ranked as `ranking` says, as
+    /// [`crate::search::Searcher::search_ranked`] over the merge.
+    pub fn search_ranked<E>(
+        &self,
+        query: &str,
+        k: usize,
+        options: &SearchOptions,
+        ranking: Ranking,
+        embed: E,
+    ) -> Result<Vec<Hit>, SearchError>
+    where
+        E: FnOnce(&str) -> Result<Vec<f32>, String>,
+    {
         let admitted = self.admitted(&options.filter)?;
-        let nearest = self.vectors.top_among(&vector, depth(k), admitted.as_ref());
-        let (keyword, phrase) = self.keyword_rankings(query, k, admitted.as_ref())?;
-        let mut hits = fuse(self, query, &nearest, &keyword, &phrase, k, options.per_document_in_top_five)?;
+        let nearest = if ranking.uses_vectors() {
+            let vector = embed(query).map_err(SearchError::Embed)?;
+            self.vectors.top_among(&vector, depth(k), admitted.as_ref())
+        } else {
+            Vec::new()
+        };
+        let (keyword, phrase) =
+            if ranking.uses_keywords() { self.keyword_rankings(query, k, admitted.as_ref())? } else { Default::default() };
+        let mut hits = fuse(self, query, &Rankings { nearest, keyword, phrase }, ranking, k, options.per_document_in_top_five)?;
         for hit in &mut hits {
             hit.chunk_id = split_key(hit.chunk_id).1;
         }
@@ -414,7 +435,7 @@ mod tests {
     use super::*;
     use crate::merge::testing::{add, vector};
     use crate::merge::{merge_indexes, MergeOptions};
-    use crate::search::{hybrid_search, hybrid_search_with};
+    use crate::search::{hybrid_search, hybrid_search_with, Searcher};
     use crate::shard::Shard;
 
     #[test]
@@ -465,6 +486,7 @@ mod tests {
         merge_indexes(&out, &paths, &MergeOptions::default()).unwrap();
         let merged = Store::open_read_only(&out).unwrap();
         let vectors = VectorIndex::load(&merged).unwrap();
+        let merged_searcher = Searcher::open(&out).unwrap();
         let shards = ShardSearcher::open(&paths).unwrap();
         assert_eq!(shards.vectors().len(), vectors.len());
         let options = [
@@ -496,6 +518,12 @@ mod tests {
                     let got = strip(shards.search_with(query, k, options, |_| Ok(q.clone())).unwrap());
                     assert_eq!(got, expected, "{query:?}, k = {k}, {options:?}");
                     assert!(!expected.is_empty() || query == "nothing matches", "{query:?}, {options:?}");
+                }
+                for ranking in [Ranking::Keyword, Ranking::Semantic] {
+                    let options = &options[0];
+                    let expected = strip(merged_searcher.search_ranked(query, k, options, ranking, |_| Ok(q.clone())).unwrap());
+                    let got = strip(shards.search_ranked(query, k, options, ranking, |_| Ok(q.clone())).unwrap());
+                    assert_eq!(got, expected, "{query:?}, k = {k}, {ranking:?}");
                 }
             }
         }
