@@ -124,7 +124,8 @@ fn the_server_guards_with_its_token_embeds_like_the_engine_and_searches() {
 
     // Filters act before the best hits are cut: by type, by folder, by date.
     let paths = |query: &str| -> Vec<String> {
-        let (status, body) = request(addr, "GET", &format!("/api/search?q=pick%20tomatoes%20ripen%20indoors&k=5{query}"), Some("s3cret"), None);
+        let (status, body) =
+            request(addr, "GET", &format!("/api/search?q=pick%20tomatoes%20ripen%20indoors&k=5{query}"), Some("s3cret"), None);
         assert_eq!(status, 200, "{query}: {body}");
         let v: Value = serde_json::from_str(&body).unwrap();
         v["hits"].as_array().unwrap().iter().map(|h| h["path"].as_str().unwrap().to_string()).collect()

@@ -8,15 +8,14 @@
 #      time for single questions;
 #   2. the same questions through the pipeline a user would write (bench/gpu/peer_qa.py:
 #      sentence-transformers, numpy, transformers with the same GGUF);
-#   3. the facts set's summaries (crates/summarize/examples/facts.rs): key facts kept, invented
-#      items before and after the check, on the GPU.
+#   3. the facts set's summaries (crates/summarize/examples/facts.rs, .gpu/facts.xz carried with the
+#      `rest` call): key facts kept, invented items before and after the check, on the GPU.
 # Scored on the build machine (bench/qa/score.py; the facts example's own summary line).
 . "$(dirname "$0")/env.sh"
 stage=${1:-run}
 opened() {
   mkdir -p /tmp/wf-models && xz -dc $ST/minilm-f16.tar.xz | tar -C /tmp/wf-models -xf -
   xz -dc $ST/qa.tar.xz | tar -C /tmp -xf -
-  xz -dc $ST/facts.xz > /tmp/facts && chmod +x /tmp/facts
 }
 # the second call (stage `rest`): the peer, then the summaries
 peer_and_summaries() {
@@ -26,6 +25,7 @@ peer_and_summaries() {
     tests/data/qa/questions.jsonl "$OUT/peer-qa.jsonl" > "$OUT/peer-qa.json" 2> "$OUT/peer-qa.err"
   tail -1 "$OUT/peer-qa.json"; tail -2 "$OUT/peer-qa.err"
   echo "=== summaries of the facts set (51 documents)"
+  [ -x /tmp/facts ] || { xz -dc .gpu/facts.xz > /tmp/facts && chmod +x /tmp/facts; }
   mkdir -p /tmp/wf-cuda/crates/summarize /tmp/wf-cuda/tests/data/facts && cp tests/data/facts/documents.jsonl /tmp/wf-cuda/tests/data/facts/
   /usr/bin/time -f "wall %e s" /tmp/facts $Q --cuda --texts $ST/fact-texts.jsonl --out "$OUT/facts-gpu.jsonl" 2>&1 | tail -3
   tail -1 "$OUT/facts-gpu.jsonl"

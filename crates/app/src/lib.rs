@@ -46,13 +46,13 @@ use warpfold_index::search::{Hit, Searcher};
 use warpfold_index::store::{DocumentDetail, Store};
 
 pub use error::AppError;
-pub use warpfold_index::filter::{day_start, Filter};
-pub use warpfold_index::search::SearchOptions;
 pub use events::{AppEvent, AppStateView, BinView, DeviceView, FileState, ProbeView, QueueState, Sample, SummaryEvent};
 use policy::canonical_dir;
 use queue::QueueBoard;
 use summaries::SummaryConfig;
 pub use tokio::sync::broadcast::error::RecvError;
+pub use warpfold_index::filter::{day_start, Filter};
+pub use warpfold_index::search::SearchOptions;
 use watch::FolderWatcher;
 
 /// How many samples the state keeps (5 minutes at the default interval).

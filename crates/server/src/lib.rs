@@ -520,9 +520,14 @@ struct SearchQuery {
 impl SearchQuery {
     fn options(&self) -> Result<SearchOptions, AppError> {
         let day = |name: &str, value: &Option<String>| {
-            value.as_deref().filter(|v| !v.trim().is_empty()).map(|v| day_start(v).map_err(|e| AppError::InvalidInput(format!("{name}: {e}")))).transpose()
+            value
+                .as_deref()
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| day_start(v).map_err(|e| AppError::InvalidInput(format!("{name}: {e}"))))
+                .transpose()
         };
-        let types = self.types.as_deref().unwrap_or_default().split(',').map(str::trim).filter(|t| !t.is_empty()).map(String::from).collect();
+        let types =
+            self.types.as_deref().unwrap_or_default().split(',').map(str::trim).filter(|t| !t.is_empty()).map(String::from).collect();
         Ok(SearchOptions {
             per_document_in_top_five: if self.all_from_document { None } else { SearchOptions::default().per_document_in_top_five },
             filter: Filter {
