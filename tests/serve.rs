@@ -221,10 +221,10 @@ fn the_app_api_takes_uploads_and_folders_streams_events_and_guards_paths() {
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("motorway verges"), "{body}");
 
-    // Summaries are off unless the server was started with --summarize.
-    let (status, body) = request(addr, "POST", "/api/summarize", Some("s3cret"), Some(&format!(r#"{{"paths": ["{path}"]}}"#)));
-    assert_eq!(status, 400, "{body}");
-    assert!(body.contains("--summarize"), "{body}");
+    // Without --summarize documents are summarized when asked, but only documents the app holds.
+    let (status, body) = request(addr, "POST", "/api/summarize", Some("s3cret"), Some(r#"{"paths": ["/etc/passwd"]}"#));
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["error"]["kind"], "path_not_allowed");
 
     // Watched folders: a missing one is a 404 with its reason; a real one is saved and listed.
     let (status, body) = request(addr, "POST", "/api/folders", Some("s3cret"), Some(r#"{"path": "/no/such/folder"}"#));
