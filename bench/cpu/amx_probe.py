@@ -1,4 +1,4 @@
-"""Is a bf16 path worth building for the CPU encoder on an Intel CPU with AMX? (issue 17, session 17)
+"""Is a bf16 path worth building for the CPU encoder on an Intel CPU with AMX? (issue 17)
 
 Measured with PyTorch (oneDNN) on the machine it runs on, pinned to two physical cores as the bench
 runs are, before any Rust is written:

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The CPU encoder on an Intel Xeon when the build machine is an AMD (issue 17, session 17): the GPU
+# The CPU encoder on an Intel Xeon when the build machine is an AMD (issue 17): the GPU
 # machine's host CPU (the device tool's H200 hosts are Intel Xeons), the GPU unused. The CPU build of
 # warpfold and all-MiniLM-L6-v2 in f32 travel in two parts (a call carries at most 64 MiB), then
 # `warpfold bench --peer` runs there as on the build machine, pinned to two physical cores (as the
-# 2-core Intel build machines of sessions 9-13), once with each attention kernel, against
+# 2-core Intel build machines of 2026-12-01 and 12-02), once with each attention kernel, against
 # sentence-transformers from the machine's own torch environment.
 #   here:  bash bench/cpu/device-host.sh pack                 -> .gpu-extra/intel/{part-1.tar,part-2}
 #   there: bash bench/cpu/device-host.sh put1                 (call 1: carry .gpu-extra/intel/part-1.tar)
@@ -13,16 +13,16 @@
 #          bash bench/cpu/device-host.sh run probe            (bench/cpu/amx_probe.py: f32 against bf16
 #                                                             in PyTorch, products and sentence-transformers)
 #          bash bench/cpu/device-host.sh test                 (the CPU kernels' unit tests, AVX-512 included)
-#          bash bench/cpu/device-host.sh run avx512 gemm ...  (the weights' products, session 18: AVX-512
+#          bash bench/cpu/device-host.sh run avx512 gemm ...  (the weights' products: AVX-512
 #                                                             panels, the gemm crate, AVX2 panels; `profile-V`
 #                                                             for WARPFOLD_PROFILE's stage times of variant V)
-# Intel MKL (session 18: f32 `sgemm` and the bf16 path, which need it) travels in more parts:
+# Intel MKL (f32 `sgemm` and the bf16 path, which need it) travels in more parts:
 #   here:  bash bench/cpu/device-host.sh pack-mkl             -> .gpu-extra/intel/mkl.part-*
 #   there: bash bench/cpu/device-host.sh put-mkl              (one call per part, each carrying one part,
 #                                                             in order; the last one unpacks)
 #          bash bench/cpu/device-host.sh run mkl bf16         (MKL f32; bf16 against the peer in f32 and bf16)
 #          bash bench/cpu/device-host.sh run auto auto-tiled  (the default, bf16x3 on AMX with attention on
-#                                                             the tiles since session 20; and with attention
+#                                                             the tiles since 2026-12-04; and with attention
 #                                                             in f32 AVX-512 tiles)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -38,7 +38,7 @@ case ${1:?usage: device-host.sh pack|put1|put2|test|run [VARIANT...]} in
       python3 -c 'import json,sys; print([j["executable"] for j in map(json.loads, sys.stdin) if j.get("profile", {}).get("test")][-1])')
     xz -T2 -3 -c "$tests" > "$P/stage/candle-tests.xz"
     tar -C "models/$M" --exclude=./model.safetensors -cf - . | tar -C "$P/stage/models/$M" -xf -
-    # Where the weights are cut: each part and the tree (~8.6 MB in session 19) under 64 MiB.
+    # Where the weights are cut: each part and the tree (~8.6 MB on 2026-12-04) under 64 MiB.
     cut=40000000
     head -c $cut "models/$M/model.safetensors" > "$P/stage/weights-1"
     tail -c +$((cut + 1)) "models/$M/model.safetensors" > "$P/part-2"

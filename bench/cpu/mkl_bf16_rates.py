@@ -1,4 +1,4 @@
-"""MKL's f32 and bf16 products on MiniLM's row-block shapes, one thread (issue 17, session 19).
+"""MKL's f32 and bf16 products on MiniLM's row-block shapes, one thread (issue 17).
 
 Why: bf16x3 (crates/candle/src/bert_cpu.rs) replaces one f32 product of width K by one bf16 product
 of width 3K; this measures what that trade is worth on this CPU before the encoder's own numbers:

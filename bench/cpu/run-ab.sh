@@ -7,7 +7,7 @@
 # MKL is the default on an Intel CPU once `warpfold models fetch` has installed it; on another CPU
 # it is used only when named (WARPFOLD_MKL=its folder), which this script does for the comparison
 # (`warpfold models fetch mkl` installs it anywhere). The CPU is recorded in OUTPUT_DIR/cpu.txt.
-#   bash bench/peer/setup.sh && bash bench/cpu/run-ab.sh bench/results/cpu-DATE
+#   bash bench/peer/setup.sh && bash bench/cpu/run-ab.sh bench/results/DATE-MACHINE-WHAT
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 O=${1:?usage: run-ab.sh OUTPUT_DIR}

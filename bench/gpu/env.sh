@@ -27,7 +27,7 @@ L=/tmp/wf-models/bert-large-random
 
 # Everything the script prints from here on goes to $OUT/NAME as well.
 log_to() { exec > >(tee "$OUT/$1") 2>&1; }
-# The app-core sessions' start: the log $OUT/NAME, the binary, MiniLM, the card and the host.
+# The app-core runs' start: the log $OUT/NAME, the binary, MiniLM, the card and the host.
 app_start() { log_to "$1"; need_warpfold; need_minilm; host_info; }
 
 # The carried binary unpacked to $W by run-on-gpu-machine.sh (which prints the GPU, the CUDA libraries
@@ -38,7 +38,7 @@ need_warpfold() { [ -x $W ] || unpack_warpfold "$@"; }
 
 # all-MiniLM-L6-v2 in f16 (the pack scripts' minilm-f16.tar.xz, at the path given) into /tmp/wf-models.
 unpack_minilm() { mkdir -p /tmp/wf-models && xz -dc "$1" | tar -C /tmp/wf-models -xf -; }
-# Ends the run when MiniLM is not unpacked (the models call of run-app-s5.sh does it).
+# Ends the run when MiniLM is not unpacked (the models call of run-app-window.sh does it).
 need_minilm() { [ -d /tmp/wf-models/all-MiniLM-L6-v2 ] || { echo "no model: run the models call first"; exit 1; }; }
 
 # The models' metadata (.gpu/meta.tar.xz: tokenizers and configs, no weights) into /tmp/meta.
@@ -52,7 +52,7 @@ corpus_model() {
   fi
 }
 
-# Sessions 7 and 8: append the carried part of the stream (bench/gpu/stream.sh; a part out of order ends
+# Streamed runs (run-app-summaries.sh): append the carried part of the stream (bench/gpu/stream.sh; a part out of order ends
 # the run), and once it is complete open it into $ST, MiniLM into /tmp/wf-models and the binary into $W.
 stream_setup() {
   bash bench/gpu/stream.sh put || exit 1
@@ -60,11 +60,11 @@ stream_setup() {
   [ -d /tmp/wf-models/all-MiniLM-L6-v2 ] || unpack_minilm $ST/minilm-f16.tar.xz
   need_warpfold $ST | tail -1
 }
-# Sessions 10 to 12 (`bash bench/gpu/run-sNN.sh STAGE`): the log $OUT/SESSION-STAGE.log, the caller's
+# Staged runs (`bash bench/gpu/run-NAME.sh STAGE`): the log $OUT/TAG-STAGE.log, the caller's
 # WARPFOLD_LOG passed on; then the carried part of the stream appended and, on the call that completes
-# it, the stream opened into $ST, UNPACK run (the script's function for what else that session
+# it, the stream opened into $ST, UNPACK run (the script's function for what else that run
 # carries) and the binary unpacked. Stage `put` ends the call there.
-stream_stage() { # session stage unpack
+stream_stage() { # tag stage unpack
   log_to $1-$2.log
   export WARPFOLD_LOG=${WF_CALLER_LOG:-warn}
   bash bench/gpu/stream.sh put || exit 1
@@ -128,20 +128,20 @@ PY
 # `warpfold embed` of /tmp/chunks.jsonl with the global ARGS given (e.g. --model $L): its report line.
 own_rate() { $W --device cuda "$@" embed --json < /tmp/chunks.jsonl 2>&1 >/dev/null | tail -1; }
 
-# Sessions 7 and 8: the peer's gguf wheel (transformers reads GGUF files through it), carried in the
+# The summary runs: the peer's gguf wheel (transformers reads GGUF files through it), carried in the
 # stream, installed into /tmp/pylib and put on PYTHONPATH; the peer's versions.
 gguf_peer() {
   mkdir -p /tmp/pylib && $PY -m pip install --no-deps --no-index --target /tmp/pylib $ST/gguf-*.whl -q 2>&1 | tail -2
   export PYTHONPATH=/tmp/pylib
   py_versions transformers torch gguf
 }
-# Sessions 7 and 8, through the script's own `summ LABEL DECODER FOLDER ARGS...`: the quality documents
+# The summary runs, through the script's own `summ LABEL DECODER FOLDER ARGS...`: the quality documents
 # ($ST/kd) with both chat models at the test's chunk of 1,280 tokens; the 48 reports ($ST/kb) with the
 # 1.5B model on the whole GPU and under an 8 GiB budget, then with SmolLM2.
 summ_quality() { summ q-qwen $Q $ST/kd --chunk-tokens 1280; summ q-smol $S $ST/kd --chunk-tokens 1280; }
 summ_reports() { summ b-qwen $Q $ST/kb; summ b-qwen-8gib $Q $ST/kb --vram-budget 8GiB; summ b-smol $S $ST/kb; }
 
-# Sessions 10 and 12: the Qwen2.5-7B architecture (MODEL: random bf16 weights, the same file for both)
+# The 7B runs: the Qwen2.5-7B architecture (MODEL: random bf16 weights, the same file for both)
 # scoring /tmp/KIND.jsonl, warpfold packed in bins of 16,384 tokens against transformers as a careful
 # user runs it (length-sorted batches of at most 16,384 padded tokens, sdpa): the reports in $OUT
 # (wf-7b-KIND.*, hf-7b-KIND-careful.json), the per-document scores compared into $OUT/checks.jsonl.
@@ -162,10 +162,10 @@ print(json.dumps({"check": sys.argv[1].split("/")[-1], "documents": len(d), "max
 PY
 }
 
-# Sessions 12 and 13: the stream carries MiniLM and the CUDA test binary (put where
+# run-7b-careful.sh and run-minilm-e2e.sh: the stream carries MiniLM and the CUDA test binary (put where
 # run-gpu-tests.sh looks for it) besides the binary. `put` appends a part; every other stage needs
 # the stream complete, and prints the card.
-minilm_tests_stream() { # session stage
+minilm_tests_stream() { # tag stage
   open_minilm_tests() { unpack_minilm $ST/minilm-f16.tar.xz; mkdir -p .gpu && cp $ST/candle-tests.xz .gpu/ 2>/dev/null; }
   stream_stage "$1" "$2" open_minilm_tests
   [ -x $W ] || { echo "no $W: the stream is not complete"; exit 1; }
@@ -184,7 +184,7 @@ probe_7b_stress() {
   grep -E "VRAM probe" "$OUT/wf-7b-stress-probed.err"; tail -1 "$OUT/wf-7b-stress-probed.err"
 }
 # The 7B's stage profile (WARPFOLD_PROFILE=1) over the first N stress documents in bins of 16,384 tokens,
-# in $OUT/profile-7b.err; its last lines shown (builds before session 13 print "profile:" lines, later
+# in $OUT/profile-7b.err; its last lines shown (builds before 2026-12-02 print "profile:" lines, later
 # ones tracing events of the target warpfold::profile).
 profile_7b() { # n
   head -$1 /tmp/stress.jsonl > /tmp/stress-head.jsonl

@@ -2,7 +2,7 @@
 # BERT-large's architecture (24 layers, 1,024 wide, 16 heads, 334M parameters) with random f16
 # weights and MiniLM's tokenizer, in /tmp/wf-models/bert-large-random: a device-bound encoder for
 # the indexing runs (honest for speed; the same file for every build compared). Needs MiniLM in
-# /tmp/wf-models (the models call of run-app-s5.sh) and the device's torch.
+# /tmp/wf-models (the models call of run-app-window.sh) and the device's torch.
 . "$(dirname "$0")/env.sh"
 set -e
 [ -f $L/model.safetensors ] && exit 0

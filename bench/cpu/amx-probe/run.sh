@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# How close MKL's bf16 product runs to AMX's own rate on the encoder's shapes (session 21).
+# How close MKL's bf16 product runs to AMX's own rate on the encoder's shapes.
 #   bash bench/cpu/amx-probe/run.sh > bench/results/cpu-DATE/amx-probe.txt
 set -euo pipefail
 cd "$(dirname "$0")/../../.."

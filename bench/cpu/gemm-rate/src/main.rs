@@ -1,5 +1,5 @@
 //! What one core of this CPU can do in f32, against what the fused CPU encoder asks of it
-//! (BENCHMARKS.md, "CPU on AMD ... session 16"): the FMA units' peak (12 independent chains of fused
+//! (BENCHMARKS.md, "CPU embedding throughput": the f32 ceiling on AMD): the FMA units' peak (12 independent chains of fused
 //! multiply-adds, 256-bit on AVX2+FMA, 512-bit with AVX-512F) and the `gemm` crate's `sgemm` rate on
 //! the block shapes of `crates/candle/src/bert_cpu.rs` (blocks of 256 rows; MiniLM's widths), each on
 //! one thread, then on every core at once (each thread its own matrices, as the row phase's tasks).

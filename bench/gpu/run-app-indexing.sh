@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Session 7 (issue 14.3): the bulk lane's bin fill measured apart from the bins that answer searches
-# (/metrics warpfold_bulk_bin_fill_ratio, new this session), with BERT-large (random f16, device-bound)
+# Issue 14.3: the bulk lane's bin fill measured apart from the bins that answer searches
+# (/metrics warpfold_bulk_bin_fill_ratio), with BERT-large (random f16, device-bound)
 # and MiniLM, through the indexer (`warpfold index`) and the app core (`warpfold serve` watching the
 # folder, what the desktop runs), each with the model's own rate on the very chunks. 1,200 generated
-# PDFs (twice session 6's 600, so the partial first and last bins weigh half as much).
-# Call 1: `bash bench/gpu/run-app-s5.sh models` carrying .gpu-extra/minilm-f16.tar.xz; call 2 this,
-# carrying .gpu, on the same warm machine. TAG names the outputs (s7; s7b: the rerun after the
-# query and wake-up changes, set up from bench/gpu/stream.sh by run-s7b.sh).
+# PDFs (twice the 600 of the first runs, so the partial first and last bins weigh half as much).
+# Call 1: `bash bench/gpu/run-app-window.sh models` carrying .gpu-extra/minilm-f16.tar.xz; call 2 this,
+# carrying .gpu, on the same warm machine. TAG names the outputs (default app;
+# run-app-summaries.sh app sets it up from a carried stream).
 . "$(dirname "$0")/env.sh"
-TAG=${TAG:-s7}
+TAG=${TAG:-app}
 log_to run-app-$TAG.log
 need_warpfold | tail -1
 need_minilm

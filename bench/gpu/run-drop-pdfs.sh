@@ -1,30 +1,30 @@
 #!/usr/bin/env bash
-# Session 9 (issue 15 item 5): the end-to-end run on the GPU machine. 200 PDFs of 1-29 pages (1,580
-# pages, 493,070 words, 555,890 tokens of text, ~570k prompt tokens; bench/gpu/pack-s9.sh) dropped on the app core (`warpfold
+# Issue 15 item 5: the end-to-end run on the GPU machine. 200 PDFs of 1-29 pages (1,580
+# pages, 493,070 words, 555,890 tokens of text, ~570k prompt tokens; bench/gpu/pack-drop-pdfs.sh) dropped on the app core (`warpfold
 # serve --summarize`, what the desktop runs) until every document is indexed and summarized, on the
 # whole GPU and under `--vram-budget 8GiB`; the peer (bench/gpu/peer_e2e.py: pypdf, sentence-transformers
 # at batch 256, transformers' batched generate) on the same PDFs and models, uncapped and capped at
 # 8 GiB. nvidia-smi is sampled every 100 ms through each run. Key facts are scored on the build machine
-# (bench/gpu/score-s9.sh).
+# (bench/gpu/score-drop-pdfs.sh).
 #
-#   bash bench/gpu/run-s9.sh put     # append the carried stream part (one per call, in order, on a warm
+#   bash bench/gpu/run-drop-pdfs.sh put     # append the carried stream part (one per call, in order, on a warm
 #                                    # machine); once the small files are in, unpack and check them
 #                                    # (the binary on the GPU, MiniLM, pypdf); after the last part,
 #                                    # check the sha256 and unpack everything into /tmp/st
-#   bash bench/gpu/run-s9.sh ours    # quality documents, then the app core whole GPU, then 8 GiB
-#   bash bench/gpu/run-s9.sh peer    # the peer, whole GPU (resumes if an earlier call stopped it)
-#   bash bench/gpu/run-s9.sh peer8   # the peer capped at 8 GiB (resumes likewise)
+#   bash bench/gpu/run-drop-pdfs.sh ours    # quality documents, then the app core whole GPU, then 8 GiB
+#   bash bench/gpu/run-drop-pdfs.sh peer    # the peer, whole GPU (resumes if an earlier call stopped it)
+#   bash bench/gpu/run-drop-pdfs.sh peer8   # the peer capped at 8 GiB (resumes likewise)
 #
 # Every stage first appends whatever part the call carries, so the last `put` can be the first `ours`.
-# Outputs: $OUT/s9-STAGE.log and $OUT/s9-STAGE.tar.xz (everything the stage wrote; the peer's folder
-# keeps its state in /tmp/s9 for a resumed call). Extra settings for `ours` pass through:
-#   TAG=s9b WF_ARGS="..." SERVE_ARGS="..." RUNS="whole" QUALITY=0 WARPFOLD_X=... bash run-s9.sh ours
+# Outputs: $OUT/TAG-STAGE.log and $OUT/TAG-STAGE.tar.xz (everything the stage wrote; the peer's folder
+# keeps its state in /tmp/drop-pdfs for a resumed call). Extra settings for `ours` pass through:
+#   TAG=drop-pdfs-b WF_ARGS="..." SERVE_ARGS="..." RUNS="whole" QUALITY=0 WARPFOLD_X=... bash run-drop-pdfs.sh ours
 # WF_ARGS are global options of every warpfold command (before the subcommand), SERVE_ARGS arguments
 # of `serve` (e.g. "--max-tokens 160"), RUNS which app-core runs (whole, 8gib), QUALITY=0 skips the
 # quality documents, DECODE=0 skips the `warpfold summarize` decode-rate run; the environment
 # (WARPFOLD_* switches) reaches every warpfold process.
 #
-# Expected durations, from session 8 (BENCHMARKS.md: 48 reports, 147,878 prompt tokens; warpfold 18.4 s
+# Expected durations, from the GPU summary run of 2026-12-01 (48 reports, 147,878 prompt tokens; warpfold 18.4 s
 # summarizing + ~6 s load; transformers 54.6 s + 65-69 s dequantizing the GGUF, 118.4 s capped at
 # 8 GiB), scaled by prompt tokens (~570k here, 3.9x):
 #   put:   ~15-25 s a call (the part's transfer, then seconds); the call that unpacks the small files
@@ -35,20 +35,20 @@
 #   peer:  ~65 s GGUF load + ~10 s saving the bf16 cache + ~12 s pypdf (12.0 s on the 2-core build
 #          machine) + ~10 s embeddings + ~210 s summarizing => ~310-330 s
 #   peer8: ~10 s load from the bf16 cache + ~10 s embeddings (the text and the extraction's seconds
-#          come from the peer's run, /tmp/s9/pdf-text.json: pypdf is CPU work, the cap changes
+#          come from the peer's run, /tmp/drop-pdfs/pdf-text.json: pypdf is CPU work, the cap changes
 #          nothing there) + ~460 s summarizing => may pass its deadline (470 s into the call): it
 #          stops before a batch it cannot finish and a second `peer8` call resumes (~60-120 s)
 . "$(dirname "$0")/env.sh"
 stage=${1:-put}
 shift || true
-TAG=${TAG:-s9}
+TAG=${TAG:-drop-pdfs}
 log_to $TAG-$stage.log
 T0=$(date +%s)
 REPO=$PWD
 elapsed() { echo $(($(date +%s) - T0)); }
 export WARPFOLD_LOG=${WF_CALLER_LOG:-warn}
 M=/tmp/wf-models/all-MiniLM-L6-v2
-R=/tmp/s9   # results that must outlive a call (the peer's resumable state)
+R=/tmp/drop-pdfs   # results that must outlive a call (the peer's resumable state)
 mkdir -p $R
 
 # --- the stream: append this call's part; unpack what is complete.
@@ -175,10 +175,10 @@ case "$stage" in
       kill $s
       grep -v '^{' $O/e2e-$stage-call$((n + 1)).out | tail -40
       tail -1 $O/e2e-$stage-call$((n + 1)).out | $PY -m json.tool 2>/dev/null | grep -v '^        ' | head -70
-      grep -q '"all_done": true' $O/e2e-$stage.jsonl.state.json && echo "$stage: all done" || echo "$stage: NOT all done: call run-s9.sh $stage again to resume"
+      grep -q '"all_done": true' $O/e2e-$stage.jsonl.state.json && echo "$stage: all done" || echo "$stage: NOT all done: call run-drop-pdfs.sh $stage again to resume"
       grep -iE "error|Traceback" $O/e2e-$stage-call$((n + 1)).err | tail -5
     fi
     pack $O ;;
-  *) echo "usage: run-s9.sh put|ours|peer|peer8" >&2; exit 2 ;;
+  *) echo "usage: run-drop-pdfs.sh put|ours|peer|peer8" >&2; exit 2 ;;
 esac
 echo "=== done ($(elapsed) s)"

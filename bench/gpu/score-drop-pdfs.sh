@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Session 9 (issue 15 item 5), on the build machine: scores what bench/gpu/run-s9.sh brought back and
-# prints the comparison. DIR holds the stages' s9-ours.tar.xz, s9-peer.tar.xz, s9-peer8.tar.xz (the
+# Issue 15 item 5, on the build machine: scores what bench/gpu/run-drop-pdfs.sh brought back and
+# prints the comparison. DIR holds the stages' TAG-ours.tar.xz, TAG-peer.tar.xz, TAG-peer8.tar.xz (the
 # last call of each stage: its tar holds every earlier call's files too); they are unpacked into
 # DIR/ours, DIR/peer, DIR/peer8.
 #
-#   bash bench/gpu/score-s9.sh DIR [TAG]     # TAG: the outputs' prefix (s9)
+#   bash bench/gpu/score-drop-pdfs.sh DIR [TAG]     # TAG: the outputs' prefix (drop-pdfs)
 #
 # Key facts kept, subject named, loops: examples/summary_settings --score with the documents of
 # bench/gpu/e2e-words.txt (the quality documents with --seeds 7,101,9 --words 250,450,950). Speed:
@@ -14,8 +14,8 @@
 # showed in that span (the peer also reports torch's own peak).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-dir=$(realpath "${1:?usage: score-s9.sh DIR [TAG]}")
-TAG=${2:-s9}
+dir=$(realpath "${1:?usage: score-drop-pdfs.sh DIR [TAG]}")
+TAG=${2:-drop-pdfs}
 ex=target/release/examples/summary_settings
 [ -x $ex ] || cargo build --release --locked -p warpfold-summarize --example summary_settings
 words=$(cat bench/gpu/e2e-words.txt)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 5 (issue 14): the app core on the GPU, with the flash-attn build, after the adaptive window.
-# Call 1 carries .gpu-extra (the f16 MiniLM: `bash bench/gpu/run-app-s5.sh models`); call 2, on the
+# Issue 14: the app core on the GPU, with the flash-attn build: the fixed against the adaptive window.
+# Call 1 carries .gpu-extra (the f16 MiniLM: `bash bench/gpu/run-app-window.sh models`); call 2, on the
 # same warm machine, carries .gpu (the binary) and runs everything else:
 #   1. bench-index on 600 generated PDFs, --window fixed (the source project's trigger) then adaptive:
 #      the before/after of the indexing path, with its stage times, bin fill and device idle;

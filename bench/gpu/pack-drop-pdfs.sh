@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 9 (issue 15 item 5): what the end-to-end run on the GPU machine (bench/gpu/run-s9.sh) needs,
+# Issue 15 item 5: what the end-to-end run on the GPU machine (bench/gpu/run-drop-pdfs.sh) needs,
 # packed into one stream of parts (bench/gpu/stream.sh) to carry over consecutive calls, small files
 # first so that the first parts set up and check everything but the chat model:
 #   run-on-gpu-machine.sh, the peer's wheels (gguf, pypdf: bench/gpu/fetch-peer-wheels.sh), the three
@@ -19,9 +19,9 @@ cd "$(dirname "$0")/../.."
 Q=models/Qwen2.5-Coder-1.5B-Instruct/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
 G=${GPU_DIR:-.gpu}   # where build-cuda.sh put the binary (another folder only to try this script out)
 for f in $G/warpfold.xz $G/run-on-gpu-machine.sh "$Q" models/all-MiniLM-L6-v2/model.safetensors; do
-  [ -f "$f" ] || { echo "pack-s9: $f is missing (scripts/gpu/build-cuda.sh; ./target/release/warpfold models fetch [Qwen2.5-Coder-1.5B-Instruct])" >&2; exit 1; }
+  [ -f "$f" ] || { echo "pack-drop-pdfs: $f is missing (scripts/gpu/build-cuda.sh; ./target/release/warpfold models fetch [Qwen2.5-Coder-1.5B-Instruct])" >&2; exit 1; }
 done
-dir=.gpu-extra/s9
+dir=.gpu-extra/drop-pdfs
 rm -rf "$dir" && mkdir -p "$dir"
 cp $G/warpfold.xz $G/run-on-gpu-machine.sh "$dir/"
 ln "$Q" "$dir/" 2>/dev/null || cp "$Q" "$dir/"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Session 8 (issue 15.4/15.5): the drop-to-summary path with the real weights on the GPU, against the
+# Issue 15.4/15.5: the drop-to-summary path with the real weights on the GPU, against the
 # pipeline a user would assemble with transformers, now that the default chunk follows the model and
 # the device (whole reports up to 8,192 tokens for the 1.5B model on a GPU). Runs on the machine the
-# stream (bench/gpu/pack-s8.sh, then bench/gpu/stream.sh put over consecutive calls) set up in /tmp/st.
+# stream (bench/gpu/pack-app-summaries.sh, then bench/gpu/stream.sh put over consecutive calls) set up in /tmp/st.
 #   1. the documents of tests/summary_quality.rs (/tmp/st/kd) with both default chat models at the
 #      test's chunk of 1,280 (loops; key facts scored on the build machine);
 #   2. 48 reports of 400-6,000 words (/tmp/st/kb): warpfold with the 1.5B model at its default chunk,
@@ -11,7 +11,7 @@
 #      prompts and decoding) uncapped and capped at 8 GiB; SmolLM2 with warpfold;
 #   3. nvidia-smi sampled every 100 ms through each run (GPU busy, memory).
 . "$(dirname "$0")/env.sh"
-log_to run-summarize-s8-${1:-ours}.log
+log_to run-summarize-reports-${1:-ours}.log
 need_warpfold $ST | tail -1
 sha256sum $Q $S
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader

@@ -1,24 +1,24 @@
 #!/usr/bin/env bash
-# Session 15 (issue 17: all-MiniLM-L6-v2 end to end on the GPU; session 16 runs it again through
-# run-s16.sh, SESSION naming the logs and reports), on the GPU machine, after
-# `GPU_DIR=DIR bash bench/gpu/pack-s10.sh` here (the CUDA binary, the CUDA test binary when built,
+# Issue 17: all-MiniLM-L6-v2 end to end on the GPU (TAG names the logs and reports; LIBRARY=1 adds a
+# run with the tokenizers library doing all the tokenizing), on the GPU machine, after
+# `GPU_DIR=DIR bash bench/gpu/pack-minilm-tests.sh` here (the CUDA binary, the CUDA test binary when built,
 # MiniLM in f16):
 #
-#   bash bench/gpu/run-s15.sh put      # append the carried stream part (one per call, in order, on a
+#   bash bench/gpu/run-minilm-e2e.sh put      # append the carried stream part (one per call, in order, on a
 #                                      # warm machine); after the last, check and unpack into /tmp/st
-#   bash bench/gpu/run-s15.sh profile  # where a MiniLM bin's time goes (WARPFOLD_PROFILE=1), 512 stress
+#   bash bench/gpu/run-minilm-e2e.sh profile  # where a MiniLM bin's time goes (WARPFOLD_PROFILE=1), 512 stress
 #                                      # documents, with the probe's bin and with bins of 16,384: each
 #                                      # stage's total and the timed stages against the run's wall time
-#   bash bench/gpu/run-s15.sh minilm   # MiniLM's vectors against sentence-transformers' fixture; `warpfold
+#   bash bench/gpu/run-minilm-e2e.sh minilm   # MiniLM's vectors against sentence-transformers' fixture; `warpfold
 #                                      # bench` with the probe's bin against sentence-transformers at batch
-#                                      # 32 and 256 (2,048 documents, as in session 14), then 8,192
+#                                      # 32 and 256 (2,048 documents), then 8,192
 #                                      # documents taking turns three times with batch 256; then the same
-#                                      # 2,048 with the tokenizers library doing all of the tokenizing
-#   bash bench/gpu/run-s15.sh tests    # the gated GPU tests
+#                                      # 2,048 with the tokenizers library doing all of the tokenizing (LIBRARY=1)
+#   bash bench/gpu/run-minilm-e2e.sh tests    # the gated GPU tests
 . "$(dirname "$0")/env.sh"
 stage=${1:-put}
-SESSION=${SESSION:-s15}
-minilm_tests_stream "$SESSION" "$stage"
+TAG=${TAG:-minilm-e2e}
+minilm_tests_stream "$TAG" "$stage"
 nproc; lscpu | grep -m1 "Model name"
 case $stage in
   profile)
@@ -52,12 +52,12 @@ PY
     done ;;
   minilm)
     check_minilm
-    $W --device cuda bench --documents 2048 --peer --peer-python "$PY" --peer-batch 32,256 --out "$OUT/gpu-minilm-$SESSION-2048.json"
-    $W --device cuda bench --documents 8192 --peer --peer-python "$PY" --peer-batch 256 --rounds 3 --out "$OUT/gpu-minilm-$SESSION-8192.json"
-    # The library doing all the tokenizing: session 15 only (its call ran into the tool's 600 s limit here).
-    if [ "$SESSION" = s15 ]; then
+    $W --device cuda bench --documents 2048 --peer --peer-python "$PY" --peer-batch 32,256 --out "$OUT/gpu-minilm-$TAG-2048.json"
+    $W --device cuda bench --documents 8192 --peer --peer-python "$PY" --peer-batch 256 --rounds 3 --out "$OUT/gpu-minilm-$TAG-8192.json"
+    # The library doing all the tokenizing, on request (with it the call may run past a 600 s limit).
+    if [ "${LIBRARY:-0}" = 1 ]; then
       WARPFOLD_TOKENIZER=library $W --device cuda bench --documents 2048 --peer --peer-python "$PY" --peer-batch 256 \
-        --out "$OUT/gpu-minilm-$SESSION-2048-library.json"
+        --out "$OUT/gpu-minilm-$TAG-2048-library.json"
     fi ;;
   tests)
     HF_MODELS="smollm2-135m qwen2.5-7b" bash bench/gpu/run-gpu-tests.sh ;;
