@@ -6,11 +6,11 @@ log_to run-diagnose.log
 bash bench/gpu/prepare-device.sh
 unpack_warpfold > /dev/null
 for m in qwen2 llama3; do check_decoder $m 120; done
-$W corpus --kind stress --documents 16 > /tmp/s16.jsonl
+$W corpus --kind stress --documents 16 > /tmp/stress16.jsonl
 nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader,nounits -lms 200 > /tmp/smi-diag.csv &
 smi=$!
 t=$(date +%s)
-WARPFOLD_LOG=info timeout 150 $W --device cuda --bin-tokens 32768 score --decoder /tmp/models/qwen2.5-7b --json < /tmp/s16.jsonl > /tmp/diag.jsonl 2> "$OUT/diag-7b.err"
+WARPFOLD_LOG=info timeout 150 $W --device cuda --bin-tokens 32768 score --decoder /tmp/models/qwen2.5-7b --json < /tmp/stress16.jsonl > /tmp/diag.jsonl 2> "$OUT/diag-7b.err"
 echo "7B, 16 documents, bins of 32768: exit $? in $(( $(date +%s) - t )) s"
 kill $smi
 tail -8 "$OUT/diag-7b.err"
