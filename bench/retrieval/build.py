@@ -44,6 +44,9 @@ from collections import OrderedDict
 from html.parser import HTMLParser
 
 MIN_QUERY_WORDS = 3
+CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+# A CJK query has no spaces to count words by: this many characters stand in for 3 words.
+MIN_CJK_QUERY_CHARS = 6
 HANDBOOK_DIR = "/usr/share/doc/debian-handbook/html/en-US"
 
 
@@ -62,7 +65,7 @@ def write_set(out, docs, cand):
         if not q:
             dropped_empty += 1
             continue
-        if len(q.split()) < MIN_QUERY_WORDS:
+        if len(q.split()) < MIN_QUERY_WORDS and len(CJK.findall(q)) < MIN_CJK_QUERY_CHARS:
             dropped_short += 1
             continue
         k = norm_key(q)
@@ -98,11 +101,11 @@ def write_set(out, docs, cand):
 
 # ---------------------------------------------------------------- man pages
 
-def manpage_files():
-    lst = subprocess.run(["dpkg", "-L", "manpages", "manpages-dev"], capture_output=True, text=True, check=True).stdout
+def manpage_files(packages=("manpages", "manpages-dev"), folder=r"/usr/share/man/man\d/"):
+    lst = subprocess.run(["dpkg", "-L", *packages], capture_output=True, text=True, check=True).stdout
     files = []
     for p in sorted(set(lst.split("\n"))):
-        if not re.match(r"^/usr/share/man/man\d/", p) or os.path.islink(p) or not os.path.isfile(p):
+        if not re.match("^" + folder, p) or os.path.islink(p) or not os.path.isfile(p):
             continue
         raw = gzip.open(p, "rt", errors="replace").read() if p.endswith(".gz") else open(p, errors="replace").read()
         lines = [l for l in raw.split("\n") if l.strip() and not l.startswith('.\\"') and not l.startswith("'\\\"")]
@@ -125,8 +128,11 @@ def render_man(path):
 SEP = re.compile(r"\s[-\u2010\u2011\u2012\u2013\u2014\u2212]\s")
 
 
-def split_manpage(txt):
-    """Return (description or None, text without header/footer and NAME section)."""
+def split_manpage(txt, name_heading="NAME"):
+    """Return (description or None, text without header/footer and NAME section).
+
+    `name_heading` is the NAME section's heading; None takes the page's first heading, whatever
+    its language calls it (BEZEICHNUNG, NOM, ИМЯ, 名前, 名称, ...)."""
     lines = [l.rstrip() for l in txt.split("\n")]
     while lines and not lines[0]:
         lines.pop(0)
@@ -141,7 +147,10 @@ def split_manpage(txt):
     out = []
     i = 0
     while i < len(lines):
-        if lines[i].strip() == "NAME" and not lines[i].startswith(" "):
+        heading = lines[i].strip() and not lines[i].startswith(" ")
+        if heading and name_heading is None and desc is None and not "".join(out).strip():
+            name_heading = lines[i].strip()
+        if heading and lines[i].strip() == name_heading:
             j = i + 1
             body = []
             while j < len(lines) and (not lines[j] or lines[j].startswith(" ")):
@@ -167,6 +176,28 @@ def build_manpages(out):
         name, _, sec = did.rpartition(".")
         desc, text = split_manpage(render_man(p))
         if len(text.split()) < 10:
+            continue
+        docs.append((did, f"{name}({sec})", text))
+        cand.append((did, desc))
+    return write_set(out, docs, cand)
+
+
+# ------------------------------------------------------ translated man pages
+
+# Debian's translations of man pages (manpages-l10n and the Japanese and Chinese projects): the
+# same known-item task in the language people read. Queries are the translated NAME lines.
+TRANSLATIONS = {"de": "de", "fr": "fr", "es": "es", "ru": "ru", "it": "it", "ja": "ja", "zh": "zh_CN"}
+
+
+def build_translated(lang, out):
+    locale = TRANSLATIONS[lang]
+    docs, cand = [], []
+    for p in manpage_files((f"manpages-{lang}",), rf"/usr/share/man/{locale}/man\d/"):
+        base = os.path.basename(p)
+        did = base[:-3] if base.endswith(".gz") else base
+        name, _, sec = did.rpartition(".")
+        desc, text = split_manpage(render_man(p), name_heading=None)
+        if len(text.split()) < 10 and len(CJK.findall(text)) < 30:
             continue
         docs.append((did, f"{name}({sec})", text))
         cand.append((did, desc))
@@ -294,6 +325,7 @@ def build_handbook(out):
 
 
 BUILDERS = {"manpages": build_manpages, "debian-handbook": build_handbook}
+BUILDERS.update({f"manpages-{lang}": (lambda out, lang=lang: build_translated(lang, out)) for lang in TRANSLATIONS})
 
 
 def main(argv):

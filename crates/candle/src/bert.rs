@@ -693,14 +693,14 @@ pub enum CpuPrecision {
     /// The products (the weights' and attention's) with bf16 operands and f32 sums, through Intel
     /// MKL (on AMX tiles where the CPU has them); norms, GELU, residuals and pooling in f32. Faster
     /// where the CPU has AMX or AVX512-BF16; the vectors move by bf16's rounding (BENCHMARKS.md,
-    /// session 18).
+    /// the stage profile).
     Bf16,
     /// The weights' products as three bf16 products with f32 sums (each f32 split into a high and a
     /// low bf16: hi·hi + hi·lo + lo·hi, about 16 of f32's 24 bits), through Intel MKL; where AMX's
-    /// tiles run, attention's two products the same way on them (session 20), else attention in
+    /// tiles run, attention's two products the same way on them, else attention in
     /// f32; the softmax, norms, GELU, residuals and pooling in f32. Faster than f32 only where the
     /// CPU has AMX (bf16 products there run at several times the f32 rate); the vectors stay within
-    /// about 1e-5 of the f32 ones (BENCHMARKS.md, sessions 19 and 20).
+    /// about 1e-5 of the f32 ones (BENCHMARKS.md).
     Bf16x3,
 }
 

@@ -23,10 +23,10 @@
 //! Where MKL's bf16 products run on AMX, the default runs the weights' products as bf16x3
 //! ([`Gemm::MklBf16x3`]: each f32 split into two bf16s, three bf16 products with f32 sums, about 16
 //! bits of each f32), attention's on AMX's tiles the same way, and the feed-forward's bias, GELU and
-//! split in one pass: 1.53-1.80× sentence-transformers on a 2-core Xeon (sessions 20-21) against 1.23-1.29× with
-//! `sgemm` (BENCHMARKS.md, session 20). Opt-in, the products (the weights' and attention's) run with
+//! split in one pass: 1.53-1.80× sentence-transformers on a 2-core Xeon against 1.23-1.29× with
+//! `sgemm` (BENCHMARKS.md). Opt-in, the products (the weights' and attention's) run with
 //! plain bf16 operands and f32 sums ([`Gemm::MklBf16`]): on that Xeon 2.4× MKL's f32 rate, the vectors
-//! within cosine 0.99996 of f32 ones (session 18).
+//! within cosine 0.99996 of f32 ones.
 
 use candle_core::{Result, Tensor};
 use candle_nn::{LayerNorm, Linear};
@@ -45,8 +45,8 @@ use crate::stage_profile::time as stage;
 /// feed-forward intermediate stay in cache. Measured on a 2-core Xeon, stress corpus: MKL 128 rows
 /// 6,471 tokens/s, 256 6,180, 512 5,638; the gemm crate 64 rows 4,167, 128 4,868, 256 5,981, 512
 /// 5,832-6,362, 1024 5,520. The panels on a 2-core Zen 3 EPYC (no packing per call): 96, 128 and 256
-/// rows within 1% of each other (6,929-7,009 tokens/s, session 17). MKL's bf16 products on a Xeon
-/// with AMX: 256 rows about 5% under 128 and 512 in the stage profile's timed ms (session 18).
+/// rows within 1% of each other (6,929-7,009 tokens/s). MKL's bf16 products on a Xeon
+/// with AMX: 256 rows about 5% under 128 and 512 in the stage profile's timed ms.
 fn rows_per_task(gemm: Gemm) -> usize {
     match gemm {
         Gemm::Mkl(_) => 128,

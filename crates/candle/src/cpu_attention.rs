@@ -6,11 +6,11 @@
 //! query rows at a time go through q·kᵀ, softmax and p·v while their scores are in L1: the q·kᵀ tiles
 //! write the scores once, one pass exponentiates and sums them, and 1/sum scales the six output rows
 //! instead of the L × L probabilities. On that EPYC, in the encoder's bins of eight 256-token
-//! sequences: 66 → 96 GFLOP/s on both cores (BENCHMARKS.md, "CPU: attention tiled ... session 17").
+//! sequences: 66 → 96 GFLOP/s on both cores (BENCHMARKS.md, CPU embeddings).
 //!
 //! The tiles are 6 rows × 16 columns: twelve 256-bit accumulators, two loads and six broadcasts per
 //! step, the shape of a register-blocked matrix product on a 16-register ISA. On AVX-512 they are
-//! 12 rows × 32 columns: 24 of the 32 512-bit registers, twice the lanes per instruction (session 19:
+//! 12 rows × 32 columns: 24 of the 32 512-bit registers, twice the lanes per instruction (measured:
 //! attention was a fifth of a bin's time on a Xeon once the weights' products ran on AMX). Head
 //! sizes must be a multiple of 16, of 32 for the AVX-512 tiles ([`tiles_for`]); others (and CPUs
 //! without AVX2 + FMA) take the gemm-crate path. The result equals the gemm-crate path to f32

@@ -161,8 +161,8 @@ fn split_row(values: impl Iterator<Item = f32>, out: &mut [u16]) {
 
 /// For each `bias.len()`-wide row of `rows`: `act(row + bias)` split into `dst` as
 /// [`split_bf16x3`] lays it out. One pass for what the feed-forward does between its two bf16x3
-/// products (bias, GELU, split: three passes over the intermediate, 9% of a bin's cycles in session
-/// 19's `perf`). The exact GELU runs through [`avx512::bias_gelu_erf_split_bf16x3`] where the CPU
+/// products (bias, GELU, split: three passes over the intermediate, 9% of a bin's cycles in
+/// `perf`). The exact GELU runs through [`avx512::bias_gelu_erf_split_bf16x3`] where the CPU
 /// has AVX-512 and AVX512-BF16 (as AMX's CPUs do), else [`bias_act_then_split`].
 pub(crate) fn bias_act_split_bf16x3(simd: Simd, rows: &[f32], bias: &[f32], act: Activation, dst: &mut [u16]) {
     #[cfg(target_arch = "x86_64")]

@@ -5,10 +5,10 @@
 //! it once per block of rows per weight: on a Zen 3 EPYC that packing was 5% of a bin's time. The
 //! weights do not change, so here they are packed at load time (the row-major copy is dropped) and
 //! each product is a loop of register tiles over them: on that EPYC warpfold's end-to-end rate rose
-//! 8–18% over the gemm crate in the same runs (BENCHMARKS.md, "CPU: attention tiled, the weights in
-//! panels ... session 17"). On AVX-512 CPUs the tile is 12 rows × 32 columns in 24 of the 32 zmm
+//! 8–18% over the gemm crate in the same runs (BENCHMARKS.md, CPU
+//! embeddings). On AVX-512 CPUs the tile is 12 rows × 32 columns in 24 of the 32 zmm
 //! registers; on a 2-core Xeon that is level with the gemm crate's AVX-512 kernels (BENCHMARKS.md,
-//! "CPU on Intel with AMX ... session 18"). MKL, where it is loaded, is used instead of either.
+//! CPU embeddings). MKL, where it is loaded, is used instead of either.
 //!
 //! Layout: panel `p` of width `w` holds output columns `w·p..w·p + w`; for each input index `i` its
 //! `w` weights `W[w·p + lane][i]` are contiguous; the last panel's missing columns are zero.

@@ -22,7 +22,7 @@
 //! The memory-bound ones ([`silu_mul`], [`split_qkv`], [`residual_rms_norm`], and the encoder's)
 //! move 16-byte packs with 32-bit indices where pointers and widths allow (`Pack` in
 //! kernels/common.cuh), element by element otherwise: per element they spent more on 64-bit index
-//! division than on memory (the three above: 46.4 → 19.3 ms of a 12,288-token 7B bin, session 14).
+//! division than on memory (the three above: 46.4 → 19.3 ms of a 12,288-token 7B bin).
 
 use candle_core::{CpuStorage, DType, InplaceOp3, Layout, Result, Tensor, D};
 

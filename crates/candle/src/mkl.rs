@@ -151,7 +151,7 @@ struct Bf16Products {
 /// MKL asks for 12-20 MB for each of MiniLM's weights whatever its size (4-14 times the bf16s), and
 /// writes only part of it: the buffer is reserved, never zeroed, so the pages MKL does not write need
 /// not be mapped (with mimalloc, the CLI's allocator: a bf16x3 encoder's peak RSS 400-430 MiB, against
-/// 570-650 MiB zeroed, session 19). Its length stays 0: Rust never reads it, MKL reads only what it
+/// 570-650 MiB zeroed). Its length stays 0: Rust never reads it, MKL reads only what it
 /// wrote.
 pub(crate) struct PackedBf16 {
     buffer: Vec<u64>,

@@ -7,7 +7,8 @@
 //! - [`chunk`]: token-aware, overlapping chunks that cover every token, with page spans and
 //!   character offsets.
 //! - [`store`]: the SQLite index (documents, pages, chunks, embeddings by text hash, FTS5).
-//! - [`keyword`]: BM25 keyword and phrase rankings over the store's FTS5 index.
+//! - [`keyword`]: BM25 keyword and phrase rankings over the store's FTS5 index; [`segment`]: words
+//!   in scripts written without spaces (Chinese, Japanese, Korean) cut into character pairs for it.
 //! - [`summaries`]: document summaries in the index, by content hash and model.
 //! - [`search`]: cosine + BM25 merged by reciprocal rank fusion, at most two hits of a document
 //!   in the first five; [`filter`]: by folder, file type and modification time, inside each
@@ -39,6 +40,7 @@ pub mod samples;
 pub mod sandbox;
 pub mod scangen;
 pub mod search;
+pub mod segment;
 pub mod shard;
 pub mod shard_search;
 pub mod snippet;

@@ -303,11 +303,12 @@ fn write_merged(temp: &Path, shards: &[PathBuf], model: &str, dim: usize, keep: 
         detached?;
     }
     let tx = conn.unchecked_transaction()?;
-    tx.execute_batch(
+    tx.execute_batch(&format!(
         "DELETE FROM embeddings WHERE NOT EXISTS (SELECT 1 FROM chunks WHERE chunks.text_hash = embeddings.text_hash);
-         INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild');
+         {}
          DROP TABLE temp.keep;",
-    )?;
+        crate::store::rewrite_full_text_sql()
+    ))?;
     tx.commit()?;
     store.create_schema()?; // the trigger again, for the runs that update the merged index
     let counts = store.counts()?;

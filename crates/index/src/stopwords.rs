@@ -25,9 +25,15 @@ const STOPWORDS: &[&str] = &[
 ];
 
 /// Whether a lowercase word is too common to rank, place a snippet or mark a hit by; every
-/// one-character word is.
+/// one-character word is, but for a Chinese or Japanese character, which can be a word.
 pub fn is_stopword(word: &str) -> bool {
-    word.chars().count() <= 1 || STOPWORDS.contains(&word)
+    let mut chars = word.chars();
+    let short = match (chars.next(), chars.next()) {
+        (None, _) => true,
+        (Some(c), None) => !crate::segment::is_unspaced(c),
+        _ => false,
+    };
+    short || STOPWORDS.contains(&word)
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
 
 use crate::chunk::DocumentChunk;
+use crate::segment::FTS_TEXT_FUNCTION;
 
 const SCHEMA_VERSION: &str = "1";
 
@@ -189,6 +190,15 @@ pub fn readable_by_others(path: &Path) -> Option<String> {
     None
 }
 
+/// Writes every chunk's full-text row anew from its segmented text: what FTS5's own `rebuild`
+/// would do if it read the text through [`crate::segment::fts_text`].
+pub(crate) fn rewrite_full_text_sql() -> String {
+    format!(
+        "INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all');
+         INSERT INTO chunks_fts(rowid, text) SELECT id, {FTS_TEXT_FUNCTION}(text) FROM chunks;"
+    )
+}
+
 impl Store {
     /// Opens (creating if needed) the index at `path` for a model; refuses an index built with
     /// another model, whose vectors would not be comparable.
@@ -236,6 +246,7 @@ impl Store {
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
         let plain = Connection::open_with_flags(path, flags).map_err(|e| open_error(&display, e)).and_then(|conn| {
             let store = Store { conn, path: display.clone() };
+            crate::segment::register(&store.conn)?;
             store.conn.busy_timeout(std::time::Duration::from_secs(30))?;
             store.check_schema()?;
             Ok(store)
@@ -247,6 +258,7 @@ impl Store {
                 let uri = format!("file:{}?immutable=1", uri_path(path));
                 let conn = Connection::open_with_flags(uri, flags).map_err(|e| open_error(&display, e))?;
                 let store = Store { conn, path: display };
+                crate::segment::register(&store.conn)?;
                 store.check_schema()?;
                 Ok(store)
             }
@@ -266,6 +278,7 @@ impl Store {
     }
 
     fn configure(&self) -> Result<(), StoreError> {
+        crate::segment::register(&self.conn)?;
         self.conn.busy_timeout(std::time::Duration::from_secs(30))?;
         self.conn.pragma_update(None, "journal_mode", "WAL")?;
         // NORMAL in WAL mode: a committed transaction survives a killed process (not a power cut,
@@ -310,19 +323,50 @@ impl Store {
              CREATE TABLE IF NOT EXISTS embeddings(text_hash BLOB PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID;
              CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
                  text, content='chunks', content_rowid='id', tokenize='unicode61 remove_diacritics 2');
-             CREATE TRIGGER IF NOT EXISTS chunks_fts_insert AFTER INSERT ON chunks BEGIN
-                 INSERT INTO chunks_fts(rowid, text) VALUES (new.id, new.text);
-             END;
-             CREATE TRIGGER IF NOT EXISTS chunks_fts_delete AFTER DELETE ON chunks BEGIN
-                 INSERT INTO chunks_fts(chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
-             END;",
+",
         )?;
+        self.segment_full_text()?;
         self.conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?1)", params![SCHEMA_VERSION])?;
         // Which pages OCR read (added after schema version 1 was first written: an older index
         // gains the column, all its pages marked as not OCR'd, which they were not).
         if !self.pages_have_ocr_column()? {
             self.conn.execute_batch("ALTER TABLE pages ADD COLUMN ocr INTEGER NOT NULL DEFAULT 0")?;
         }
+        Ok(())
+    }
+
+    /// Keeps the full-text index on the segmented text of [`crate::segment`]: the triggers that
+    /// write and delete its rows cut each chunk's text alike. An index written before segmentation
+    /// gets the new triggers, and its full-text rows are written again when a chunk of it holds
+    /// text the segmentation changes (Chinese, Japanese or Korean); otherwise they are the same.
+    fn segment_full_text(&self) -> Result<(), StoreError> {
+        let insert: Option<String> = self
+            .conn
+            .query_row("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'chunks_fts_insert'", [], |r| r.get(0))
+            .optional()?;
+        if insert.as_deref().is_some_and(|sql| sql.contains(FTS_TEXT_FUNCTION)) {
+            return Ok(());
+        }
+        let tx = self.conn.unchecked_transaction()?;
+        let older = insert.is_some();
+        tx.execute_batch(&format!(
+            "DROP TRIGGER IF EXISTS chunks_fts_insert;
+             DROP TRIGGER IF EXISTS chunks_fts_delete;
+             CREATE TRIGGER chunks_fts_insert AFTER INSERT ON chunks BEGIN
+                 INSERT INTO chunks_fts(rowid, text) VALUES (new.id, {FTS_TEXT_FUNCTION}(new.text));
+             END;
+             CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN
+                 INSERT INTO chunks_fts(chunks_fts, rowid, text) VALUES ('delete', old.id, {FTS_TEXT_FUNCTION}(old.text));
+             END;"
+        ))?;
+        let changed = older
+            && tx.query_row(&format!("SELECT EXISTS (SELECT 1 FROM chunks WHERE {FTS_TEXT_FUNCTION}(text) != text)"), [], |r| {
+                r.get::<_, bool>(0)
+            })?;
+        if changed {
+            tx.execute_batch(&rewrite_full_text_sql())?;
+        }
+        tx.commit()?;
         Ok(())
     }
 

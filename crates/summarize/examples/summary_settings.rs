@@ -21,7 +21,7 @@
 //! document's pages and words and the totals, and with `--model FILE.gguf` also its tokens (the
 //! model's own tokenizer, the document's text alone). `--score` takes the paths of either kind
 //! (`.../known-I.pdf` as well as `.../known-I.txt`). bench/gpu/e2e-words.txt holds the `--words`
-//! of the 200 PDFs of the end-to-end GPU benchmark (bench/gpu/pack-s9.sh).
+//! of the 200 PDFs of the end-to-end GPU benchmark (bench/gpu/pack-drop-pdfs.sh).
 //!
 //! Measured 2026-12-01 on the 2-core build machine, shared with other builds (load 3-6, so seconds
 //! and tokens/s are noisy to ±15%), SmolLM2-135M-Instruct Q4_1 on the CPU, greedy, 160 tokens,

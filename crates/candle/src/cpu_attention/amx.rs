@@ -1,6 +1,6 @@
-//! One attention head on AMX's tile units, in bf16x3 (issue 17, session 20).
+//! One attention head on AMX's tile units, in bf16x3.
 //!
-//! Why: once the weights' products ran as bf16x3 on AMX (session 19), attention was the largest
+//! Why: once the weights' products ran as bf16x3 on AMX, attention was the largest
 //! part of a bin's time left in f32 (16% of a default run's cycles on a 2-core Xeon, against the
 //! products' 57%), and most of it was its two products, q·kᵀ and p·v, on the AVX-512 FMA units. A
 //! `tdpbf16ps` multiplies a 16 × 32 bf16 tile by a 32 × 16 one into 16 × 16 f32 sums; three of them
@@ -15,8 +15,8 @@
 //! Each step of 32 query rows (two tiles, so each of k's tiles loaded serves two products) writes
 //! its scores against every key (keys padded to 32: scores of the padding are masked out of the
 //! softmax, and v's padded rows are zero), turns them into split probabilities, and multiplies
-//! those by v's tiles; the 16 × 32 output tiles are scaled by 1/sum into `out`. On the Xeon of
-//! session 20 a tile load took about half a `tdpbf16ps` and did not overlap with them, hence the
+//! those by v's tiles; the 16 × 32 output tiles are scaled by 1/sum into `out`. On the Xeon
+//! measured, a tile load took about half a `tdpbf16ps` and did not overlap with them, hence the
 //! two-tile steps.
 //!
 //! All eight tile registers are 16 rows of 64 bytes; the configuration is loaded at the start of a

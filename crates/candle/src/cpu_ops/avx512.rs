@@ -5,7 +5,7 @@
 //! Why the GELU here, when [`super::bias_act_then_split`] is the same thing compiled from plain
 //! Rust: the compiler keeps Rust's separate multiplies and adds (no fused multiply-add without
 //! being asked) and divides for erf's `1 / (1 + p·|x|)`; on a Xeon a 16-lane division costs about
-//! as much as the rest of the GELU (session 20's `perf`: 4 `vdivps` and no FMA in that pass, 6.4% of
+//! as much as the rest of the GELU (`perf`: 4 `vdivps` and no FMA in that pass, 6.4% of
 //! a bf16x3 run). Here the polynomials are FMAs and the reciprocal is `vrcp14ps` with one Newton
 //! step (relative error about 2^-28, below f32's rounding).
 
