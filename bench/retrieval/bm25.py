@@ -9,9 +9,12 @@ Usage:
     .venv-retrieval/bin/python bench/retrieval/bm25.py [SET_DIR] [OUT_JSON]
 SET_DIR defaults to /tmp/retrieval/manpages; OUT_JSON to SET_DIR/bm25.json.
 
-One fixed configuration, not tuned to either set: bm25s defaults (method "lucene",
-k1=1.5, b=0.75), bm25s's English stop-word list, Snowball English stemmer (PyStemmer),
-indexed text = title + "\n" + text. Top 100 per query.
+One fixed configuration, not tuned to any set: bm25s defaults (method "lucene",
+k1=1.5, b=0.75), bm25s's stop-word list and the Snowball stemmer (PyStemmer) of the set's
+language, indexed text = title + "\n" + text. Top 100 per query. For a translated set
+(`manpages-de`, ... see build.py) the language is the set name's suffix; Chinese and Japanese
+have no stemmer, and their runs of characters are cut into overlapping pairs (as Lucene's CJK
+analyzer does) before bm25s reads them, with no stop words.
 """
 import os
 
@@ -20,6 +23,7 @@ for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import json
 import platform
+import re
 import sys
 import time
 from importlib.metadata import version
@@ -31,6 +35,33 @@ from ir_measures import R, RR, nDCG
 
 K = 100
 MEASURES = {"nDCG@10": nDCG @ 10, "MRR@10": RR @ 10, "recall@100": R @ 100}
+
+
+# set-name suffix -> (PyStemmer algorithm, bm25s stop words); None: none of it.
+LANGUAGES = {
+    "en": ("english", "en"),
+    "de": ("german", "german"),
+    "fr": ("french", "french"),
+    "es": ("spanish", "spanish"),
+    "it": ("italian", "italian"),
+    "ru": ("russian", "russian"),
+    "ja": (None, None),
+    "zh": (None, None),
+}
+CJK_RUN = re.compile(r"[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]+")
+
+
+def set_language(set_dir):
+    name = os.path.basename(os.path.normpath(set_dir))
+    suffix = name.rsplit("-", 1)[-1]
+    return suffix if name.startswith("manpages-") and suffix in LANGUAGES else "en"
+
+
+def cjk_pairs(text):
+    def cut(m):
+        run = m.group(0)
+        return " " + (run if len(run) == 1 else " ".join(run[i:i + 2] for i in range(len(run) - 1))) + " "
+    return CJK_RUN.sub(cut, text)
 
 
 def load_jsonl(p):
@@ -45,17 +76,20 @@ def main(argv):
     queries = load_jsonl(os.path.join(set_dir, "queries.jsonl"))
     qrels = list(ir_measures.read_trec_qrels(os.path.join(set_dir, "qrels.tsv")))
 
-    stemmer = Stemmer.Stemmer("english")
+    language = set_language(set_dir)
+    algorithm, stopwords = LANGUAGES[language]
+    stemmer = Stemmer.Stemmer(algorithm) if algorithm else None
+    prepare = cjk_pairs if language in ("ja", "zh") else (lambda t: t)
     t0 = time.perf_counter()
     doc_tokens = bm25s.tokenize(
-        [(d["title"] + "\n" + d["text"]).strip() for d in corpus],
-        stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False)
+        [prepare((d["title"] + "\n" + d["text"]).strip()) for d in corpus],
+        stopwords=stopwords, stemmer=stemmer, return_ids=False, show_progress=False)
     retriever = bm25s.BM25()  # method="lucene", k1=1.5, b=0.75
     retriever.index(doc_tokens, show_progress=False)
     t_index = time.perf_counter() - t0
 
     t1 = time.perf_counter()
-    q_tokens = bm25s.tokenize([q["text"] for q in queries], stopwords="en", stemmer=stemmer,
+    q_tokens = bm25s.tokenize([prepare(q["text"]) for q in queries], stopwords=stopwords, stemmer=stemmer,
                               return_ids=False, show_progress=False)
     # A query whose every token is a stop word gets an empty list; bm25s wants at least one token.
     q_tokens = [t if t else ["\x00"] for t in q_tokens]
@@ -75,7 +109,9 @@ def main(argv):
         queries_without_results=sum(1 for r in run.values() if not r),  # scored 0 by ir-measures
         index_seconds=round(t_index, 2),
         search_seconds=round(t_search, 2),
-        config="bm25s lucene k1=1.5 b=0.75, stopwords=en, Snowball english stemmer, title+text, top 100",
+        config=f"bm25s lucene k1=1.5 b=0.75, stopwords={stopwords}, Snowball {algorithm} stemmer, "
+        + ("CJK runs as overlapping pairs, " if language in ("ja", "zh") else "") + "title+text, top 100",
+        language=language,
         versions={p: version(p) for p in ("bm25s", "PyStemmer", "ir-measures", "pytrec-eval-terrier", "numpy", "scipy")},
         python=platform.python_version(),
     )

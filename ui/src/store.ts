@@ -2,12 +2,12 @@
 // they draw and are redrawn at most once per frame.
 
 import { throttled } from "./dom";
-import { FILE_STATES, type AppState, type BinView, type Counts, type Device, type FileState, type Sample, type Summaries } from "./types";
+import { FILE_STATES, type AppState, type BinView, type Counts, type Device, type FileState, type IndexLanguage, type Sample, type Summaries } from "./types";
 
 export const MAX_BINS = 64;
 export const MAX_SAMPLES = 600;
 
-type Topic = "device" | "folders" | "queue" | "bins" | "samples" | "summary";
+type Topic = "device" | "folders" | "queue" | "bins" | "samples" | "summary" | "languages";
 
 function zeroCounts(): Counts {
   return { waiting: 0, extracting: 0, embedding: 0, done: 0, failed: 0, no_text: 0, skipped: 0 };
@@ -15,6 +15,8 @@ function zeroCounts(): Counts {
 
 class Store {
   model = "";
+  /** The index's languages, most passages first. */
+  languages: IndexLanguage[] = [];
   summaries: Summaries | null = null;
   /** Why nothing more is written to the index; null while indexing goes on. */
   writesStopped: string | null = null;
@@ -42,6 +44,7 @@ class Store {
 
   load(s: AppState): void {
     this.model = s.model;
+    this.languages = s.languages ?? [];
     this.summaries = s.summaries ?? null;
     this.device = s.device;
     this.folders = s.folders ?? [];
@@ -53,7 +56,12 @@ class Store {
     this.writesStopped = s.writes_stopped ?? null;
     this.writesPaused = s.writes_paused ?? null;
     this.lastQueueChange = Math.max(0, ...[...this.files.values()].map((f) => f.updated_ms || 0));
-    this.emit("device", "folders", "queue", "bins", "samples");
+    this.emit("device", "folders", "queue", "bins", "samples", "languages");
+  }
+
+  setLanguages(languages: IndexLanguage[]): void {
+    this.languages = languages;
+    this.emit("languages");
   }
 
   pauseWrites(reason: string | null): void {

@@ -101,7 +101,13 @@ class TauriTransport implements Transport {
     const seconds = (day?: string) => (day ? Date.parse(`${day}T00:00:00Z`) / 1000 : null);
     const options = {
       per_document_in_top_five: filter.allFromDocument ? null : 2,
-      filter: { folder: filter.folder ?? null, extensions: filter.types ?? [], modified_from: seconds(filter.after), modified_before: seconds(filter.before) },
+      filter: {
+        folder: filter.folder ?? null,
+        extensions: filter.types ?? [],
+        modified_from: seconds(filter.after),
+        modified_before: seconds(filter.before),
+        language: filter.language ?? null,
+      },
     };
     return call<{ hits: Hit[] }>("search", { query, k, options });
   }
@@ -345,6 +351,7 @@ class HttpTransport implements Transport {
     if (filter.types?.length) params.set("type", filter.types.join(","));
     if (filter.after) params.set("after", filter.after);
     if (filter.before) params.set("before", filter.before);
+    if (filter.language) params.set("language", filter.language);
     if (filter.allFromDocument) params.set("all_from_document", "true");
     return this.json<{ hits: Hit[] }>("GET", `/api/search?${params}`);
   }

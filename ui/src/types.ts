@@ -93,8 +93,19 @@ export interface Summaries {
   };
 }
 
+/** One language of the index's passages, and how much the embedding model reads it (1: fully;
+ * 0: searched by keyword alone). */
+export interface IndexLanguage {
+  code: string | null;
+  name: string | null;
+  chunks: number;
+  model_weight: number;
+}
+
 export interface AppState {
   model: string;
+  /** Absent from an older server. */
+  languages?: IndexLanguage[];
   device: Device;
   folders: string[];
   queue: { counts: Counts; files: FileState[] };
@@ -129,6 +140,8 @@ export interface Hit {
  * two of the first five places). */
 export interface SearchFilter {
   folder?: string;
+  /** Only passages in this language (ISO 639-3, as `AppState.languages` lists them). */
+  language?: string;
   types?: string[];
   after?: string;
   before?: string;

@@ -139,6 +139,9 @@ pub struct AppStateView {
     pub samples: Vec<Sample>,
     pub documents: u64,
     pub chunks: u64,
+    /// The languages of the index's chunks, most first, and how much the embedding model counts
+    /// in each (search in a language it cannot read is by keyword).
+    pub languages: Vec<warpfold_index::store::IndexLanguage>,
     /// The chat model and its settings; None: summaries are off.
     pub summaries: Option<crate::summaries::SummaryView>,
     /// Why nothing more is written to the index (it was deleted or replaced while the app ran);

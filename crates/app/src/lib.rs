@@ -43,7 +43,7 @@ use warpfold_engine::Lane;
 use warpfold_index::files::{self, Collected};
 use warpfold_index::pipeline::IndexOptions;
 use warpfold_index::search::{Hit, Searcher};
-use warpfold_index::store::{DocumentDetail, Store};
+use warpfold_index::store::{DocumentDetail, IndexLanguage, Store};
 
 pub use error::AppError;
 pub use events::{AppEvent, AppStateView, BinView, DeviceView, FileState, ProbeView, QueueState, Sample, SummaryEvent};
@@ -131,6 +131,9 @@ struct Inner {
     events: broadcast::Sender<AppEvent>,
     samples: Mutex<VecDeque<Sample>>,
     searcher: Mutex<Option<Searcher>>,
+    /// The index's languages ([`Store::languages`]) as of the chunk count beside them: read again
+    /// only when chunks were added or removed.
+    languages: Mutex<(u64, Vec<IndexLanguage>)>,
     jobs: Sender<Job>,
     settings: Mutex<Settings>,
     /// Paths the user handed over by dropping them on the window (desktop).
@@ -229,6 +232,7 @@ impl App {
         let app = App {
             inner: Arc::new(Inner {
                 searcher: Mutex::new(Searcher::open(&config.db).ok()),
+                languages: Mutex::new((0, Vec::new())),
                 config,
                 embedder,
                 board,
@@ -307,7 +311,18 @@ impl App {
             device.memory_used_bytes = Some(used);
             device.memory_total_bytes = Some(total);
         }
-        let counts = self.inner.searcher.lock().as_ref().and_then(|s| s.store().counts().ok());
+        let (counts, languages) = {
+            let searcher = self.inner.searcher.lock();
+            let store = searcher.as_ref().map(|s| s.store());
+            let counts = store.and_then(|s| s.counts().ok());
+            let mut cached = self.inner.languages.lock();
+            if let (Some(store), Some(c)) = (store, &counts) {
+                if cached.0 != c.chunks {
+                    *cached = (c.chunks, store.languages().unwrap_or_default());
+                }
+            }
+            (counts, cached.1.clone())
+        };
         AppStateView {
             model: self.inner.config.model.clone(),
             device,
@@ -317,6 +332,7 @@ impl App {
             samples: self.inner.samples.lock().iter().cloned().collect(),
             documents: counts.map_or(0, |c| c.documents),
             chunks: counts.map_or(0, |c| c.chunks),
+            languages,
             summaries: self.inner.config.summaries.as_ref().map(|c| {
                 c.view(self.summary_totals(), self.inner.summaries_pending.lock().len(), self.inner.summarizer_status.lock().clone())
             }),

@@ -23,7 +23,7 @@ use warpfold_index::pipeline::{IndexOptions, IndexReport, Progress};
 use warpfold_index::search::{Hit, Ranking, SearchError, SearchOptions, Searcher};
 use warpfold_index::shard::Shard;
 use warpfold_index::shard_search::ShardSearcher;
-use warpfold_index::store::Store;
+use warpfold_index::store::{IndexLanguage, Store};
 use warpfold_summarize::ChatModel;
 
 use crate::{setup, summarize, GlobalOptions};
@@ -148,6 +148,9 @@ pub struct SearchArgs {
     /// Only documents last modified before this day (YYYY-MM-DD, UTC).
     #[arg(long, value_name = "DATE", value_parser = warpfold_index::filter::day_start)]
     pub before: Option<i64>,
+    /// Only passages in this language (ISO 639-3, as `warpfold index` lists the index's: eng, deu, fra, jpn, cmn).
+    #[arg(long, value_name = "CODE")]
+    pub language: Option<String>,
     /// Rank by score alone, letting one document take any of the first five hits (by default a
     /// document gets at most two of them, and its further hits follow the fifth).
     #[arg(long)]
@@ -195,6 +198,7 @@ impl SearchArgs {
                 extensions: self.types.clone(),
                 modified_from: self.after,
                 modified_before: self.before,
+                language: self.language.clone(),
             },
         }
     }
@@ -423,19 +427,52 @@ pub fn run_index(global: &GlobalOptions, args: &IndexArgs) -> Result<ExitCode> {
     })?;
     let (report, selection) = report;
     bar.finish_and_clear();
+    let languages = Store::open_read_only(&args.db).and_then(|s| s.languages()).unwrap_or_default();
     if args.json {
         let mut value = serde_json::to_value(&report)?;
         if let Some(selection) = selection {
             value["shard"] = serde_json::to_value(selection)?;
         }
+        value["languages"] = serde_json::to_value(&languages)?;
         println!("{value}");
     } else {
         if let Some(s) = selection {
             println!("shard {}/{}: {} of the {} files found", s.index, s.count, s.files, s.files_all);
         }
         print_report(&report, &args.db);
+        if let Some(line) = languages_line(&languages) {
+            println!("{line}");
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// "languages: English 80% (eng), German 15% (deu, partly read by the model), ...": what the
+/// index holds and where its embedding model helps search.
+fn languages_line(languages: &[IndexLanguage]) -> Option<String> {
+    let total: u64 = languages.iter().map(|l| l.chunks).sum();
+    if total == 0 {
+        return None;
+    }
+    let parts: Vec<String> = languages
+        .iter()
+        .map(|l| {
+            let share = 100.0 * l.chunks as f64 / total as f64;
+            let name = match (&l.name, &l.code) {
+                (Some(name), Some(code)) => format!("{name} ({code}"),
+                _ => "not told apart (".to_string(),
+            };
+            let read = if l.model_weight >= 1.0 {
+                ")".to_string()
+            } else if l.model_weight > 0.0 {
+                ", partly read by the embedding model)".to_string()
+            } else {
+                ", searched by keyword: the embedding model does not read it)".to_string()
+            };
+            format!("{name}{read} {share:.0}%")
+        })
+        .collect();
+    Some(format!("languages: {}", parts.join(", ")))
 }
 
 pub fn run_merge(args: &MergeArgs) -> Result<ExitCode> {

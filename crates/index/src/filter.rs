@@ -28,6 +28,9 @@ pub struct Filter {
     pub modified_from: Option<i64>,
     /// Only documents last modified before this time (Unix seconds).
     pub modified_before: Option<i64>,
+    /// Only chunks in this language: ISO 639-3 as [`crate::language::detect`] stores it (`deu`,
+    /// `fra`, `jpn`, `cmn`), any case.
+    pub language: Option<String>,
 }
 
 impl Filter {
@@ -45,6 +48,10 @@ impl Filter {
             modified_from: self.modified_from,
             modified_before: self.modified_before,
         }
+    }
+
+    fn language(&self) -> Option<String> {
+        self.language.as_deref().map(str::trim).filter(|l| !l.is_empty()).map(str::to_lowercase)
     }
 }
 
@@ -87,9 +94,17 @@ pub(crate) fn admitted_chunks(store: &Store, filter: &Filter) -> Result<Option<H
         }
     }
     let mut chunks = HashSet::new();
-    let mut stmt = conn.prepare_cached("SELECT id FROM chunks WHERE document_id = ?1")?;
+    // An index written before languages were stored (read here without upgrading it) has no
+    // chunk in any language.
+    let language = filter.language();
+    let sql = if store.has_chunk_languages()? {
+        "SELECT id FROM chunks WHERE document_id = ?1 AND (?2 IS NULL OR language = ?2)"
+    } else {
+        "SELECT id FROM chunks WHERE document_id = ?1 AND ?2 IS NULL"
+    };
+    let mut stmt = conn.prepare_cached(sql)?;
     for document in documents {
-        for id in stmt.query_map(params![document], |r| r.get::<_, i64>(0))? {
+        for id in stmt.query_map(params![document, language], |r| r.get::<_, i64>(0))? {
             chunks.insert(id?);
         }
     }

@@ -9,6 +9,8 @@
 //! - [`store`]: the SQLite index (documents, pages, chunks, embeddings by text hash, FTS5).
 //! - [`keyword`]: BM25 keyword and phrase rankings over the store's FTS5 index; [`segment`]: words
 //!   in scripts written without spaces (Chinese, Japanese, Korean) cut into character pairs for it.
+//! - [`language`]: each chunk's and query's language, and how much an embedding model counts in
+//!   it when rankings are fused.
 //! - [`summaries`]: document summaries in the index, by content hash and model.
 //! - [`search`]: cosine + BM25 merged by reciprocal rank fusion, at most two hits of a document
 //!   in the first five; [`filter`]: by folder, file type and modification time, inside each
@@ -30,6 +32,7 @@ pub mod files;
 pub mod filter;
 pub mod formats;
 pub mod keyword;
+pub mod language;
 pub mod merge;
 pub mod ocr;
 pub mod pdfgen;

@@ -154,11 +154,22 @@ pub struct Hit {
 /// Merges best-first rankings by reciprocal rank fusion; ties keep the order of the first list
 /// that ranked them.
 pub fn reciprocal_rank_fusion(rankings: &[&[i64]]) -> Vec<(i64, f64)> {
+    let weighted: Vec<(&[i64], Vec<f64>)> = rankings.iter().map(|list| (*list, vec![1.0; list.len()])).collect();
+    weighted_rank_fusion(&weighted)
+}
+
+/// [`reciprocal_rank_fusion`] with a weight per place: the chunk at `rank` of a ranking whose
+/// weight there is `w` gets `w / (k + rank)`. A place of weight 0 adds nothing and orders
+/// nothing; the places after it keep their ranks.
+pub fn weighted_rank_fusion(rankings: &[(&[i64], Vec<f64>)]) -> Vec<(i64, f64)> {
     let mut scores: HashMap<i64, (f64, usize)> = HashMap::new();
-    for (list_index, list) in rankings.iter().enumerate() {
-        for (rank, id) in list.iter().enumerate() {
+    for (list_index, (list, weights)) in rankings.iter().enumerate() {
+        for (rank, (id, weight)) in list.iter().zip(weights).enumerate() {
+            if *weight <= 0.0 {
+                continue;
+            }
             let entry = scores.entry(*id).or_insert((0.0, list_index * 1_000_000 + rank));
-            entry.0 += 1.0 / (RRF_K + rank as f64 + 1.0);
+            entry.0 += weight / (RRF_K + rank as f64 + 1.0);
         }
     }
     let mut merged: Vec<(i64, f64, usize)> = scores.into_iter().map(|(id, (s, order))| (id, s, order)).collect();
@@ -189,13 +200,22 @@ impl Ranking {
         self != Ranking::Semantic
     }
 
-    /// The rankings that take part, of the three every search may compute.
-    fn lists<'a>(self, semantic: &'a [i64], keyword: &'a [i64], phrase: &'a [i64]) -> Vec<&'a [i64]> {
-        match self {
-            Ranking::Hybrid => vec![semantic, keyword, phrase],
-            Ranking::Keyword => vec![keyword],
-            Ranking::Semantic => vec![semantic],
-        }
+    /// The rankings that take part, of the three every search may compute, with the weight of
+    /// each place: in hybrid search a chunk's nearest-vector place counts by how well the model
+    /// reads its language (`semantic_weights`, [`crate::language`]), every other place fully.
+    fn lists<'a>(
+        self,
+        semantic: &'a [i64],
+        keyword: &'a [i64],
+        phrase: &'a [i64],
+        semantic_weights: impl FnOnce() -> Result<Vec<f64>, StoreError>,
+    ) -> Result<Vec<(&'a [i64], Vec<f64>)>, StoreError> {
+        let full = |list: &'a [i64]| (list, vec![1.0; list.len()]);
+        Ok(match self {
+            Ranking::Hybrid => vec![(semantic, semantic_weights()?), full(keyword), full(phrase)],
+            Ranking::Keyword => vec![full(keyword)],
+            Ranking::Semantic => vec![full(semantic)],
+        })
     }
 }
 
@@ -282,6 +302,8 @@ pub(crate) trait ChunkSource {
     fn chunk(&self, id: i64) -> Result<Option<StoredChunk>, StoreError>;
     /// The OCR'd pages of the document holding chunk `id` (at `path`).
     fn ocr_pages(&self, id: i64, path: &str) -> Result<Vec<u32>, StoreError>;
+    /// [`Store::semantic_weights`] of these chunks.
+    fn semantic_weights(&self, ids: &[i64]) -> Result<Vec<f64>, StoreError>;
 }
 
 impl ChunkSource for Store {
@@ -291,6 +313,10 @@ impl ChunkSource for Store {
 
     fn ocr_pages(&self, _id: i64, path: &str) -> Result<Vec<u32>, StoreError> {
         Store::ocr_pages(self, path)
+    }
+
+    fn semantic_weights(&self, ids: &[i64]) -> Result<Vec<f64>, StoreError> {
+        Store::semantic_weights(self, ids)
     }
 }
 
@@ -315,7 +341,8 @@ pub(crate) fn fuse(
     let cosines: HashMap<i64, f32> = nearest.iter().copied().collect();
     let semantic: Vec<i64> = nearest.iter().map(|(id, _)| *id).collect();
     let mut order = Diversified::new(per_document_in_top_five, k);
-    for (id, score) in reciprocal_rank_fusion(&ranking.lists(&semantic, keyword, phrase)) {
+    let lists = ranking.lists(&semantic, keyword, phrase, || store.semantic_weights(&semantic))?;
+    for (id, score) in weighted_rank_fusion(&lists) {
         if order.is_full() {
             break;
         }
@@ -632,6 +659,42 @@ mod tests {
         let got: Vec<i64> = index.top_among(&[1.0, 0.0], 1, Some(&admitted)).into_iter().map(|(id, _)| id).collect();
         assert_eq!(got, [4]);
         assert_eq!(index.top_among(&[1.0, 0.0], 2, None), index.top(&[1.0, 0.0], 2));
+    }
+
+    /// With an English model, a chunk's nearest-vector place counts fully in English, half in
+    /// another Latin-script language and not at all in another script; with a multilingual model
+    /// fully everywhere. A language filter keeps the chunks in that language.
+    #[test]
+    fn nearest_places_count_by_the_chunks_language_and_a_language_filter_keeps_its_chunks() {
+        let english = "Employees get twenty-five days of paid annual leave each year, agreed with their manager.";
+        let german = "Die Mitarbeiter erhalten jedes Jahr fünfundzwanzig Tage bezahlten Urlaub, abgestimmt mit dem Vorgesetzten.";
+        let japanese = "従業員は毎年二十五日の有給休暇を上司と相談して取得できます。";
+        let (_dir, store, vectors) =
+            index_of(&[("/en.txt", vec![english.into()]), ("/de.txt", vec![german.into()]), ("/ja.txt", vec![japanese.into()])]);
+        let ids: Vec<i64> = ["/en.txt", "/de.txt", "/ja.txt"]
+            .iter()
+            .map(|p| {
+                store
+                    .connection()
+                    .query_row("SELECT chunks.id FROM chunks JOIN documents ON documents.id = document_id WHERE path = ?1", [p], |r| {
+                        r.get(0)
+                    })
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(store.semantic_weights(&ids).unwrap(), [1.0, crate::language::PARTLY_COVERED, 0.0]);
+        let languages: Vec<(String, String, f64)> =
+            store.languages().unwrap().into_iter().map(|l| (l.code.unwrap(), l.name.unwrap(), l.model_weight)).collect();
+        let expected = [("deu", "German", crate::language::PARTLY_COVERED), ("eng", "English", 1.0), ("jpn", "Japanese", 0.0)];
+        assert_eq!(languages, expected.map(|(c, n, w)| (c.to_string(), n.to_string(), w)));
+        let japanese_only =
+            SearchOptions { filter: crate::filter::Filter { language: Some("JPN".into()), ..Default::default() }, ..Default::default() };
+        assert_eq!(paths(&search(&store, &vectors, "有給休暇", 5, &japanese_only)), ["/ja.txt"]);
+        assert!(search(&store, &vectors, "leave", 5, &japanese_only).is_empty(), "an English word is in no Japanese chunk");
+        // Weighted fusion: a place of weight 0 adds nothing, and a half weight half as much.
+        let fused = weighted_rank_fusion(&[(&[7, 8, 9][..], vec![0.0, 0.5, 1.0]), (&[8][..], vec![1.0])]);
+        assert_eq!(fused.iter().map(|(id, _)| *id).collect::<Vec<_>>(), [8, 9]);
+        assert!((fused[0].1 - (0.5 / (RRF_K + 2.0) + 1.0 / (RRF_K + 1.0))).abs() < 1e-12);
     }
 
     #[test]

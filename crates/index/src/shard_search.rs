@@ -428,6 +428,15 @@ impl ChunkSource for ShardSearcher {
     fn ocr_pages(&self, key: i64, path: &str) -> Result<Vec<u32>, StoreError> {
         self.shards[split_key(key).0].store.ocr_pages(path)
     }
+
+    fn semantic_weights(&self, keys: &[i64]) -> Result<Vec<f64>, StoreError> {
+        let mut weights = Vec::with_capacity(keys.len());
+        for key in keys {
+            let (position, id) = split_key(*key);
+            weights.extend(self.shards[position].store.semantic_weights(&[id])?);
+        }
+        Ok(weights)
+    }
 }
 
 #[cfg(test)]

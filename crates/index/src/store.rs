@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
 
 use crate::chunk::DocumentChunk;
+use crate::language::{LANGUAGE_FUNCTION, SCRIPT_FUNCTION};
 use crate::segment::FTS_TEXT_FUNCTION;
 
 const SCHEMA_VERSION: &str = "1";
@@ -190,6 +191,12 @@ pub fn readable_by_others(path: &Path) -> Option<String> {
     None
 }
 
+/// The SQL functions the store's triggers and upkeep call ([`crate::segment`], [`crate::language`]).
+fn register_functions(conn: &Connection) -> rusqlite::Result<()> {
+    crate::segment::register(conn)?;
+    crate::language::register(conn)
+}
+
 /// Writes every chunk's full-text row anew from its segmented text: what FTS5's own `rebuild`
 /// would do if it read the text through [`crate::segment::fts_text`].
 pub(crate) fn rewrite_full_text_sql() -> String {
@@ -197,6 +204,19 @@ pub(crate) fn rewrite_full_text_sql() -> String {
         "INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all');
          INSERT INTO chunks_fts(rowid, text) SELECT id, {FTS_TEXT_FUNCTION}(text) FROM chunks;"
     )
+}
+
+/// One language of an index's chunks ([`Store::languages`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct IndexLanguage {
+    /// ISO 639-3 (`eng`, `deu`, `jpn`); `None` for chunks whose language was not told apart.
+    pub code: Option<String>,
+    /// Its English name (`German`).
+    pub name: Option<String>,
+    pub chunks: u64,
+    /// How much the index's embedding model counts in it, 0 to 1: 1 where it was trained, 0 where
+    /// search in it is by keyword alone.
+    pub model_weight: f64,
 }
 
 impl Store {
@@ -246,7 +266,7 @@ impl Store {
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
         let plain = Connection::open_with_flags(path, flags).map_err(|e| open_error(&display, e)).and_then(|conn| {
             let store = Store { conn, path: display.clone() };
-            crate::segment::register(&store.conn)?;
+            register_functions(&store.conn)?;
             store.conn.busy_timeout(std::time::Duration::from_secs(30))?;
             store.check_schema()?;
             Ok(store)
@@ -258,7 +278,7 @@ impl Store {
                 let uri = format!("file:{}?immutable=1", uri_path(path));
                 let conn = Connection::open_with_flags(uri, flags).map_err(|e| open_error(&display, e))?;
                 let store = Store { conn, path: display };
-                crate::segment::register(&store.conn)?;
+                register_functions(&store.conn)?;
                 store.check_schema()?;
                 Ok(store)
             }
@@ -278,7 +298,7 @@ impl Store {
     }
 
     fn configure(&self) -> Result<(), StoreError> {
-        crate::segment::register(&self.conn)?;
+        register_functions(&self.conn)?;
         self.conn.busy_timeout(std::time::Duration::from_secs(30))?;
         self.conn.pragma_update(None, "journal_mode", "WAL")?;
         // NORMAL in WAL mode: a committed transaction survives a killed process (not a power cut,
@@ -326,6 +346,7 @@ impl Store {
 ",
         )?;
         self.segment_full_text()?;
+        self.detect_chunk_languages()?;
         self.conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?1)", params![SCHEMA_VERSION])?;
         // Which pages OCR read (added after schema version 1 was first written: an older index
         // gains the column, all its pages marked as not OCR'd, which they were not).
@@ -368,6 +389,69 @@ impl Store {
         }
         tx.commit()?;
         Ok(())
+    }
+
+    /// Keeps each chunk's language and script ([`crate::language`]): an index written before
+    /// they were stored gains the columns, and every chunk without them (those, and chunks merged
+    /// in from shards) gets them from its text.
+    fn detect_chunk_languages(&self) -> Result<(), StoreError> {
+        if !self.has_chunk_languages()? {
+            self.conn.execute_batch("ALTER TABLE chunks ADD COLUMN language TEXT; ALTER TABLE chunks ADD COLUMN script TEXT;")?;
+        }
+        // '' marks a text with nothing to tell by, so it is not read again at every start.
+        self.conn.execute(
+            &format!("UPDATE chunks SET language = {LANGUAGE_FUNCTION}(text), script = coalesce({SCRIPT_FUNCTION}(text), '') WHERE script IS NULL"),
+            [],
+        )?;
+        Ok(())
+    }
+
+    /// Whether the index stores each chunk's language (an index written before it did, opened
+    /// without upgrading it, does not).
+    pub fn has_chunk_languages(&self) -> Result<bool, StoreError> {
+        Ok(self.conn.query_row("SELECT count(*) FROM pragma_table_info('chunks') WHERE name = 'script'", [], |r| r.get::<_, i64>(0))? > 0)
+    }
+
+    /// Chunks by language, most first, each with its script and how much the index's model counts
+    /// in it ([`crate::language::dense_weight`]): what an index holds, and the values
+    /// [`crate::filter::Filter::language`] takes. Empty for an index that stores no languages.
+    pub fn languages(&self) -> Result<Vec<IndexLanguage>, StoreError> {
+        if !self.has_chunk_languages()? {
+            return Ok(Vec::new());
+        }
+        let model = self.model()?.map(|(name, _)| name).unwrap_or_default();
+        Ok(self
+            .conn
+            .prepare_cached("SELECT language, max(script), count(*) FROM chunks GROUP BY language ORDER BY count(*) DESC, language")?
+            .query_map([], |r| Ok((r.get::<_, Option<String>>(0)?, r.get::<_, Option<String>>(1)?, r.get::<_, i64>(2)? as u64)))?
+            .map(|row| {
+                row.map(|(code, script, chunks)| IndexLanguage {
+                    name: code.as_deref().and_then(crate::language::english_name).map(String::from),
+                    model_weight: crate::language::dense_weight(&model, code.as_deref(), script.as_deref().filter(|s| !s.is_empty())),
+                    code,
+                    chunks,
+                })
+            })
+            .collect::<Result<_, _>>()?)
+    }
+
+    /// The weight of each of `ids`' nearest-vector place in hybrid search, by its language and
+    /// the index's model ([`crate::language::dense_weight`]); 1 for a chunk not found.
+    pub fn semantic_weights(&self, ids: &[i64]) -> Result<Vec<f64>, StoreError> {
+        let model = self.model()?.map(|(name, _)| name).unwrap_or_default();
+        if crate::language::is_multilingual(&model) || !self.has_chunk_languages()? {
+            return Ok(vec![1.0; ids.len()]);
+        }
+        let mut read = self.conn.prepare_cached("SELECT language, script FROM chunks WHERE id = ?1")?;
+        ids.iter()
+            .map(|id| {
+                let found: Option<(Option<String>, Option<String>)> =
+                    read.query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+                Ok(found.map_or(1.0, |(language, script)| {
+                    crate::language::dense_weight(&model, language.as_deref(), script.as_deref().filter(|s| !s.is_empty()))
+                }))
+            })
+            .collect()
     }
 
     fn pages_have_ocr_column(&self) -> Result<bool, StoreError> {
@@ -781,10 +865,11 @@ fn write_document(conn: &Connection, record: &DocumentRecord, new_embeddings: &[
         }
         let mut insert_chunk = conn.prepare_cached(
             "INSERT INTO chunks(document_id, ordinal, text, text_hash, page_start, page_end, page_breaks,
-                                char_start, char_end, tokens)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                                char_start, char_end, tokens, language, script)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
         )?;
         for c in &record.chunks {
+            let detected = crate::language::detect(&c.text);
             insert_chunk.execute(params![
                 id,
                 c.ordinal as i64,
@@ -795,7 +880,9 @@ fn write_document(conn: &Connection, record: &DocumentRecord, new_embeddings: &[
                 encode_breaks(&c.page_breaks),
                 c.char_start as i64,
                 c.char_end as i64,
-                c.ids.len() as i64
+                c.ids.len() as i64,
+                detected.language,
+                detected.script.map_or(String::new(), |s| s.name().to_string())
             ])?;
         }
     }

@@ -512,6 +512,8 @@ struct SearchQuery {
     /// Only documents modified on or after / before this day (YYYY-MM-DD, UTC).
     after: Option<String>,
     before: Option<String>,
+    /// Only chunks in this language (ISO 639-3: deu, fra, jpn; as the state's `languages` list).
+    language: Option<String>,
     /// Rank by score alone (by default one document takes at most two of the first five places).
     #[serde(default)]
     all_from_document: bool,
@@ -535,6 +537,7 @@ impl SearchQuery {
                 extensions: types,
                 modified_from: day("after", &self.after)?,
                 modified_before: day("before", &self.before)?,
+                language: self.language.as_deref().map(str::trim).filter(|l| !l.is_empty()).map(String::from),
             },
         })
     }

@@ -9,6 +9,7 @@ import { showError, toast } from "./toast";
 export function mountHeader(t: Transport): void {
   store.on("device", drawDevice);
   store.on("folders", drawFolders);
+  store.on("languages", drawLanguages);
 
   const form = $("folder-form") as HTMLFormElement;
   const input = $("folder-input") as HTMLInputElement;
@@ -59,6 +60,20 @@ export function mountHeader(t: Transport): void {
 }
 
 const FOLDER = "M2.5 5.5a1.5 1.5 0 0 1 1.5-1.5h3.6l1.8 2H16a1.5 1.5 0 0 1 1.5 1.5v7A1.5 1.5 0 0 1 16 16H4a1.5 1.5 0 0 1-1.5-1.5z";
+
+/** The index's languages, and where its embedding model does not read them (search there is by
+ * keyword alone, or the model only partly helps). */
+function drawLanguages() {
+  const el = $("index-languages");
+  const known = store.languages.filter((l) => l.code);
+  el.parentElement!.hidden = known.length === 0;
+  const total = store.languages.reduce((n, l) => n + l.chunks, 0) || 1;
+  const shown = known.slice(0, 3).map((l) => `${l.name ?? l.code} ${percent(l.chunks / total)}`);
+  el.textContent = shown.join(" · ") + (known.length > 3 ? ` · +${known.length - 3}` : "");
+  const reads = (l: (typeof known)[number]) =>
+    l.model_weight >= 1 ? "read by the embedding model" : l.model_weight > 0 ? "partly read by the embedding model" : "searched by keyword: the embedding model does not read it";
+  el.title = [`Passages by language (${store.model}):`, ...known.map((l) => `${l.name ?? l.code}: ${grouped(l.chunks)} passages, ${reads(l)}`)].join("\n");
+}
 
 function drawDevice() {
   $("model-name").textContent = store.model || "–";

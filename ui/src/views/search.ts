@@ -69,10 +69,25 @@ export function mountSearch(t: Transport, openDetail: OpenDetail): void {
   const folder = $("filter-folder") as HTMLSelectElement;
   const type = $("filter-type") as HTMLSelectElement;
   const after = $("filter-after") as HTMLInputElement;
+  const language = $("filter-language") as HTMLSelectElement;
   const filter = (): SearchFilter => ({
     folder: folder.value || undefined,
     types: type.value ? type.value.split(",") : undefined,
     after: after.value || undefined,
+    language: language.value || undefined,
+  });
+  // the language choices are the index's own languages; read again when the list is opened, as
+  // documents in a new language may have arrived since
+  const languages = () => {
+    const chosen = language.value;
+    const known = store.languages.filter((l) => l.code);
+    replace(language, h("option", { value: "" }, "any"), known.map((l) => h("option", { value: l.code! }, l.name ?? l.code!)));
+    language.value = known.some((l) => l.code === chosen) ? chosen : "";
+  };
+  store.on("languages", languages);
+  languages();
+  language.addEventListener("focus", () => {
+    t.state().then((s) => store.setLanguages(s.languages ?? []), () => undefined);
   });
   // the folder choices follow the watched folders
   const folders = () => {
@@ -82,7 +97,7 @@ export function mountSearch(t: Transport, openDetail: OpenDetail): void {
   };
   store.on("folders", folders);
   folders();
-  for (const el of [folder, type, after])
+  for (const el of [folder, type, after, language])
     el.addEventListener("change", () => {
       lastQuery = "\u0000"; // the same words, other filters: search again
       void run();
