@@ -11,6 +11,7 @@ mod cpu_ops;
 mod cpu_panels;
 #[cfg(feature = "cuda")]
 mod cuda_launch;
+pub mod e5;
 #[cfg(feature = "cuda")]
 pub mod encoder_kernels;
 pub mod flash;
