@@ -149,3 +149,29 @@ impl std::fmt::Debug for ReferenceText {
         write!(f, "{} {}", self.lang, self.kind)
     }
 }
+
+/// Texts per second on the CPU, printed (run with `--release -- --ignored --nocapture`): the twelve
+/// reference texts 32 times over as passages, packed into bins of about 4,096 tokens as the engine
+/// packs them on the CPU.
+#[test]
+#[ignore = "a measurement, not a check"]
+fn embed_throughput_on_cpu() {
+    let Some(e5) = embedder() else { return };
+    let reference = reference();
+    let texts: Vec<&str> = reference.texts.iter().map(|t| t.text.as_str()).cycle().take(32 * reference.texts.len()).collect();
+    let seqs: Vec<Vec<u32>> = texts.iter().map(|t| e5.ids(E5Input::Passage, t).unwrap()).collect();
+    let tokens: usize = seqs.iter().map(Vec::len).sum();
+    let per_bin = seqs.len() * 4096 / tokens.max(1);
+    let started = std::time::Instant::now();
+    for chunk in seqs.chunks(per_bin.max(1)) {
+        e5.model.fetch(&e5.model.embed(&bin_of(chunk, 1)).unwrap()).unwrap();
+    }
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!(
+        "{} texts, {tokens} tokens in {secs:.2} s: {:.0} texts/s, {:.0} tokens/s ({})",
+        seqs.len(),
+        seqs.len() as f64 / secs,
+        tokens as f64 / secs,
+        e5.model.kernels()
+    );
+}
