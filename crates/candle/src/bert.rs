@@ -744,9 +744,30 @@ pub fn load(
     device: &Device,
     precision: CpuPrecision,
 ) -> Result<BertModel> {
-    let dtype = if cfg!(feature = "flash-attn") && device.is_cuda() { DType::F16 } else { DType::F32 };
     // SAFETY: the files are memory-mapped read-only; warpfold does not modify model files while running.
-    let vb = unsafe { VarBuilder::from_mmaped_safetensors(weights, dtype, device)? };
+    let vb = unsafe { VarBuilder::from_mmaped_safetensors(weights, weights_dtype(device), device)? };
+    load_from(cfg, pooling, vb, model_dir, precision)
+}
+
+/// The dtype [`load`] gives the weights on `device`: f16 where FlashAttention-2 will run them, else f32.
+pub fn weights_dtype(device: &Device) -> DType {
+    if cfg!(feature = "flash-attn") && device.is_cuda() {
+        DType::F16
+    } else {
+        DType::F32
+    }
+}
+
+/// [`load`] from weights already under the Hugging Face names in `vb` (in [`weights_dtype`] on their
+/// device), for formats other than safetensors (the 4-bit file of [`crate::e5`]).
+pub fn load_from(
+    cfg: &Config,
+    pooling: Pooling,
+    vb: VarBuilder,
+    model_dir: Option<&std::path::Path>,
+    precision: CpuPrecision,
+) -> Result<BertModel> {
+    let device = vb.device().clone();
     let model = BertModel::new(cfg, pooling, vb)?;
     let ops = std::env::var("WARPFOLD_CPU_ENCODER").is_ok_and(|v| v == "ops");
     if device.is_cpu() && !ops {

