@@ -9,6 +9,7 @@ mod cli;
 mod common;
 mod embedding;
 mod index;
+mod languages;
 mod realfiles;
 mod scaleout;
 mod security;

@@ -458,18 +458,21 @@ fn languages_line(languages: &[IndexLanguage]) -> Option<String> {
         .iter()
         .map(|l| {
             let share = 100.0 * l.chunks as f64 / total as f64;
+            let mut notes: Vec<&str> = Vec::new();
             let name = match (&l.name, &l.code) {
-                (Some(name), Some(code)) => format!("{name} ({code}"),
-                _ => "not told apart (".to_string(),
+                (Some(name), Some(code)) => {
+                    notes.push(code);
+                    name.as_str()
+                }
+                _ => "not told apart",
             };
-            let read = if l.model_weight >= 1.0 {
-                ")".to_string()
-            } else if l.model_weight > 0.0 {
-                ", partly read by the embedding model)".to_string()
-            } else {
-                ", searched by keyword: the embedding model does not read it)".to_string()
-            };
-            format!("{name}{read} {share:.0}%")
+            if l.model_weight <= 0.0 {
+                notes.push("searched by keyword: the embedding model does not read it");
+            } else if l.model_weight < 1.0 {
+                notes.push("partly read by the embedding model");
+            }
+            let notes = if notes.is_empty() { String::new() } else { format!(" ({})", notes.join(", ")) };
+            format!("{name}{notes} {share:.0}%")
         })
         .collect();
     Some(format!("languages: {}", parts.join(", ")))

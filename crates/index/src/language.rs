@@ -8,10 +8,12 @@
 //! for a script it has never seen. Each chunk's language is stored too, to filter by and to show
 //! what an index holds.
 //!
-//! Why per chunk and not per query: detection (`whatlang`, trigram statistics, no model file) is
+//! Why per chunk and not (only) per query: detection (`whatlang`, trigram statistics, no model file) is
 //! reliable on a chunk of a few hundred words and wrong on a query of three ("how many vacation
 //! days do employees get each year" comes out French). A chunk's nearest-vector place counts by
-//! the chunk's language, which for the chunks a query should find is the query's.
+//! the chunk's language, which for the chunks a query should find is the query's. The query's
+//! script, which a few words do tell, decides whether its vector is worth comparing at all
+//! ([`model_reads_query`]).
 
 use rusqlite::functions::FunctionFlags;
 use rusqlite::Connection;
@@ -56,6 +58,14 @@ pub fn dense_weight(model: &str, language: Option<&str>, script: Option<&str>) -
     }
 }
 
+/// Whether the nearest embeddings can rank for `query` at all: not when the model reads only
+/// English and the query is written in another script (Cyrillic, Han, Kana, Hangul, ...), where
+/// its vector is noise and its nearest chunks, of any language, are chance. The script, unlike the
+/// language, is told reliably from a few words.
+pub fn model_reads_query(model: &str, query: &str) -> bool {
+    is_multilingual(model) || whatlang::detect_script(query).is_none_or(|s| s == Script::Latin)
+}
+
 /// The weight of an English model's ranking for a chunk in another Latin-script language
 /// (BENCHMARKS.md, retrieval in other languages: the translated man pages).
 pub const PARTLY_COVERED: f64 = 0.5;
@@ -69,7 +79,8 @@ pub fn is_multilingual(model: &str) -> bool {
 
 /// The English name of a language stored as ISO 639-3 (`deu` → `German`).
 pub fn english_name(code: &str) -> Option<&'static str> {
-    whatlang::Lang::from_code(code).map(|l| l.eng_name())
+    // whatlang tells written Chinese apart as Mandarin; a reader knows it as Chinese.
+    whatlang::Lang::from_code(code).map(|l| if l == whatlang::Lang::Cmn { "Chinese" } else { l.eng_name() })
 }
 
 /// SQL names of [`detect`]'s two halves, as the store fills its chunks' columns with them.
@@ -130,5 +141,10 @@ mod tests {
         assert_eq!(weight(minilm, "2,900"), 1.0, "nothing to tell by: the model's own");
         assert_eq!(weight("multilingual-e5-small", russian), 1.0);
         assert_eq!(weight("multilingual-e5-small", japanese), 1.0);
+        assert!(model_reads_query(minilm, "wie viele Urlaubstage"));
+        assert!(model_reads_query(minilm, "2,900"));
+        assert!(!model_reads_query(minilm, "сколько стоит аренда"));
+        assert!(!model_reads_query(minilm, "家賃はいくらですか"));
+        assert!(model_reads_query("multilingual-e5-small", "家賃はいくらですか"));
     }
 }

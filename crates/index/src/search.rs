@@ -190,6 +190,17 @@ pub enum Ranking {
 }
 
 impl Ranking {
+    /// Hybrid search for a query in a script the index's model cannot read is its keyword half
+    /// ([`crate::language::model_reads_query`]): the query is not embedded at all. Other rankings
+    /// are what was asked for.
+    pub fn for_query(self, model: &str, query: &str) -> Ranking {
+        if self == Ranking::Hybrid && !crate::language::model_reads_query(model, query) {
+            Ranking::Keyword
+        } else {
+            self
+        }
+    }
+
     /// Whether the query is embedded and compared with the stored vectors.
     pub fn uses_vectors(self) -> bool {
         self != Ranking::Keyword
@@ -392,9 +403,10 @@ pub fn hybrid_search_with(
     options: &SearchOptions,
 ) -> Result<Vec<Hit>, StoreError> {
     let admitted = admitted_chunks(store, &options.filter)?;
-    let nearest = vectors.top_among(query_vector, depth(k), admitted.as_ref());
+    let ranking = Ranking::Hybrid.for_query(&store.model()?.map(|(name, _)| name).unwrap_or_default(), query);
+    let nearest = if ranking.uses_vectors() { vectors.top_among(query_vector, depth(k), admitted.as_ref()) } else { Vec::new() };
     let (keyword, phrase) = keyword_rankings(store, query, k, admitted.as_ref())?;
-    fuse(store, query, &Rankings { nearest, keyword, phrase }, Ranking::Hybrid, k, options.per_document_in_top_five)
+    fuse(store, query, &Rankings { nearest, keyword, phrase }, ranking, k, options.per_document_in_top_five)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -460,6 +472,7 @@ impl Searcher {
     {
         let admitted = admitted_chunks(&self.store, &options.filter)?;
         let admitted = admitted.as_ref();
+        let ranking = ranking.for_query(&self.store.model()?.map(|(name, _)| name).unwrap_or_default(), query);
         let (nearest, keywords) = std::thread::scope(|scope| {
             let keyword_store = &self.keyword_store;
             let keywords = scope.spawn(move || {

@@ -403,6 +403,7 @@ impl ShardSearcher {
         E: FnOnce(&str) -> Result<Vec<f32>, String>,
     {
         let admitted = self.admitted(&options.filter)?;
+        let ranking = ranking.for_query(&self.model()?.map(|(name, _)| name).unwrap_or_default(), query);
         let nearest = if ranking.uses_vectors() {
             let vector = embed(query).map_err(SearchError::Embed)?;
             self.vectors.top_among(&vector, depth(k), admitted.as_ref())
