@@ -130,3 +130,45 @@ fn a_gpu_build_compiles_the_listed_flash_attention_kernels_and_stubs_the_rest() 
     let (seen, _) = nvcc_fa(dir.path(), "flash_fwd_hdim32_fp16_causal_sm80", "all");
     assert!(seen.contains("run_mha_fwd_hdim32<cutlass::half_t, false>(params, stream)"), "{seen}");
 }
+
+/// The tree speaks of what the project does, not of when or in which sitting it was done: no
+/// tracked text numbers its sessions (the word followed by a number) and no file is named by a
+/// run number (`run-s` and digits, `.sh`). The word in its technical sense (a login session, the session
+/// cookie) is not followed by a number, so it passes.
+#[test]
+fn no_tracked_file_speaks_of_sessions_or_is_named_by_one() {
+    let repo = crate::common::repo();
+    let listed = std::process::Command::new("git").arg("-C").arg(&repo).args(["ls-files", "-z"]).output().expect("git lists the tracked files");
+    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+    let files: Vec<String> = listed.stdout.split(|b| *b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect();
+    assert!(files.len() > 100, "the tracked files: {}", files.len());
+    let run_numbered = |part: &str| {
+        part.split(['-', '_', '.']).any(|piece| {
+            let mut chars = piece.chars();
+            chars.next() == Some('s') && {
+                let rest: String = chars.collect();
+                let digits = rest.trim_end_matches(|c: char| c.is_ascii_lowercase());
+                !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()) && rest.len() - digits.len() <= 1
+            }
+        })
+    };
+    let mut found = Vec::new();
+    for file in &files {
+        if file.split('/').any(run_numbered) {
+            found.push(format!("{file}: named by a run number"));
+        }
+        let Ok(text) = std::fs::read_to_string(repo.join(file)) else { continue };
+        for (n, line) in text.lines().enumerate() {
+            let lower = line.to_lowercase();
+            let numbered = lower.match_indices("session").any(|(at, _)| {
+                let after = lower[at + "session".len()..].trim_start_matches('s');
+                let after = after.strip_prefix([' ', '-']).unwrap_or("");
+                after.starts_with(|c: char| c.is_ascii_digit())
+            });
+            if numbered {
+                found.push(format!("{file}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
