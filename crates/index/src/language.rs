@@ -94,11 +94,22 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     conn.create_scalar_function(SCRIPT_FUNCTION, 1, flags, |ctx| Ok(detect(&ctx.get::<String>(0)?).script.map(|s| s.name().to_string())))
 }
 
-/// The language of a query, for a person reading why a search ranked as it did; short queries
-/// are often not told apart ([`Detected::language`] `None`).
-pub fn detect_query(query: &str) -> Detected {
-    let detected = detect(query);
-    Detected { language: whatlang::detect(query).filter(|i| i.is_reliable()).map(|i| i.lang().code()), ..detected }
+/// The language of a question, to answer it in, read beside `context` (the passage it is asked
+/// of): told with confidence; or, for a question in another script than Latin, whose few words
+/// whatlang cannot place with confidence, the language of a context in the same script (a
+/// Russian question over a Russian passage, where the question alone may come out Bulgarian), else
+/// whatlang's best guess; `None` for a short Latin-script question.
+pub fn question_language(question: &str, context: &str) -> Option<&'static str> {
+    let info = whatlang::detect(question)?;
+    if info.is_reliable() {
+        return Some(info.lang().code());
+    }
+    if info.script() == Script::Latin {
+        return None;
+    }
+    // The context's best guess, confident or not: it has more words to go by than the question.
+    let around = whatlang::detect(context).filter(|a| a.script() == info.script());
+    Some(around.map_or(info.lang().code(), |a| a.lang().code()))
 }
 
 #[cfg(test)]

@@ -99,10 +99,22 @@ pub fn prompt_after(question: &str, earlier: &[Turn], passage: &Passage, n: usiz
         "Passage [{n}] ({name}, page {}):\n{}\n\n{context}Question: {question}\n\
          Answer the question from the passage in one or two full sentences. Copy the names, numbers, amounts \
          and dates exactly as the passage writes them, and end each sentence with [{n}]. \
-         If the passage does not say, reply only: {NOT_FOUND}",
+         If the passage does not say, reply only: {NOT_FOUND}{}",
         passage.page,
-        passage.text.trim()
+        passage.text.trim(),
+        in_the_questions_language(question, &passage.text)
     )
+}
+
+/// " Otherwise answer in Russian.": a question asked in another language than English is answered
+/// in it ([`warpfold_index::language::question_language`]: a short Latin-script question's
+/// language is not guessed, and it gets no such request).
+fn in_the_questions_language(question: &str, passage: &str) -> String {
+    warpfold_index::language::question_language(question, passage)
+        .filter(|l| *l != "eng")
+        .and_then(warpfold_index::language::english_name)
+        .map(|name| format!(" Otherwise answer in {name}."))
+        .unwrap_or_default()
 }
 
 /// Answers `question` from `passages` (best first) with `chat`.
@@ -282,6 +294,27 @@ fn is_refusal(text: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_question_in_another_language_asks_for_an_answer_in_it() {
+        let russian = "Ежемесячная арендная плата составляет 45 000 рублей. Квартира сдаётся Ивану Петрову с 1 февраля 2026 года.";
+        assert_eq!(in_the_questions_language("How much is the deposit for the flat on Mill Lane?", "The deposit is 1,800 pounds."), "");
+        assert_eq!(
+            in_the_questions_language("Сколько стоит аренда квартиры на улице Пушкина в месяц?", russian),
+            " Otherwise answer in Russian."
+        );
+        assert_eq!(
+            in_the_questions_language("山田花子さんの部屋の家賃はいくらですか？", "家賃は月額9万8千円です。"),
+            " Otherwise answer in Japanese."
+        );
+        assert_eq!(
+            in_the_questions_language("王芳租的公寓月租金是多少？", "月租金为6500元，押金为两个月租金。"),
+            " Otherwise answer in Chinese."
+        );
+        let passage = Passage { path: "/a/bail.txt".into(), page: 1, text: "Le dépôt de garantie est de 1 700 euros.".into() };
+        let asked = prompt("Quel est le montant du dépôt de garantie pour le logement de la rue des Lilas ?", &passage, 1);
+        assert!(asked.ends_with("Otherwise answer in French."), "{asked}");
+    }
+
     use super::*;
 
     fn passages() -> Vec<Passage> {

@@ -351,19 +351,34 @@ pub fn instruction(task: &Task, style: PromptStyle) -> String {
             "Write one short summary of the whole document: say what it is about, and keep its key facts",
         ),
     };
-    match task.kind {
+    let head = match task.kind {
         // The detailed wording names what to keep itself.
-        TaskKind::Whole if style == PromptStyle::Detailed => format!("{whole}.\n\n{}", task.text),
-        TaskKind::Whole => format!("{whole}: {facts}.\n\n{}", task.text),
+        TaskKind::Whole if style == PromptStyle::Detailed => format!("{whole}."),
+        TaskKind::Whole => format!("{whole}: {facts}."),
         TaskKind::Part { level: 0, index, of } => {
-            format!("Summarize the following text, part {} of {of} of a longer document, {part}: {facts}.\n\n{}", index + 1, task.text)
+            format!("Summarize the following text, part {} of {of} of a longer document, {part}: {facts}.", index + 1)
         }
         TaskKind::Part { .. } => format!(
-            "The following are summaries of consecutive parts of a longer document. Combine them into a few sentences that keep the key facts: {facts}.\n\n{}",
-            task.text
+            "The following are summaries of consecutive parts of a longer document. Combine them into a few sentences that keep the key facts: {facts}."
         ),
-        TaskKind::Combine => format!("The following are summaries of consecutive parts of one document. {combine}: {facts}.\n\n{}", task.text),
+        TaskKind::Combine => format!("The following are summaries of consecutive parts of one document. {combine}: {facts}."),
+    };
+    format!("{head}{}\n\n{}", in_its_language(&task.text), task.text)
+}
+
+/// " Write the summary in French.": a document in another language than English is summarized
+/// in its own (asked in English, a small model answers in English); nothing for English or for a
+/// text whose language is not told apart.
+pub fn in_its_language(text: &str) -> String {
+    match language_name(text) {
+        Some(name) => format!(" Write the summary in {name}."),
+        None => String::new(),
     }
+}
+
+/// The English name of `text`'s language when it is told apart and is not English.
+pub fn language_name(text: &str) -> Option<&'static str> {
+    warpfold_index::language::detect(text).language.filter(|l| *l != "eng").and_then(warpfold_index::language::english_name)
 }
 
 /// Added to every instruction of the second attempt at a summary that stated a figure, date or
@@ -715,6 +730,16 @@ mod tests {
                 && detailed.ends_with("\n\nTEXT"),
             "{detailed}"
         );
+        let french = Task {
+            document: 0,
+            kind: TaskKind::Whole,
+            text: "Le locataire verse un dépôt de garantie de deux mois de loyer avant d'entrer dans le logement.".into(),
+        };
+        assert!(instruction(&french, PromptStyle::Brief).contains("amounts. Write the summary in French.\n\nLe locataire"));
+        let japanese = Task {
+            document: 0, kind: TaskKind::Combine, text: "借主は入居前に家賃二か月分の敷金を貸主に支払います。".into()
+        };
+        assert!(instruction(&japanese, PromptStyle::Detailed).contains("Write the summary in Japanese."));
         let part = Task { document: 0, kind: TaskKind::Part { level: 0, index: 1, of: 3 }, text: "T".into() };
         assert!(instruction(&part, PromptStyle::Brief)
             .starts_with("Summarize the following text, part 2 of 3 of a longer document, in a few sentences. Keep its key facts"));
