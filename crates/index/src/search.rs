@@ -154,14 +154,14 @@ pub struct Hit {
 /// Merges best-first rankings by reciprocal rank fusion; ties keep the order of the first list
 /// that ranked them.
 pub fn reciprocal_rank_fusion(rankings: &[&[i64]]) -> Vec<(i64, f64)> {
-    let weighted: Vec<(&[i64], Vec<f64>)> = rankings.iter().map(|list| (*list, vec![1.0; list.len()])).collect();
+    let weighted: Vec<WeightedRanking> = rankings.iter().map(|list| (*list, vec![1.0; list.len()])).collect();
     weighted_rank_fusion(&weighted)
 }
 
 /// [`reciprocal_rank_fusion`] with a weight per place: the chunk at `rank` of a ranking whose
 /// weight there is `w` gets `w / (k + rank)`. A place of weight 0 adds nothing and orders
 /// nothing; the places after it keep their ranks.
-pub fn weighted_rank_fusion(rankings: &[(&[i64], Vec<f64>)]) -> Vec<(i64, f64)> {
+pub fn weighted_rank_fusion(rankings: &[WeightedRanking]) -> Vec<(i64, f64)> {
     let mut scores: HashMap<i64, (f64, usize)> = HashMap::new();
     for (list_index, (list, weights)) in rankings.iter().enumerate() {
         for (rank, (id, weight)) in list.iter().zip(weights).enumerate() {
@@ -176,6 +176,9 @@ pub fn weighted_rank_fusion(rankings: &[(&[i64], Vec<f64>)]) -> Vec<(i64, f64)> 
     merged.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)));
     merged.into_iter().map(|(id, s, _)| (id, s)).collect()
 }
+
+/// A best-first ranking with the weight of each of its places ([`weighted_rank_fusion`]).
+pub type WeightedRanking<'a> = (&'a [i64], Vec<f64>);
 
 /// Which rankings a search fuses: all of them (the default, see the module docs), or one alone.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -220,7 +223,7 @@ impl Ranking {
         keyword: &'a [i64],
         phrase: &'a [i64],
         semantic_weights: impl FnOnce() -> Result<Vec<f64>, StoreError>,
-    ) -> Result<Vec<(&'a [i64], Vec<f64>)>, StoreError> {
+    ) -> Result<Vec<WeightedRanking<'a>>, StoreError> {
         let full = |list: &'a [i64]| (list, vec![1.0; list.len()]);
         Ok(match self {
             Ranking::Hybrid => vec![(semantic, semantic_weights()?), full(keyword), full(phrase)],
@@ -674,9 +677,8 @@ mod tests {
         assert_eq!(index.top_among(&[1.0, 0.0], 2, None), index.top(&[1.0, 0.0], 2));
     }
 
-    /// With an English model, a chunk's nearest-vector place counts fully in English, half in
-    /// another Latin-script language and not at all in another script; with a multilingual model
-    /// fully everywhere. A language filter keeps the chunks in that language.
+    /// With an English model, a chunk's nearest-vector place counts fully in English and not at
+    /// all in another language; with a multilingual model fully everywhere. A language filter keeps the chunks in that language.
     #[test]
     fn nearest_places_count_by_the_chunks_language_and_a_language_filter_keeps_its_chunks() {
         let english = "Employees get twenty-five days of paid annual leave each year, agreed with their manager.";
@@ -695,10 +697,10 @@ mod tests {
                     .unwrap()
             })
             .collect();
-        assert_eq!(store.semantic_weights(&ids).unwrap(), [1.0, crate::language::PARTLY_COVERED, 0.0]);
+        assert_eq!(store.semantic_weights(&ids).unwrap(), [1.0, 0.0, 0.0]);
         let languages: Vec<(String, String, f64)> =
             store.languages().unwrap().into_iter().map(|l| (l.code.unwrap(), l.name.unwrap(), l.model_weight)).collect();
-        let expected = [("deu", "German", crate::language::PARTLY_COVERED), ("eng", "English", 1.0), ("jpn", "Japanese", 0.0)];
+        let expected = [("deu", "German", 0.0), ("eng", "English", 1.0), ("jpn", "Japanese", 0.0)];
         assert_eq!(languages, expected.map(|(c, n, w)| (c.to_string(), n.to_string(), w)));
         let japanese_only =
             SearchOptions { filter: crate::filter::Filter { language: Some("JPN".into()), ..Default::default() }, ..Default::default() };
