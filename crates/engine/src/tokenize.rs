@@ -248,3 +248,75 @@ fn prefixed<'a>(prefix: &str, text: &'a str) -> Cow<'a, str> {
         Cow::Owned(format!("{prefix}{text}"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokenizers::models::wordlevel::WordLevel;
+    use tokenizers::pre_tokenizers::whitespace::Whitespace;
+    use tokenizers::processors::template::TemplateProcessing;
+    use tokenizers::{PaddingParams, TruncationParams};
+
+    /// A word-level tokenizer built in code, with padding to 16 and truncation at 4 switched on, as
+    /// tokenizers often ship.
+    fn word_tokenizer() -> Tokenizer {
+        let words = ["[UNK]", "[CLS]", "[SEP]", "query", "passage", ":", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j"];
+        let vocab = words.iter().enumerate().map(|(i, w)| (w.to_string(), i as u32)).collect();
+        let model = WordLevel::builder().vocab(vocab).unk_token("[UNK]".into()).build().unwrap();
+        let mut tokenizer = Tokenizer::new(model);
+        tokenizer.with_pre_tokenizer(Some(Whitespace {}));
+        let template = TemplateProcessing::builder()
+            .try_single("[CLS] $A [SEP]")
+            .unwrap()
+            .special_tokens(vec![("[CLS]", 1), ("[SEP]", 2)])
+            .build()
+            .unwrap();
+        tokenizer.with_post_processor(Some(template));
+        tokenizer.with_padding(Some(PaddingParams { strategy: tokenizers::PaddingStrategy::Fixed(16), ..PaddingParams::default() }));
+        tokenizer.with_truncation(Some(TruncationParams { max_length: 4, ..TruncationParams::default() })).unwrap();
+        tokenizer
+    }
+
+    fn e5_style() -> InputPrefixes {
+        InputPrefixes { query: "query: ".into(), passage: "passage: ".into() }
+    }
+
+    #[test]
+    fn a_tokenizer_built_in_code_neither_pads_nor_truncates_nor_takes_the_wordpiece_path() {
+        let encoder = TextEncoder::from_tokenizer(word_tokenizer(), 64).unwrap();
+        assert!(!encoder.has_fast_path());
+        assert_eq!(encoder.encode("a b c d e f").unwrap(), vec![1, 6, 7, 8, 9, 10, 11, 2]);
+        let short = TextEncoder::from_tokenizer(word_tokenizer(), 5).unwrap();
+        assert_eq!(short.encode("a b c d"), Err(TextError::TooLong { tokens: 6, max: 5 }));
+    }
+
+    #[test]
+    fn a_role_is_written_with_its_prefix_and_a_text_as_written_without() {
+        let encoder = TextEncoder::from_tokenizer(word_tokenizer(), 64).unwrap().with_prefixes(e5_style()).unwrap();
+        assert_eq!(encoder.encode_as(TextRole::Query, "a b").unwrap(), vec![1, 3, 5, 6, 7, 2]);
+        assert_eq!(encoder.encode_as(TextRole::Passage, "a b").unwrap(), vec![1, 4, 5, 6, 7, 2]);
+        assert_eq!(encoder.encode("a b").unwrap(), vec![1, 6, 7, 2]);
+        let batch = encoder.encode_batch_as(TextRole::Query, &["a", " ", "b"]);
+        assert_eq!(batch, vec![Ok(vec![1, 3, 5, 6, 2]), Err(TextError::Empty), Ok(vec![1, 3, 5, 7, 2])]);
+        assert_eq!((encoder.added_tokens(TextRole::Query), encoder.added_tokens(TextRole::Passage)), (4, 4));
+        // Without prefixes a role changes nothing.
+        let plain = TextEncoder::from_tokenizer(word_tokenizer(), 64).unwrap();
+        assert_eq!(plain.encode_as(TextRole::Query, "a b").unwrap(), plain.encode("a b").unwrap());
+        assert_eq!(plain.added_tokens(TextRole::Passage), plain.special_tokens());
+    }
+
+    #[test]
+    fn chunks_budget_the_passage_prefix_and_point_into_the_text_as_written() {
+        // 8 tokens a sequence: [CLS] passage : + 4 words + [SEP].
+        let encoder = TextEncoder::from_tokenizer(word_tokenizer(), 8).unwrap().with_prefixes(e5_style()).unwrap();
+        let text = "a b c d e f g h i j";
+        let chunks = encoder.chunk(text).unwrap();
+        let spans: Vec<&str> = chunks.iter().map(|c| &text[c.start..c.end]).collect();
+        assert_eq!(spans, ["a b c d", "e f g h", "i j"]);
+        for (chunk, span) in chunks.iter().zip(spans) {
+            let ids = encoder.encode_as(TextRole::Passage, span).unwrap();
+            assert_eq!(ids.len(), chunk.tokens);
+            assert!(ids.len() <= encoder.max_tokens());
+        }
+    }
+}
