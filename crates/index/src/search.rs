@@ -189,6 +189,9 @@ pub enum Ranking {
     Semantic,
 }
 
+/// Chunk ids in ranked order, with the weight of each place.
+type WeightedRanking<'a> = (&'a [i64], Vec<f64>);
+
 impl Ranking {
     /// Hybrid search for a query in a script the index's model cannot read is its keyword half
     /// ([`crate::language::model_reads_query`]): the query is not embedded at all. Other rankings
@@ -220,7 +223,7 @@ impl Ranking {
         keyword: &'a [i64],
         phrase: &'a [i64],
         semantic_weights: impl FnOnce() -> Result<Vec<f64>, StoreError>,
-    ) -> Result<Vec<(&'a [i64], Vec<f64>)>, StoreError> {
+    ) -> Result<Vec<WeightedRanking<'a>>, StoreError> {
         let full = |list: &'a [i64]| (list, vec![1.0; list.len()]);
         Ok(match self {
             Ranking::Hybrid => vec![(semantic, semantic_weights()?), full(keyword), full(phrase)],
