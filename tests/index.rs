@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use warpfold_bench::corpus::{words, Rng};
 use warpfold_engine::embed::Embedder;
-use warpfold_engine::{Engine, Lane, SchedulerConfig};
+use warpfold_engine::{Engine, SchedulerConfig};
 use warpfold_index::chunk::{chunk_document, join_pages};
 use warpfold_index::pdfgen::{planted_sentence, Font, Page, PdfDocument, TextBlock};
 use warpfold_index::search::{hybrid_search, VectorIndex};
@@ -107,7 +107,7 @@ fn planted_sentences_are_found_on_their_page() {
         for p in 0..4 {
             let sentence = planted_sentence(d, p);
             let query = sentence.trim_end_matches('.');
-            let qv = embedder.embed_texts(Lane::Interactive, &[query]).pop().unwrap().unwrap();
+            let qv = embedder.embed_query(query).unwrap();
             let hits = hybrid_search(&store, &vectors, query, &qv, 3).unwrap();
             let top = &hits[0];
             assert_eq!(top.path, file.canonicalize().unwrap().display().to_string(), "query {query:?}: {hits:#?}");

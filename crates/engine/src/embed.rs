@@ -2,9 +2,13 @@
 //!
 //! Why here and not in the binary: the CLI, the indexer and the HTTP server all embed texts, and all
 //! need the same rule that a bad text costs that text only.
+//!
+//! Texts are embedded as written ([`Embedder::submit_texts`]) or as a [`TextRole`]
+//! ([`Embedder::submit_as`], [`Embedder::embed_query`]): then the encoder writes them as the model
+//! wants a query or a passage (e5's `query: ` / `passage: `), so search fronts never prefix by hand.
 
 use crate::scheduler::{Cancel, Engine, EngineError, Lane, Ticket};
-use crate::tokenize::{TextEncoder, TextError};
+use crate::tokenize::{TextEncoder, TextError, TextRole};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize)]
 pub enum EmbedError {
@@ -52,12 +56,26 @@ impl PendingEmbeds {
 }
 
 impl Embedder {
-    /// Tokenizes `texts` (in parallel) and queues the good ones; returns without waiting.
+    /// Tokenizes `texts` as written (in parallel) and queues the good ones; returns without waiting.
     pub fn submit_texts(&self, lane: Lane, texts: &[&str]) -> PendingEmbeds {
-        let mut early = Vec::with_capacity(texts.len());
-        let mut tokens = Vec::with_capacity(texts.len());
-        let mut ids = Vec::with_capacity(texts.len());
-        for encoded in self.encoder.encode_batch(texts) {
+        self.submit_encoded(lane, self.encoder.encode_batch(texts))
+    }
+
+    /// Like [`submit_texts`](Self::submit_texts), each text written as the model wants a `role`.
+    pub fn submit_as(&self, lane: Lane, role: TextRole, texts: &[&str]) -> PendingEmbeds {
+        self.submit_encoded(lane, self.encoder.encode_batch_as(role, texts))
+    }
+
+    /// The vector of a search query, on the interactive lane, written as the model wants a query.
+    pub fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
+        self.submit_as(Lane::Interactive, TextRole::Query, &[query]).wait().pop().expect("one answer per text. This is a bug.")
+    }
+
+    fn submit_encoded(&self, lane: Lane, encoded: Vec<Result<Vec<u32>, TextError>>) -> PendingEmbeds {
+        let mut early = Vec::with_capacity(encoded.len());
+        let mut tokens = Vec::with_capacity(encoded.len());
+        let mut ids = Vec::with_capacity(encoded.len());
+        for encoded in encoded {
             match encoded {
                 Ok(v) => {
                     tokens.push(v.len());

@@ -8,13 +8,22 @@
 //! without its per-character bookkeeping: see [`crate::wordpiece`]), from the library otherwise;
 //! `WARPFOLD_TOKENIZER=library` uses the library for everything. Chunking needs each token's offsets
 //! and always uses the library.
+//!
+//! Why the prefixes are the encoder's: a model like e5 wants `query: ` or `passage: ` in front of
+//! each text, and the prefix costs tokens of the model's limit. The encoder knows both the prefix
+//! ([`InputPrefixes`], from the model folder) and the limit, so callers say what a text is
+//! ([`TextRole`]) and the encoder writes it as the model wants it; the chunker budgets the passage
+//! prefix while its spans stay offsets into the text as written.
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use rayon::prelude::*;
 use tokenizers::{PostProcessor, Tokenizer};
 
 use crate::wordpiece::WordPieceAscii;
+
+pub use warpfold_backend::model_dir::{InputPrefixes, TextRole};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize)]
 pub enum TextError {
@@ -39,16 +48,65 @@ pub struct TextEncoder {
     tokenizer: Tokenizer,
     fast: Option<WordPieceAscii>,
     max_tokens: usize,
+    prefixes: InputPrefixes,
+    /// Tokens the query prefix and the passage prefix add.
+    prefix_tokens: [usize; 2],
 }
 
 impl TextEncoder {
+    /// A tokenizer.json, with the [`WordPieceAscii`] fast path where it is BERT's.
     pub fn from_file(path: &Path, max_tokens: usize) -> Result<Self, TextError> {
-        let mut tokenizer = Tokenizer::from_file(path).map_err(|e| TextError::Tokenizer(format!("{}: {e}", path.display())))?;
-        tokenizer.with_padding(None);
-        tokenizer.with_truncation(None).map_err(|e| TextError::Tokenizer(e.to_string()))?;
+        let tokenizer = Tokenizer::from_file(path).map_err(|e| TextError::Tokenizer(format!("{}: {e}", path.display())))?;
         let library_only = std::env::var("WARPFOLD_TOKENIZER").is_ok_and(|v| v == "library");
         let fast = if library_only { None } else { WordPieceAscii::from_tokenizer(&tokenizer) };
-        Ok(Self { tokenizer, fast, max_tokens })
+        Self::new(tokenizer, fast, max_tokens)
+    }
+
+    /// A tokenizer built in code (e5's, from its model file). The library makes every id: the
+    /// fast path's equality with the library is checked for tokenizer.json files of BERT only.
+    pub fn from_tokenizer(tokenizer: Tokenizer, max_tokens: usize) -> Result<Self, TextError> {
+        Self::new(tokenizer, None, max_tokens)
+    }
+
+    /// Padding and truncation off, whatever the tokenizer came with (see the module's docs).
+    fn new(mut tokenizer: Tokenizer, fast: Option<WordPieceAscii>, max_tokens: usize) -> Result<Self, TextError> {
+        tokenizer.with_padding(None);
+        tokenizer.with_truncation(None).map_err(|e| TextError::Tokenizer(e.to_string()))?;
+        Ok(Self { tokenizer, fast, max_tokens, prefixes: InputPrefixes::default(), prefix_tokens: [0, 0] })
+    }
+
+    /// The same encoder writing queries and passages with `prefixes` in front.
+    pub fn with_prefixes(mut self, prefixes: InputPrefixes) -> Result<Self, TextError> {
+        // What a prefix adds in front of a word, measured on one: "passage: " alone may end in a
+        // word-start piece that a following word absorbs.
+        let count = |text: &str| -> Result<usize, TextError> {
+            self.tokenizer.encode_fast(text, false).map(|e| e.len()).map_err(|e| TextError::Tokenizer(e.to_string()))
+        };
+        let word = count("a")?;
+        let added = |prefix: &str| -> Result<usize, TextError> {
+            if prefix.is_empty() {
+                Ok(0)
+            } else {
+                Ok(count(&format!("{prefix}a"))?.saturating_sub(word))
+            }
+        };
+        self.prefix_tokens = [added(&prefixes.query)?, added(&prefixes.passage)?];
+        self.prefixes = prefixes;
+        Ok(self)
+    }
+
+    /// What this model wants in front of a text of `role` (empty for most models).
+    pub fn prefix(&self, role: TextRole) -> &str {
+        self.prefixes.for_role(role)
+    }
+
+    /// Tokens a text of `role` gets on top of its own: the special tokens and the prefix's.
+    pub fn added_tokens(&self, role: TextRole) -> usize {
+        let prefix = match role {
+            TextRole::Query => self.prefix_tokens[0],
+            TextRole::Passage => self.prefix_tokens[1],
+        };
+        self.special_tokens() + prefix
     }
 
     /// The same tokenizer with the library doing all of the work (for comparing the two).
@@ -72,11 +130,21 @@ impl TextEncoder {
         self.tokenizer.get_post_processor().map(|p| p.added_tokens(false)).unwrap_or(0)
     }
 
-    /// Ids with the model's special tokens, or why not.
+    /// Ids of `text` as written, with the model's special tokens, or why not.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, TextError> {
+        self.encode_with_prefix("", text)
+    }
+
+    /// Ids of `text` as the model wants a text of `role` (its prefix in front), or why not.
+    pub fn encode_as(&self, role: TextRole, text: &str) -> Result<Vec<u32>, TextError> {
+        self.encode_with_prefix(self.prefix(role), text)
+    }
+
+    fn encode_with_prefix(&self, prefix: &str, text: &str) -> Result<Vec<u32>, TextError> {
+        let written = prefixed(prefix, text);
         let ids = match &self.fast {
-            Some(fast) => fast.encode(text, &self.tokenizer),
-            None => self.tokenizer.encode_fast(text, true).map(|e| e.get_ids().to_vec()),
+            Some(fast) => fast.encode(&written, &self.tokenizer),
+            None => self.tokenizer.encode_fast(written.as_ref(), true).map(|e| e.get_ids().to_vec()),
         };
         self.check(text, ids)
     }
@@ -92,22 +160,33 @@ impl TextEncoder {
         Ok(ids)
     }
 
-    /// Encodes many texts on all cores; one result per text, in order.
+    /// Encodes many texts as written on all cores; one result per text, in order.
     pub fn encode_batch(&self, texts: &[&str]) -> Vec<Result<Vec<u32>, TextError>> {
+        self.encode_batch_with_prefix("", texts)
+    }
+
+    /// Encodes many texts of `role` (see [`encode_as`](Self::encode_as)) on all cores.
+    pub fn encode_batch_as(&self, role: TextRole, texts: &[&str]) -> Vec<Result<Vec<u32>, TextError>> {
+        self.encode_batch_with_prefix(self.prefix(role), texts)
+    }
+
+    fn encode_batch_with_prefix(&self, prefix: &str, texts: &[&str]) -> Vec<Result<Vec<u32>, TextError>> {
         if self.fast.is_some() {
-            return texts.par_iter().map(|t| self.encode(t)).collect();
+            return texts.par_iter().map(|t| self.encode_with_prefix(prefix, t)).collect();
         }
-        let encodings = match self.tokenizer.encode_batch_fast(texts.to_vec(), true) {
+        let written: Vec<Cow<str>> = texts.iter().map(|t| prefixed(prefix, t)).collect();
+        let encodings = match self.tokenizer.encode_batch_fast(written.iter().map(Cow::as_ref).collect::<Vec<&str>>(), true) {
             Ok(encodings) => encodings,
             // One bad text fails the whole batch call: fall back to one at a time so the rest survive.
-            Err(_) => return texts.iter().map(|t| self.encode(t)).collect(),
+            Err(_) => return texts.iter().map(|t| self.encode_with_prefix(prefix, t)).collect(),
         };
         texts.iter().zip(encodings).map(|(t, e)| self.check(t, Ok(e.get_ids().to_vec()))).collect()
     }
 
-    /// Cuts `text` into spans that each encode to at most `max_tokens` (special tokens included),
-    /// breaking only between words so that every span re-tokenizes to the same pieces. Every word
-    /// lands in exactly one span: nothing is dropped.
+    /// Cuts `text` into spans that each encode as a passage ([`encode_as`](Self::encode_as), the
+    /// prefix and special tokens included) to at most `max_tokens`, breaking only between words so
+    /// that every span re-tokenizes to the same pieces. Every word lands in exactly one span:
+    /// nothing is dropped. Spans are offsets into `text` itself, not into the prefixed text.
     pub fn chunk(&self, text: &str) -> Result<Vec<TextChunk>, TextError> {
         self.chunk_overlapping(text, 0)
     }
@@ -116,11 +195,12 @@ impl TextEncoder {
     /// before the previous one ended (at a word start), so a sentence cut by a chunk boundary is
     /// whole in one of the two. Every word lands in at least one span.
     pub fn chunk_overlapping(&self, text: &str, overlap: usize) -> Result<Vec<TextChunk>, TextError> {
-        let specials = self.special_tokens();
-        self.chunk_with_budget(text, self.max_tokens.saturating_sub(specials).max(1), overlap, specials)
+        let added = self.added_tokens(TextRole::Passage);
+        self.chunk_with_budget(text, self.max_tokens.saturating_sub(added).max(1), overlap, added)
     }
 
-    /// Spans of at most `budget` tokens without special tokens (`specials` are counted on top).
+    /// Spans of at most `budget` tokens of `text` itself (`specials`, the special and prefix tokens,
+    /// are counted on top).
     pub fn chunk_with_budget(&self, text: &str, budget: usize, overlap: usize, specials: usize) -> Result<Vec<TextChunk>, TextError> {
         let enc = self.tokenizer.encode(text, false).map_err(|e| TextError::Tokenizer(e.to_string()))?;
         let budget = budget.max(1);
@@ -157,5 +237,86 @@ impl TextEncoder {
             start_tok = next;
         }
         Ok(chunks)
+    }
+}
+
+/// `text` with `prefix` in front, copied only when there is a prefix.
+fn prefixed<'a>(prefix: &str, text: &'a str) -> Cow<'a, str> {
+    if prefix.is_empty() {
+        Cow::Borrowed(text)
+    } else {
+        Cow::Owned(format!("{prefix}{text}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokenizers::models::wordlevel::WordLevel;
+    use tokenizers::pre_tokenizers::whitespace::Whitespace;
+    use tokenizers::processors::template::TemplateProcessing;
+    use tokenizers::{PaddingParams, TruncationParams};
+
+    /// A word-level tokenizer built in code, with padding to 16 and truncation at 4 switched on, as
+    /// tokenizers often ship.
+    fn word_tokenizer() -> Tokenizer {
+        let words = ["[UNK]", "[CLS]", "[SEP]", "query", "passage", ":", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j"];
+        let vocab = words.iter().enumerate().map(|(i, w)| (w.to_string(), i as u32)).collect();
+        let model = WordLevel::builder().vocab(vocab).unk_token("[UNK]".into()).build().unwrap();
+        let mut tokenizer = Tokenizer::new(model);
+        tokenizer.with_pre_tokenizer(Some(Whitespace {}));
+        let template = TemplateProcessing::builder()
+            .try_single("[CLS] $A [SEP]")
+            .unwrap()
+            .special_tokens(vec![("[CLS]", 1), ("[SEP]", 2)])
+            .build()
+            .unwrap();
+        tokenizer.with_post_processor(Some(template));
+        tokenizer.with_padding(Some(PaddingParams { strategy: tokenizers::PaddingStrategy::Fixed(16), ..PaddingParams::default() }));
+        tokenizer.with_truncation(Some(TruncationParams { max_length: 4, ..TruncationParams::default() })).unwrap();
+        tokenizer
+    }
+
+    fn e5_style() -> InputPrefixes {
+        InputPrefixes { query: "query: ".into(), passage: "passage: ".into() }
+    }
+
+    #[test]
+    fn a_tokenizer_built_in_code_neither_pads_nor_truncates_nor_takes_the_wordpiece_path() {
+        let encoder = TextEncoder::from_tokenizer(word_tokenizer(), 64).unwrap();
+        assert!(!encoder.has_fast_path());
+        assert_eq!(encoder.encode("a b c d e f").unwrap(), vec![1, 6, 7, 8, 9, 10, 11, 2]);
+        let short = TextEncoder::from_tokenizer(word_tokenizer(), 5).unwrap();
+        assert_eq!(short.encode("a b c d"), Err(TextError::TooLong { tokens: 6, max: 5 }));
+    }
+
+    #[test]
+    fn a_role_is_written_with_its_prefix_and_a_text_as_written_without() {
+        let encoder = TextEncoder::from_tokenizer(word_tokenizer(), 64).unwrap().with_prefixes(e5_style()).unwrap();
+        assert_eq!(encoder.encode_as(TextRole::Query, "a b").unwrap(), vec![1, 3, 5, 6, 7, 2]);
+        assert_eq!(encoder.encode_as(TextRole::Passage, "a b").unwrap(), vec![1, 4, 5, 6, 7, 2]);
+        assert_eq!(encoder.encode("a b").unwrap(), vec![1, 6, 7, 2]);
+        let batch = encoder.encode_batch_as(TextRole::Query, &["a", " ", "b"]);
+        assert_eq!(batch, vec![Ok(vec![1, 3, 5, 6, 2]), Err(TextError::Empty), Ok(vec![1, 3, 5, 7, 2])]);
+        assert_eq!((encoder.added_tokens(TextRole::Query), encoder.added_tokens(TextRole::Passage)), (4, 4));
+        // Without prefixes a role changes nothing.
+        let plain = TextEncoder::from_tokenizer(word_tokenizer(), 64).unwrap();
+        assert_eq!(plain.encode_as(TextRole::Query, "a b").unwrap(), plain.encode("a b").unwrap());
+        assert_eq!(plain.added_tokens(TextRole::Passage), plain.special_tokens());
+    }
+
+    #[test]
+    fn chunks_budget_the_passage_prefix_and_point_into_the_text_as_written() {
+        // 8 tokens a sequence: [CLS] passage : + 4 words + [SEP].
+        let encoder = TextEncoder::from_tokenizer(word_tokenizer(), 8).unwrap().with_prefixes(e5_style()).unwrap();
+        let text = "a b c d e f g h i j";
+        let chunks = encoder.chunk(text).unwrap();
+        let spans: Vec<&str> = chunks.iter().map(|c| &text[c.start..c.end]).collect();
+        assert_eq!(spans, ["a b c d", "e f g h", "i j"]);
+        for (chunk, span) in chunks.iter().zip(spans) {
+            let ids = encoder.encode_as(TextRole::Passage, span).unwrap();
+            assert_eq!(ids.len(), chunk.tokens);
+            assert!(ids.len() <= encoder.max_tokens());
+        }
     }
 }

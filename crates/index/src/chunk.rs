@@ -4,9 +4,13 @@
 //! all-MiniLM-L6-v2), and a character budget either wastes most of it or overflows it on dense
 //! text. Chunks break between words, overlap a little so a sentence cut at a boundary is whole in
 //! one of them, and together cover every token of the document: nothing is truncated.
+//!
+//! Why chunks hold the text as written but ids as a passage: a model like e5 wants `passage: ` in
+//! front of what it embeds. The encoder adds it when it encodes a chunk and counts its tokens in the
+//! budget, while offsets, pages and the stored text stay those of the document.
 
 use sha2::{Digest, Sha256};
-use warpfold_engine::tokenize::{TextChunk, TextEncoder, TextError};
+use warpfold_engine::tokenize::{TextChunk, TextEncoder, TextError, TextRole};
 
 /// What goes between pages in a document's joined text.
 pub const PAGE_SEPARATOR: &str = "\n\n";
@@ -17,7 +21,8 @@ pub struct DocumentChunk {
     pub text: String,
     /// SHA-256 of `text`: the key embeddings are stored and reused under.
     pub text_hash: [u8; 32],
-    /// Token ids with the model's special tokens, exactly as the text encodes on its own.
+    /// Token ids with the model's special tokens and passage prefix, exactly as the text encodes on
+    /// its own as a passage.
     pub ids: Vec<u32>,
     /// 1-based pages of the first and last character.
     pub page_start: u32,
@@ -121,20 +126,21 @@ fn windowed_spans(encoder: &TextEncoder, text: &str, overlap: usize) -> Result<V
 pub fn chunk_document(encoder: &TextEncoder, pages: &[String], overlap: usize) -> Result<Vec<DocumentChunk>, TextError> {
     let (text, page_starts) = join_pages(pages);
     let page_of = |byte: usize| page_starts.partition_point(|&s| s <= byte).max(1) as u32;
-    let specials = encoder.special_tokens();
+    // The special tokens and the passage prefix's, on top of each span's own.
+    let specials = encoder.added_tokens(TextRole::Passage);
     let mut cursor = CharCursor { text: &text, byte: 0, chars: 0 };
     let mut chunks = Vec::new();
     for span in windowed_spans(encoder, &text, overlap)? {
         // A span re-encodes to the same pieces in all but freak cases (a tokenizer whose pieces
         // depend on context across a word boundary); then it is cut smaller, never truncated.
-        let pieces = match encoder.encode(&text[span.start..span.end]) {
+        let pieces = match encoder.encode_as(TextRole::Passage, &text[span.start..span.end]) {
             Ok(ids) => vec![(span.start, span.end, ids)],
             Err(TextError::TooLong { tokens, max }) => {
                 let budget = (span.tokens - specials).saturating_sub(tokens - max + 8);
                 let mut pieces = Vec::new();
                 for sub in encoder.chunk_with_budget(&text[span.start..span.end], budget, 0, specials)? {
                     let (start, end) = (span.start + sub.start, span.start + sub.end);
-                    pieces.push((start, end, encoder.encode(&text[start..end])?));
+                    pieces.push((start, end, encoder.encode_as(TextRole::Passage, &text[start..end])?));
                 }
                 pieces
             }

@@ -23,6 +23,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use warpfold_engine::embed::Embedder;
 use warpfold_engine::scheduler::Ticket;
+use warpfold_engine::tokenize::TextRole;
 use warpfold_engine::Lane;
 
 use crate::chunk::chunk_document;
@@ -496,7 +497,7 @@ pub fn repair_missing_vectors(db: &Path, embedder: &Embedder, model: &str) -> Re
     let mut texts = Vec::new();
     let mut ids = Vec::new();
     for m in missing {
-        match embedder.encoder.encode(&m.text) {
+        match embedder.encoder.encode_as(TextRole::Passage, &m.text) {
             Ok(encoded) => {
                 texts.push(m.text_hash);
                 ids.push(encoded);

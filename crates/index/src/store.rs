@@ -27,7 +27,9 @@ pub enum StoreError {
     Open { path: String, message: String },
     #[error("index database: {0}")]
     Sql(String),
-    #[error("the index {path} was built with the model {found} ({found_dim} dimensions); this run uses {wanted} ({wanted_dim}). Use the same --model, or a new --db")]
+    #[error(
+        "the index {path} was built with the model {found} ({found_dim} dimensions); this run uses {wanted} ({wanted_dim}), whose vectors do not compare with its. Use that index with `--model {found}` (or WARPFOLD_MODEL={found}); to re-index with {wanted}, give a new index (`warpfold index PATH... --model {wanted} --db NEW.db`) or delete {path} and index again"
+    )]
     ModelMismatch { path: String, found: String, found_dim: usize, wanted: String, wanted_dim: usize },
     #[error("{path} is not a warpfold index (schema version {found:?}, expected {SCHEMA_VERSION})")]
     Schema { path: String, found: Option<String> },

