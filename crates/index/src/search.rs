@@ -192,9 +192,6 @@ pub enum Ranking {
     Semantic,
 }
 
-/// Chunk ids in ranked order, with the weight of each place.
-type WeightedRanking<'a> = (&'a [i64], Vec<f64>);
-
 impl Ranking {
     /// Hybrid search for a query in a script the index's model cannot read is its keyword half
     /// ([`crate::language::model_reads_query`]): the query is not embedded at all. Other rankings
