@@ -138,9 +138,11 @@ fn a_gpu_build_compiles_the_listed_flash_attention_kernels_and_stubs_the_rest() 
 #[test]
 fn no_tracked_file_speaks_of_sessions_or_is_named_by_one() {
     let repo = crate::common::repo();
-    let listed = std::process::Command::new("git").arg("-C").arg(&repo).args(["ls-files", "-z"]).output().expect("git lists the tracked files");
+    let listed =
+        std::process::Command::new("git").arg("-C").arg(&repo).args(["ls-files", "-z"]).output().expect("git lists the tracked files");
     assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
-    let files: Vec<String> = listed.stdout.split(|b| *b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect();
+    let files: Vec<String> =
+        listed.stdout.split(|b| *b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect();
     assert!(files.len() > 100, "the tracked files: {}", files.len());
     let run_numbered = |part: &str| {
         part.split(['-', '_', '.']).any(|piece| {
