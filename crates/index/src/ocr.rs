@@ -330,7 +330,7 @@ pub struct Reader {
     /// Every language of the readings kept, in the order first used.
     used: Vec<String>,
     /// Readings made, second readings included.
-    pub readings: usize,
+    readings: usize,
 }
 
 impl Reader {
@@ -378,6 +378,11 @@ impl Reader {
         format!("Tesseract {version} ({languages})")
     }
 
+    /// Readings made so far, second readings included.
+    pub fn readings(&self) -> usize {
+        self.readings
+    }
+
     fn read_in(&mut self, languages: &str, page: &GrayImage, dpi: u32) -> Result<OcrPage, String> {
         let engine = match self.engines.entry(languages.to_string()) {
             std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
@@ -395,6 +400,8 @@ impl Reader {
         let installed = |pack: &str| choosable.iter().any(|p| p == pack);
         let script = (first.confidence < LOW_CONFIDENCE && installed(OSD_PACK)).then(|| self.script_of(page, dpi)).flatten();
         let lacking = |pack: &str| installed(pack) && !self.first.split('+').any(|l| l == pack);
+        // The script's pack first: Tesseract tries its languages in order, and a page in another
+        // script is mostly in that script (English kept second for the Latin words among it).
         let by_script =
             script.and_then(|script| pack_for_script(&script)).filter(|pack| lacking(pack)).map(|pack| format!("{pack}+{FIRST_LANGUAGE}"));
         by_script.or_else(|| {
@@ -991,9 +998,9 @@ mod tests {
         let page = scanned(FRENCH);
         let mut auto = Reader::new(AUTO).unwrap();
         auto.read(&page, 300).unwrap();
-        assert_eq!(auto.readings, 2, "English, then English and French");
+        assert_eq!(auto.readings(), 2, "English, then English and French");
         let second = auto.read(&page, 300).unwrap();
-        assert_eq!(auto.readings, 3, "the second page in English and French at once");
+        assert_eq!(auto.readings(), 3, "the second page in English and French at once");
         assert!(words(&second.text).iter().any(|w| w == "garçon"), "{}", second.text);
     }
 
@@ -1019,8 +1026,8 @@ mod tests {
         let in_english = Reader::new("eng").unwrap().read(&page, 300).unwrap();
         let mut auto = Reader::new(AUTO).unwrap();
         let read = auto.read(&page, 300).unwrap();
-        eprintln!("English scan: confidence {}, readings {}, {}", read.confidence, auto.readings, auto.describe());
-        assert_eq!((auto.readings, read), (1, in_english));
+        eprintln!("English scan: confidence {}, readings {}, {}", read.confidence, auto.readings(), auto.describe());
+        assert_eq!((auto.readings(), read), (1, in_english));
         assert!(auto.describe().ends_with("(eng)"), "{}", auto.describe());
     }
 }
