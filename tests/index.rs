@@ -388,6 +388,52 @@ fn scanned_pages_and_images_are_read_by_ocr_and_found_on_their_page() {
     assert!(note.contains("pages 1-3 read by OCR (Tesseract"), "the engine and its confidence are kept: {note}");
 }
 
+/// Under the default OCR setting (`auto`), a two-page French scan is read in English and French,
+/// keeping its accents (found by searches for accented words of both pages), and a photo of a
+/// page in Russian is read in Russian; each document's notes name the languages the worker used.
+#[test]
+fn scans_in_french_and_russian_are_read_in_their_language_and_the_notes_say_which() {
+    use warpfold_index::scangen::{self, Encoding};
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    let font = scangen::load_font().unwrap();
+    let french = [
+        "Le garçon est allé sur l'île où il a passé tout l'été avec sa famille. Les élèves ont préparé une fête pour la rentrée, et le maître a félicité chacun d'entre eux.",
+        "À la fin de la journée, nous sommes rentrés à pied le long de la rivière, où les pêcheurs attendaient déjà le coucher du soleil. La bibliothèque du château a été rénovée l'année dernière.",
+    ];
+    let pages: Vec<_> = french.iter().map(|text| scangen::typeset(&font, text, 300).0).collect();
+    std::fs::write(docs.join("lettre.pdf"), scangen::scanned_pdf(&pages, 300, Encoding::Flate)).unwrap();
+    let russian = "В конце дня мы вернулись домой пешком вдоль реки, где рыбаки уже ждали заката. Библиотека открыта до восьми часов вечера, а музей закрыт по понедельникам.";
+    scangen::save_image(&scangen::typeset(&font, russian, 300).0, &docs.join("письмо.png")).unwrap();
+
+    let db = dir.path().join("index.db");
+    let report = index_json(&[&docs], &db, &[]);
+    assert_eq!(report["documents_indexed"].as_u64(), Some(2), "{report:#}");
+    let search = |query: &str| -> Value {
+        let out = warpfold().args(["search", query, "--db"]).arg(&db).args(["-k", "1", "--json", "--mode", "keyword"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    for (query, name) in [("garçon", "lettre.pdf"), ("pêcheurs", "lettre.pdf"), ("Библиотека", "письмо.png")] {
+        let hits = search(query);
+        assert!(hits[0]["path"].as_str().is_some_and(|p| p.ends_with(name)), "{query}: {hits:#}");
+        assert_eq!(hits[0]["ocr"], true, "{query}: {hits:#}");
+        assert!(hits[0]["text"].as_str().unwrap().contains(query), "{query} read as written: {hits:#}");
+    }
+    let store = Store::open_existing(&db).unwrap();
+    let note = |name: &str| {
+        let path = docs.join(name).canonicalize().unwrap().display().to_string();
+        store.document_detail(&path).unwrap().unwrap().document.error.unwrap_or_default()
+    };
+    assert!(
+        note("lettre.pdf").contains("pages 1-2 read by OCR (Tesseract ") && note("lettre.pdf").contains(" (eng+fra); mean confidence"),
+        "{}",
+        note("lettre.pdf")
+    );
+    assert!(note("письмо.png").contains(" (rus+eng); mean confidence"), "{}", note("письмо.png"));
+}
+
 #[test]
 fn text_in_other_encodings_is_indexed_searchable_and_says_how_it_was_read() {
     let dir = tempfile::tempdir().unwrap();

@@ -169,7 +169,7 @@ fn start_app(handle: &tauri::AppHandle) -> Result<App, AppError> {
     let (model, device, memory) = runtime::app_parts(&mut started);
     let mut config = AppConfig::new(data_dir.join("index.db"), data_dir, model, exe, device);
     config.memory = memory;
-    // WARPFOLD_OCR_LANGUAGES: the languages OCR reads scans in (eng, eng+deu, ...), or off.
+    // WARPFOLD_OCR_LANGUAGES: the languages OCR reads scans in (auto, the default; eng, eng+deu, ...), or off.
     if let Ok(languages) = std::env::var("WARPFOLD_OCR_LANGUAGES") {
         config.index_options.isolation.ocr_languages = warpfold_index::ocr::languages_setting(&languages)
             .map_err(|e| AppError::InvalidInput(format!("WARPFOLD_OCR_LANGUAGES: {e}")))?;

@@ -65,9 +65,10 @@ pub struct IndexArgs {
     /// Tokens shared by consecutive chunks of a document.
     #[arg(long, default_value_t = 32)]
     pub overlap: usize,
-    /// The languages OCR reads scanned pages and images in (Tesseract's names joined by '+', e.g.
-    /// eng+deu; each needs its language data, Debian's tesseract-ocr-LANG), or `off`. The
-    /// extraction time limit then holds per page.
+    /// The languages OCR reads scanned pages and images in: `auto` (each page's own, among the
+    /// installed language data), Tesseract's names joined by '+' (e.g. eng+deu; each needs its
+    /// language data, Debian's tesseract-ocr-LANG), or `off`. The extraction time limit then holds
+    /// per page.
     #[arg(long, env = "WARPFOLD_OCR_LANGUAGES", default_value = warpfold_index::ocr::DEFAULT_LANGUAGES)]
     pub ocr_languages: String,
     #[command(flatten)]

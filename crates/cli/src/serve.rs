@@ -35,7 +35,8 @@ pub struct ServeArgs {
     pub chat_model: Option<PathBuf>,
     #[command(flatten)]
     pub summary: crate::summarize::SummaryArgs,
-    /// The languages OCR reads scanned pages and images in (e.g. eng, eng+deu), or `off`.
+    /// The languages OCR reads scanned pages and images in: `auto` (each page's own), a list
+    /// (e.g. eng, eng+deu), or `off`.
     #[arg(long, env = "WARPFOLD_OCR_LANGUAGES", default_value = warpfold_index::ocr::DEFAULT_LANGUAGES)]
     pub ocr_languages: String,
     #[command(flatten)]

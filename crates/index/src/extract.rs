@@ -347,8 +347,9 @@ pub struct Isolation {
     pub timeout: Duration,
     /// Address-space limit of the worker, in MiB (0 = none).
     pub memory_limit_mib: u64,
-    /// The languages OCR reads scanned pages and images in (Tesseract's names: `eng`,
-    /// `eng+deu`); `None` turns OCR off. For OCR, `timeout` is per page.
+    /// The languages OCR reads scanned pages and images in: `auto` (each page's, among the
+    /// installed packs: [`crate::ocr::Reader`]) or Tesseract's names (`eng`, `eng+deu`); `None`
+    /// turns OCR off. For OCR, `timeout` is per page.
     pub ocr_languages: Option<String>,
     /// The most pages of one document read by OCR; the rest are noted as not read.
     pub ocr_max_pages: usize,
@@ -445,7 +446,7 @@ fn image_error(format: crate::ocr::ImageFormat, error: crate::ocr::ImageError) -
 
 /// Set in an OCR worker's environment: the pages it reads, as `3,4,7`.
 const OCR_PAGES_VARIABLE: &str = "WARPFOLD_OCR_PAGES";
-/// Set in an OCR worker's environment: Tesseract's languages.
+/// Set in an OCR worker's environment: the OCR setting (`auto`, or Tesseract's languages).
 const OCR_LANGUAGES_VARIABLE: &str = "WARPFOLD_OCR_LANGUAGES";
 /// Set to 0 in an OCR worker's environment: pages that are not a picture are skipped rather than
 /// rendered (the document has a text layer elsewhere; a blank page of it is just blank).
@@ -486,7 +487,7 @@ fn ocr_worker(path: &Path, pages: &str) -> i32 {
     let pages: Vec<u32> = pages.split(',').filter_map(|p| p.trim().parse().ok()).filter(|p| *p > 0).collect();
     let languages = std::env::var(OCR_LANGUAGES_VARIABLE).unwrap_or_else(|_| crate::ocr::DEFAULT_LANGUAGES.into());
     let render = std::env::var(OCR_RENDER_VARIABLE).map(|v| v != "0").unwrap_or(true);
-    let mut engine = match crate::ocr::Tesseract::new(&languages) {
+    let mut reader = match crate::ocr::Reader::new(&languages) {
         Ok(engine) => engine,
         Err(reason) => return if say(&OcrLine::Unavailable(reason)) { 0 } else { 3 },
     };
@@ -525,7 +526,7 @@ fn ocr_worker(path: &Path, pages: &str) -> i32 {
             // A blank page (no ink to speak of) costs no OCR: most of a scanner's blank pages, and
             // a PDF of thousands of them.
             Ok(Some((image, _))) if crate::ocr::blank(&image) => Ok(crate::ocr::OcrPage { text: String::new(), confidence: 0 }),
-            Ok(Some((image, dpi))) => engine.read(&image, dpi),
+            Ok(Some((image, dpi))) => reader.read(&image, dpi),
             Ok(None) => Ok(crate::ocr::OcrPage { text: String::new(), confidence: 0 }),
             Err(e) => Err(e),
         };
@@ -533,7 +534,7 @@ fn ocr_worker(path: &Path, pages: &str) -> i32 {
             return 3;
         }
     }
-    if say(&OcrLine::Done { engine: engine.describe() }) {
+    if say(&OcrLine::Done { engine: reader.describe() }) {
         0
     } else {
         3
@@ -838,7 +839,9 @@ fn ocr_into(
     render: bool,
     extracted: &mut Extracted,
 ) -> Result<(), String> {
-    let mut engine = None;
+    // Each worker names the languages its pages were read in; a document read by several (after a
+    // page that stopped one) names all of theirs.
+    let mut engines: Vec<String> = Vec::new();
     let mut confidences = Vec::new();
     let capped = wanted.len().min(isolation.ocr_max_pages);
     let mut remaining = wanted[..capped].to_vec();
@@ -897,8 +900,10 @@ fn ocr_into(
                     }
                 }
                 Ok(OcrLine::Unavailable(reason)) => return Err(reason),
-                Ok(OcrLine::Done { engine: name }) => {
-                    engine = Some(name);
+                Ok(OcrLine::Done { engine }) => {
+                    if !engines.contains(&engine) {
+                        engines.push(engine);
+                    }
                     done = true;
                 }
                 // A line cut short by the worker's death: the page it was for is the one that failed.
@@ -939,7 +944,7 @@ fn ocr_into(
         extracted.warnings.push(format!(
             "{} read by OCR ({}; mean confidence {mean:.0}%)",
             page_list(&extracted.ocr_pages),
-            engine.unwrap_or_else(|| "Tesseract".into())
+            if engines.is_empty() { "Tesseract".to_string() } else { engines.join(", ") }
         ));
     }
     Ok(())

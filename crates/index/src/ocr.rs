@@ -14,6 +14,16 @@
 //! embedded image when the page is one image (JPEG or deflated samples: decoded directly), and
 //! otherwise from Poppler's `pdftoppm` rendering the page, where it is installed. Images larger
 //! than [`MAX_PIXELS`] are refused before they are decoded (decompression bombs).
+//!
+//! Which languages: Tesseract reads only the languages it is initialised with, and English alone
+//! turns a French "île" into "ile" and a Russian page into Latin garbage. Most users never set
+//! languages, so the default, [`AUTO`], picks them page by page ([`Reader`]): English first, then
+//! one more reading in the language the text turns out to be in (whatlang on the English reading),
+//! or, when English reads poorly, in the pack for the script Tesseract's orientation-and-script
+//! detection sees, each among the packs installed. The better of the two readings by Tesseract's
+//! mean confidence is kept. At most two readings a page, and a document's later pages start in
+//! the languages its earlier ones settled on, so a French book costs one reading a page after its
+//! first.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
@@ -28,8 +38,18 @@ const MAX_SIDE: u32 = 30_000;
 /// Resolution assumed for an image that does not say (what scanners use for text).
 const DEFAULT_DPI: u32 = 300;
 
-/// The languages OCR reads by default (Tesseract's names, `+` between several).
-pub const DEFAULT_LANGUAGES: &str = "eng";
+/// The OCR setting that picks each page's languages among the installed packs ([`Reader`]).
+pub const AUTO: &str = "auto";
+/// The OCR setting by default: [`AUTO`].
+pub const DEFAULT_LANGUAGES: &str = AUTO;
+/// The language every page is read in first under [`AUTO`], and the one always installed with
+/// Tesseract's packages.
+const FIRST_LANGUAGE: &str = "eng";
+/// Tesseract's pack for orientation and script detection, not a reading language.
+const OSD_PACK: &str = "osd";
+/// Under [`AUTO`], a first reading below this mean confidence is asked for its script: on the
+/// generated scans, English and French pages read in English at 91-95, a Russian page at 36.
+const LOW_CONFIDENCE: i32 = 75;
 
 /// Languages as the user gave them (`eng`, `eng+deu`), checked so that nothing but Tesseract
 /// language names reaches the library.
@@ -45,13 +65,78 @@ pub fn check_languages(languages: &str) -> Result<String, String> {
     }
 }
 
-/// The OCR setting as a user gives it (`--ocr-languages`, `WARPFOLD_OCR_LANGUAGES`): languages
-/// such as `eng` or `eng+deu`, or `off` for no OCR.
+/// The OCR setting as a user gives it (`--ocr-languages`, `WARPFOLD_OCR_LANGUAGES`): [`AUTO`],
+/// languages such as `eng` or `eng+deu`, or `off` for no OCR.
 pub fn languages_setting(value: &str) -> Result<Option<String>, String> {
     match value.trim() {
         "off" | "none" | "0" => Ok(None),
+        AUTO => Ok(Some(AUTO.to_string())),
         languages => check_languages(languages).map(Some),
     }
+}
+
+/// Where distributions put Tesseract's language packs when `TESSDATA_PREFIX` does not say:
+/// Debian 12 (Tesseract 5), Debian 11 and Ubuntu 22.04 (Tesseract 4), Fedora and Arch.
+const TESSDATA_FOLDERS: [&str; 3] =
+    ["/usr/share/tesseract-ocr/5/tessdata", "/usr/share/tesseract-ocr/4.00/tessdata", "/usr/share/tessdata"];
+
+/// The folder Tesseract loads its packs from: `TESSDATA_PREFIX` where set (Tesseract 4 and 5 take
+/// it as the folder itself), else the first of the distributions' folders holding a pack.
+fn tessdata_folder() -> Option<std::path::PathBuf> {
+    if let Some(prefix) = std::env::var_os("TESSDATA_PREFIX") {
+        return Some(prefix.into());
+    }
+    TESSDATA_FOLDERS.iter().map(std::path::PathBuf::from).find(|folder| !packs_in(folder).is_empty())
+}
+
+/// The packs (`eng`, `osd`, `chi_sim`, ...) in `folder`, sorted.
+fn packs_in(folder: &std::path::Path) -> Vec<String> {
+    let mut packs: Vec<String> = std::fs::read_dir(folder)
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.strip_suffix(".traineddata").map(str::to_string))
+        .filter(|name| check_languages(name).is_ok_and(|checked| checked == *name && !name.contains('+')))
+        .collect();
+    packs.sort();
+    packs
+}
+
+/// The languages Tesseract can read here (`deu`, `eng`, `fra`, ...: its installed packs, sorted,
+/// the orientation-and-script pack left out), for a setting to offer.
+pub fn installed_languages() -> Vec<String> {
+    let mut packs = tessdata_folder().map(|folder| packs_in(&folder)).unwrap_or_default();
+    packs.retain(|pack| pack != OSD_PACK);
+    packs
+}
+
+/// Tesseract's pack for a language whatlang names in ISO 639-3: the same code, but for written
+/// Chinese, which whatlang calls Mandarin and Tesseract reads as simplified characters.
+fn pack_for_language(code: &str) -> &str {
+    match code {
+        "cmn" => "chi_sim",
+        other => other,
+    }
+}
+
+/// Tesseract's pack for a script its orientation-and-script detection names.
+fn pack_for_script(script: &str) -> Option<&'static str> {
+    Some(match script {
+        "Cyrillic" => "rus",
+        "Japanese" | "Hiragana" | "Katakana" => "jpn",
+        "Han" => "chi_sim",
+        "Hangul" => "kor",
+        "Greek" => "ell",
+        "Arabic" => "ara",
+        "Hebrew" => "heb",
+        "Devanagari" => "hin",
+        "Thai" => "tha",
+        "Bengali" => "ben",
+        "Tamil" => "tam",
+        "Telugu" => "tel",
+        "Georgian" => "kat",
+        "Armenian" => "hye",
+        _ => return None,
+    })
 }
 
 /// One page read by OCR.
@@ -77,7 +162,11 @@ struct Api {
     end: unsafe extern "C" fn(Handle),
     delete: unsafe extern "C" fn(Handle),
     version: unsafe extern "C" fn() -> *const c_char,
+    /// `TessBaseAPIDetectOrientationScript`, from Tesseract 4 on.
+    detect_orientation_script: Option<DetectOrientationScript>,
 }
+
+type DetectOrientationScript = unsafe extern "C" fn(Handle, *mut c_int, *mut f32, *mut *const c_char, *mut f32) -> c_int;
 
 /// Where Tesseract 5 and 4 are found on Linux and macOS.
 const LIBRARY_NAMES: [&str; 5] =
@@ -119,6 +208,10 @@ impl Api {
             end: symbol!("TessBaseAPIEnd"),
             delete: symbol!("TessBaseAPIDelete"),
             version: symbol!("TessVersion"),
+            // SAFETY: the type is the function's signature in capi.h (Tesseract 4 and 5).
+            detect_orientation_script: unsafe { library.get::<DetectOrientationScript>(b"TessBaseAPIDetectOrientationScript\0") }
+                .ok()
+                .map(|f| *f),
             _library: library,
         })
     }
@@ -158,9 +251,34 @@ impl Tesseract {
 
     /// "Tesseract 5.3.0 (eng)", for the notes kept with a document.
     pub fn describe(&self) -> String {
+        format!("Tesseract {} ({})", self.version(), self.languages)
+    }
+
+    /// "5.3.0".
+    fn version(&self) -> String {
         // SAFETY: TessVersion returns a static NUL-terminated string.
-        let version = unsafe { CStr::from_ptr((self.api.version)()) }.to_string_lossy().into_owned();
-        format!("Tesseract {version} ({})", self.languages)
+        unsafe { CStr::from_ptr((self.api.version)()) }.to_string_lossy().into_owned()
+    }
+
+    /// The script of the text on `page` ("Latin", "Cyrillic", "Han", ...), by Tesseract's
+    /// orientation-and-script detection; `None` when it cannot tell (too little text) or this
+    /// Tesseract lacks it. The engine must have been made for the `osd` pack.
+    fn script(&mut self, page: &GrayImage, dpi: u32) -> Option<String> {
+        let detect = self.api.detect_orientation_script?;
+        let (w, h) = (c_int::try_from(page.width()).ok()?, c_int::try_from(page.height()).ok()?);
+        let (mut degrees, mut orientation_confidence, mut script_confidence) = (0, 0.0f32, 0.0f32);
+        let mut script: *const c_char = std::ptr::null();
+        // SAFETY: as in `read` for the image; the out-pointers are to locals that live across the
+        // call, and the script name it sets points into Tesseract's own static table (not freed).
+        unsafe {
+            (self.api.set_image)(self.handle, page.as_raw().as_ptr(), w, h, 1, w);
+            (self.api.set_resolution)(self.handle, dpi.clamp(70, 2400) as c_int);
+            let found = detect(self.handle, &mut degrees, &mut orientation_confidence, &mut script, &mut script_confidence);
+            if found == 0 || script.is_null() {
+                return None;
+            }
+            Some(CStr::from_ptr(script).to_string_lossy().into_owned())
+        }
     }
 
     /// The text on `page`, scanned at `dpi`.
@@ -195,6 +313,105 @@ impl Drop for Tesseract {
             (self.api.end)(self.handle);
             (self.api.delete)(self.handle);
         }
+    }
+}
+
+/// Reads pages in the languages the OCR setting gives: the ones listed, or under [`AUTO`] the ones
+/// each page turns out to need (module docs). Engines are made once per set of languages and kept.
+pub struct Reader {
+    /// The installed packs [`AUTO`] may choose from; `None` for a setting that lists its languages.
+    choosable: Option<Vec<String>>,
+    engines: std::collections::HashMap<String, Tesseract>,
+    /// The orientation-and-script engine, once asked for (`None` inside: it could not be made).
+    script_engine: Option<Option<Tesseract>>,
+    /// The languages each page is read in first: the setting's, or the ones the document's
+    /// earlier pages settled on.
+    first: String,
+    /// Every language of the readings kept, in the order first used.
+    used: Vec<String>,
+    /// Readings made, second readings included.
+    readings: usize,
+}
+
+impl Reader {
+    /// A reader for the OCR setting `setting` ([`AUTO`], or languages such as `eng+deu`); errs as
+    /// [`Tesseract::new`] when Tesseract or the first languages cannot be loaded.
+    pub fn new(setting: &str) -> Result<Reader, String> {
+        let (choosable, first) = match setting.trim() {
+            AUTO => (Some(tessdata_folder().map(|folder| packs_in(&folder)).unwrap_or_default()), FIRST_LANGUAGE.to_string()),
+            languages => (None, check_languages(languages)?),
+        };
+        let engine = Tesseract::new(&first)?;
+        let engines = std::collections::HashMap::from([(first.clone(), engine)]);
+        Ok(Reader { choosable, engines, script_engine: None, first, used: Vec::new(), readings: 0 })
+    }
+
+    /// The text on `page`, scanned at `dpi`, in the languages that read it best.
+    pub fn read(&mut self, page: &GrayImage, dpi: u32) -> Result<OcrPage, String> {
+        let first_languages = self.first.clone();
+        let first = self.read_in(&first_languages, page, dpi)?;
+        let second = self.second_languages(&first, page, dpi).and_then(|languages| {
+            // A pack that cannot be loaded leaves the first reading standing.
+            let read = self.read_in(&languages, page, dpi).ok()?;
+            Some((languages, read))
+        });
+        let (languages, kept) = match second {
+            Some((languages, second)) if second.confidence > first.confidence => {
+                self.first = languages.clone();
+                (languages, second)
+            }
+            _ => (first_languages, first),
+        };
+        for language in languages.split('+') {
+            if !self.used.iter().any(|used| used == language) {
+                self.used.push(language.to_string());
+            }
+        }
+        Ok(kept)
+    }
+
+    /// "Tesseract 5.3.0 (eng+fra)": the languages of the readings kept (the first languages
+    /// before any page is read), for the notes kept with a document.
+    pub fn describe(&self) -> String {
+        let version = self.engines.values().next().map(Tesseract::version).unwrap_or_default();
+        let languages = if self.used.is_empty() { self.first.clone() } else { self.used.join("+") };
+        format!("Tesseract {version} ({languages})")
+    }
+
+    /// Readings made so far, second readings included.
+    pub fn readings(&self) -> usize {
+        self.readings
+    }
+
+    fn read_in(&mut self, languages: &str, page: &GrayImage, dpi: u32) -> Result<OcrPage, String> {
+        let engine = match self.engines.entry(languages.to_string()) {
+            std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+            std::collections::hash_map::Entry::Vacant(entry) => entry.insert(Tesseract::new(languages)?),
+        };
+        self.readings += 1;
+        engine.read(page, dpi)
+    }
+
+    /// The languages of a second reading of `page` under [`AUTO`], when its first reading says it
+    /// needs a pack the first languages lack: the script's, when the first reading is poor and
+    /// Tesseract sees a script other than Latin; else the language's of the text read.
+    fn second_languages(&mut self, first: &OcrPage, page: &GrayImage, dpi: u32) -> Option<String> {
+        let choosable = self.choosable.clone()?;
+        let installed = |pack: &str| choosable.iter().any(|p| p == pack);
+        let script = (first.confidence < LOW_CONFIDENCE && installed(OSD_PACK)).then(|| self.script_of(page, dpi)).flatten();
+        let lacking = |pack: &str| installed(pack) && !self.first.split('+').any(|l| l == pack);
+        // The script's pack first: Tesseract tries its languages in order, and a page in another
+        // script is mostly in that script (English kept second for the Latin words among it).
+        let by_script =
+            script.and_then(|script| pack_for_script(&script)).filter(|pack| lacking(pack)).map(|pack| format!("{pack}+{FIRST_LANGUAGE}"));
+        by_script.or_else(|| {
+            let language = crate::language::detect(&first.text).language.map(pack_for_language)?;
+            lacking(language).then(|| format!("{FIRST_LANGUAGE}+{language}"))
+        })
+    }
+
+    fn script_of(&mut self, page: &GrayImage, dpi: u32) -> Option<String> {
+        self.script_engine.get_or_insert_with(|| Tesseract::new(OSD_PACK).ok()).as_mut()?.script(page, dpi)
     }
 }
 
@@ -720,5 +937,97 @@ mod tests {
         let folded = read.text.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(folded.contains("pelican survey counted 4812 birds") && folded.contains("Danube delta"), "{folded}");
         assert!(pdf_page_image(&doc, b"%PDF-1.4 not really", 1, id).is_err(), "a failed render is an error");
+    }
+
+    const FRENCH: &str = "Le garçon est allé sur l'île où il a passé tout l'été avec sa famille. Les élèves ont préparé une fête pour la rentrée, et le maître a félicité chacun d'entre eux.\n\nÀ la fin de la journée, nous sommes rentrés à pied le long de la rivière, où les pêcheurs attendaient déjà le coucher du soleil. Sa sœur préférait la forêt, mais ils ont décidé de visiter le château près du lac.\n\nLe bâtiment de la mairie a été rénové l'année dernière, et la bibliothèque reste ouverte jusqu'à vingt heures.";
+    const FRENCH_ACCENTED: [&str; 4] = ["île", "où", "été", "garçon"];
+    const RUSSIAN: &str = "Мальчик провёл всё лето на острове вместе со своей семьёй. Ученики подготовили праздник к началу учебного года, и учитель поздравил каждого из них.\n\nВ конце дня мы вернулись домой пешком вдоль реки, где рыбаки уже ждали заката. Библиотека открыта до восьми часов вечера, а музей закрыт по понедельникам.";
+
+    /// A clean 300 dpi page of `text`, as the worker gets it from a scan.
+    fn scanned(text: &str) -> GrayImage {
+        std::env::set_var("OMP_THREAD_LIMIT", "1");
+        let font = crate::scangen::load_font().expect("a font (fonts-dejavu-core)");
+        crate::scangen::typeset(&font, text, 300).0
+    }
+
+    fn words(text: &str) -> Vec<String> {
+        text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+    }
+
+    #[test]
+    fn the_ocr_setting_is_auto_by_default_and_lists_the_installed_reading_languages() {
+        assert_eq!(languages_setting(DEFAULT_LANGUAGES).unwrap().as_deref(), Some(AUTO));
+        assert_eq!(languages_setting(" eng+deu ").unwrap().as_deref(), Some("eng+deu"));
+        assert_eq!(languages_setting("off").unwrap(), None);
+        let installed = installed_languages();
+        for pack in ["eng", "fra", "deu", "spa", "ita", "rus", "jpn", "chi_sim"] {
+            assert!(installed.iter().any(|p| p == pack), "{pack} (install-deps.sh installs tesseract-ocr-*): {installed:?}");
+        }
+        assert!(!installed.iter().any(|p| p == OSD_PACK), "osd reads no language: {installed:?}");
+        assert_eq!((pack_for_language("cmn"), pack_for_script("Cyrillic"), pack_for_script("Latin")), ("chi_sim", Some("rus"), None));
+    }
+
+    /// A French scan read under `auto` keeps its accents and its notes name French; read in
+    /// English alone, the same page loses them (so the second reading is what keeps them).
+    #[test]
+    fn auto_reads_a_french_scan_with_its_accents_where_english_alone_loses_them() {
+        let page = scanned(FRENCH);
+        let mut english = Reader::new("eng").unwrap();
+        let in_english = english.read(&page, 300).unwrap();
+        let mut auto = Reader::new(AUTO).unwrap();
+        let in_auto = auto.read(&page, 300).unwrap();
+        let kept = |text: &str| FRENCH_ACCENTED.iter().filter(|w| words(text).iter().any(|t| t == *w)).count();
+        eprintln!(
+            "French scan: accented words kept, eng {} of 4 (confidence {}), auto {} of 4 (confidence {}), {}",
+            kept(&in_english.text),
+            in_english.confidence,
+            kept(&in_auto.text),
+            in_auto.confidence,
+            auto.describe()
+        );
+        assert_eq!(kept(&in_auto.text), FRENCH_ACCENTED.len(), "{}", in_auto.text);
+        assert!(auto.describe().ends_with("(eng+fra)"), "{}", auto.describe());
+        assert!(kept(&in_english.text) <= 1, "English alone should lose the accents: {}", in_english.text);
+        assert!(english.describe().ends_with("(eng)"), "{}", english.describe());
+    }
+
+    /// A document's later pages start in the languages its first page settled on: one reading
+    /// each, not two.
+    #[test]
+    fn later_pages_of_a_french_document_are_read_once_in_its_languages() {
+        let page = scanned(FRENCH);
+        let mut auto = Reader::new(AUTO).unwrap();
+        auto.read(&page, 300).unwrap();
+        assert_eq!(auto.readings(), 2, "English, then English and French");
+        let second = auto.read(&page, 300).unwrap();
+        assert_eq!(auto.readings(), 3, "the second page in English and French at once");
+        assert!(words(&second.text).iter().any(|w| w == "garçon"), "{}", second.text);
+    }
+
+    /// A Russian scan, which English reads as Latin garbage, is read in Cyrillic under `auto`
+    /// (its script told by Tesseract's orientation-and-script detection).
+    #[test]
+    fn auto_reads_a_russian_scan_in_cyrillic() {
+        let page = scanned(RUSSIAN);
+        let in_english = Reader::new("eng").unwrap().read(&page, 300).unwrap();
+        let mut auto = Reader::new(AUTO).unwrap();
+        let read = auto.read(&page, 300).unwrap();
+        eprintln!("Russian scan: eng confidence {}, auto confidence {}, {}", in_english.confidence, read.confidence, auto.describe());
+        assert!(!words(&in_english.text).iter().any(|w| w == "библиотека"), "{}", in_english.text);
+        assert!(words(&read.text).iter().any(|w| w == "библиотека"), "{}", read.text);
+        assert!(auto.describe().contains("rus"), "{}", auto.describe());
+        assert_eq!(crate::language::detect(&read.text).language, Some("rus"), "{}", read.text);
+    }
+
+    /// An English scan under `auto` is read once, in English, exactly as `eng` reads it.
+    #[test]
+    fn auto_reads_an_english_scan_once_in_english() {
+        let page = scanned(&crate::scangen::page_text(3, "The heron was ringed at Slimbridge in 2019."));
+        let in_english = Reader::new("eng").unwrap().read(&page, 300).unwrap();
+        let mut auto = Reader::new(AUTO).unwrap();
+        let read = auto.read(&page, 300).unwrap();
+        eprintln!("English scan: confidence {}, readings {}, {}", read.confidence, auto.readings(), auto.describe());
+        assert_eq!((auto.readings(), read), (1, in_english));
+        assert!(auto.describe().ends_with("(eng)"), "{}", auto.describe());
     }
 }
