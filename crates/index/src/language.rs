@@ -12,8 +12,8 @@
 //! reliable on a chunk of a few hundred words and wrong on a query of three ("how many vacation
 //! days do employees get each year" comes out French). A chunk's nearest-vector place counts by
 //! the chunk's language, which for the chunks a query should find is the query's. The query's
-//! script, which a few words do tell, decides whether its vector is worth comparing at all
-//! ([`model_reads_query`]).
+//! script, which a few words do tell, and its language where it can be told, weigh the whole
+//! ranking once more ([`query_weight`]).
 
 use rusqlite::functions::FunctionFlags;
 use rusqlite::Connection;
@@ -60,13 +60,31 @@ pub fn dense_weight(model: &str, language: Option<&str>, script: Option<&str>) -
     }
 }
 
-/// Whether the nearest embeddings can rank for `query` at all: not when the model reads only
-/// English and the query is written in another script (Cyrillic, Han, Kana, Hangul, ...), where
-/// its vector is noise and its nearest chunks, of any language, are chance. The script, unlike the
-/// language, is told reliably from a few words.
-pub fn model_reads_query(model: &str, query: &str) -> bool {
-    is_multilingual(model) || whatlang::detect_script(query).is_none_or(|s| s == Script::Latin)
+/// How much the nearest embeddings count for `query`, 0 to 1, before each chunk's own weight
+/// ([`dense_weight`]): a multilingual model's fully; an English model's not at all for a query in
+/// another script (its vector is noise, and so are its nearest chunks, of any language: the
+/// script is told reliably from a few words), fully for a query told as English, not at all for
+/// one told with some confidence as another language, and for a query too short to tell, as much
+/// as the index is English (`english_share`, [`crate::store::Store::english_share`]): a short
+/// query over English documents is most likely English, over German ones German. Measured on
+/// Debian's translated man pages (BENCHMARKS.md), where weighting chunks alone let the few
+/// English-looking chunks of a German index take places with German queries.
+pub fn query_weight(model: &str, query: &str, english_share: f64) -> f64 {
+    if is_multilingual(model) {
+        return 1.0;
+    }
+    match whatlang::detect(query) {
+        None => 1.0,
+        Some(info) if info.script() != Script::Latin => 0.0,
+        Some(info) if info.lang() == whatlang::Lang::Eng => 1.0,
+        Some(info) if info.confidence() >= TOLD_AS_OTHER => 0.0,
+        Some(_) => english_share.clamp(0.0, 1.0),
+    }
 }
+
+/// The confidence from which whatlang's "another language" is believed for a query ("Dateien und
+/// Verzeichnisse kopieren": German, 0.56; "open and possibly create a file": Romanian, 0.27).
+const TOLD_AS_OTHER: f64 = 0.5;
 
 /// Whether a model's name says it was trained on many languages (multilingual-e5, paraphrase-
 /// multilingual, LaBSE, bge-m3).
@@ -150,10 +168,15 @@ mod tests {
         assert_eq!(weight(minilm, "2,900"), 1.0, "nothing to tell by: the model's own");
         assert_eq!(weight("multilingual-e5-small", russian), 1.0);
         assert_eq!(weight("multilingual-e5-small", japanese), 1.0);
-        assert!(model_reads_query(minilm, "wie viele Urlaubstage"));
-        assert!(model_reads_query(minilm, "2,900"));
-        assert!(!model_reads_query(minilm, "сколько стоит аренда"));
-        assert!(!model_reads_query(minilm, "家賃はいくらですか"));
-        assert!(model_reads_query("multilingual-e5-small", "家賃はいくらですか"));
+        // Queries: an English one counts; one told as another language does not; a short one as
+        // much as the index is English.
+        assert_eq!(query_weight(minilm, "copy files and directories", 0.1), 1.0);
+        assert_eq!(query_weight(minilm, "Dateien und Verzeichnisse kopieren", 0.9), 0.0);
+        assert_eq!(query_weight(minilm, "open and possibly create a file", 0.9), 0.9);
+        assert_eq!(query_weight(minilm, "wie viele Urlaubstage", 0.05), 0.05);
+        assert_eq!(query_weight(minilm, "2,900", 0.0), 1.0);
+        assert_eq!(query_weight(minilm, "сколько стоит аренда", 1.0), 0.0);
+        assert_eq!(query_weight(minilm, "家賃はいくらですか", 1.0), 0.0);
+        assert_eq!(query_weight("multilingual-e5-small", "家賃はいくらですか", 0.0), 1.0);
     }
 }

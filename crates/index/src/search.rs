@@ -24,6 +24,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::filter::{admitted_chunks, Filter};
+use crate::language::query_weight;
 use crate::snippet::snippet;
 use crate::store::{Store, StoreError, StoredChunk};
 
@@ -193,11 +194,11 @@ pub enum Ranking {
 }
 
 impl Ranking {
-    /// Hybrid search for a query in a script the index's model cannot read is its keyword half
-    /// ([`crate::language::model_reads_query`]): the query is not embedded at all. Other rankings
-    /// are what was asked for.
-    pub fn for_query(self, model: &str, query: &str) -> Ranking {
-        if self == Ranking::Hybrid && !crate::language::model_reads_query(model, query) {
+    /// Hybrid search whose nearest vectors count nothing for the query ([`query_weight`]: a
+    /// script or a language the index's model does not read) is its keyword half, and the query
+    /// is not embedded at all. Other rankings are what was asked for.
+    pub fn for_weight(self, query_weight: f64) -> Ranking {
+        if self == Ranking::Hybrid && query_weight <= 0.0 {
             Ranking::Keyword
         } else {
             self
@@ -339,6 +340,9 @@ pub(crate) struct Rankings {
     pub nearest: Vec<(i64, f32)>,
     pub keyword: Vec<i64>,
     pub phrase: Vec<i64>,
+    /// How much the nearest vectors count for this query ([`query_weight`]), times each chunk's
+    /// own weight.
+    pub query_weight: f64,
 }
 
 /// Fuses the rankings `ranking` names, places the hits by `per_document_in_top_five`
@@ -351,11 +355,12 @@ pub(crate) fn fuse(
     k: usize,
     per_document_in_top_five: Option<usize>,
 ) -> Result<Vec<Hit>, StoreError> {
-    let Rankings { nearest, keyword, phrase } = rankings;
+    let Rankings { nearest, keyword, phrase, query_weight } = rankings;
     let cosines: HashMap<i64, f32> = nearest.iter().copied().collect();
     let semantic: Vec<i64> = nearest.iter().map(|(id, _)| *id).collect();
     let mut order = Diversified::new(per_document_in_top_five, k);
-    let lists = ranking.lists(&semantic, keyword, phrase, || store.semantic_weights(&semantic))?;
+    let weights = || store.semantic_weights(&semantic).map(|w| w.into_iter().map(|w| w * query_weight).collect());
+    let lists = ranking.lists(&semantic, keyword, phrase, weights)?;
     for (id, score) in weighted_rank_fusion(&lists) {
         if order.is_full() {
             break;
@@ -406,10 +411,11 @@ pub fn hybrid_search_with(
     options: &SearchOptions,
 ) -> Result<Vec<Hit>, StoreError> {
     let admitted = admitted_chunks(store, &options.filter)?;
-    let ranking = Ranking::Hybrid.for_query(&store.model()?.map(|(name, _)| name).unwrap_or_default(), query);
+    let query_weight = query_weight(&store.model()?.map(|(name, _)| name).unwrap_or_default(), query, store.english_share()?);
+    let ranking = Ranking::Hybrid.for_weight(query_weight);
     let nearest = if ranking.uses_vectors() { vectors.top_among(query_vector, depth(k), admitted.as_ref()) } else { Vec::new() };
     let (keyword, phrase) = keyword_rankings(store, query, k, admitted.as_ref())?;
-    fuse(store, query, &Rankings { nearest, keyword, phrase }, ranking, k, options.per_document_in_top_five)
+    fuse(store, query, &Rankings { nearest, keyword, phrase, query_weight }, ranking, k, options.per_document_in_top_five)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -426,13 +432,18 @@ pub struct Searcher {
     store: Store,
     keyword_store: parking_lot::Mutex<Store>,
     vectors: VectorIndex,
+    /// The index's model, and how much of it is English ([`query_weight`]), read once.
+    model: String,
+    english_share: f64,
 }
 
 impl Searcher {
     pub fn open(db: &std::path::Path) -> Result<Searcher, StoreError> {
         let store = Store::open_read_only(db)?;
         let vectors = VectorIndex::load(&store)?;
-        Ok(Searcher { keyword_store: parking_lot::Mutex::new(Store::open_read_only(db)?), store, vectors })
+        let model = store.model()?.map(|(name, _)| name).unwrap_or_default();
+        let english_share = store.english_share()?;
+        Ok(Searcher { keyword_store: parking_lot::Mutex::new(Store::open_read_only(db)?), store, vectors, model, english_share })
     }
 
     pub fn store(&self) -> &Store {
@@ -475,7 +486,8 @@ impl Searcher {
     {
         let admitted = admitted_chunks(&self.store, &options.filter)?;
         let admitted = admitted.as_ref();
-        let ranking = ranking.for_query(&self.store.model()?.map(|(name, _)| name).unwrap_or_default(), query);
+        let query_weight = query_weight(&self.model, query, self.english_share);
+        let ranking = ranking.for_weight(query_weight);
         let (nearest, keywords) = std::thread::scope(|scope| {
             let keyword_store = &self.keyword_store;
             let keywords = scope.spawn(move || {
@@ -491,7 +503,8 @@ impl Searcher {
         });
         let nearest = nearest.map_err(SearchError::Embed)?;
         let (keyword, phrase) = keywords?;
-        Ok(fuse(&self.store, query, &Rankings { nearest, keyword, phrase }, ranking, k, options.per_document_in_top_five)?)
+        let rankings = Rankings { nearest, keyword, phrase, query_weight };
+        Ok(fuse(&self.store, query, &rankings, ranking, k, options.per_document_in_top_five)?)
     }
 }
 

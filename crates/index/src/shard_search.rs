@@ -127,6 +127,9 @@ pub struct ShardSearcher {
     sizes: parking_lot::Mutex<HashMap<i64, u64>>,
     /// Each ranked chunk's document path and ordinal: the order of equal scores.
     order: parking_lot::Mutex<HashMap<i64, (String, i64)>>,
+    /// The shards' model, and how much of them is English by chunks ([`crate::language::query_weight`]).
+    model_name: String,
+    english_share: f64,
 }
 
 impl ShardSearcher {
@@ -202,7 +205,28 @@ impl ShardSearcher {
         let ids = loaded.iter().map(|l| l.1).collect();
         let flat = loaded.into_iter().flat_map(|l| l.2).collect();
         let vectors = VectorIndex::from_parts(ids, flat, dim.max(1));
-        let mut searcher = ShardSearcher { shards, vectors, rows: 0, tokens: 0, sizes: Default::default(), order: Default::default() };
+        let model_name = common_model_name(&shards)?;
+        // Over the visible chunks, as the merge holds them.
+        let (mut english, mut chunks) = (0u64, 0u64);
+        for shard in &shards {
+            for (id, is_english) in shard.store.english_chunks()? {
+                if !shard.hidden.contains(&id) {
+                    english += u64::from(is_english);
+                    chunks += 1;
+                }
+            }
+        }
+        let english_share = if chunks > 0 { english as f64 / chunks as f64 } else { 1.0 };
+        let mut searcher = ShardSearcher {
+            shards,
+            vectors,
+            rows: 0,
+            tokens: 0,
+            sizes: Default::default(),
+            order: Default::default(),
+            model_name,
+            english_share,
+        };
         for shard in &searcher.shards {
             let (rows, tokens) = shard.totals()?;
             let mut hidden_tokens = 0;
@@ -403,7 +427,8 @@ impl ShardSearcher {
         E: FnOnce(&str) -> Result<Vec<f32>, String>,
     {
         let admitted = self.admitted(&options.filter)?;
-        let ranking = ranking.for_query(&self.model()?.map(|(name, _)| name).unwrap_or_default(), query);
+        let query_weight = crate::language::query_weight(&self.model_name, query, self.english_share);
+        let ranking = ranking.for_weight(query_weight);
         let nearest = if ranking.uses_vectors() {
             let vector = embed(query).map_err(SearchError::Embed)?;
             self.vectors.top_among(&vector, depth(k), admitted.as_ref())
@@ -412,12 +437,23 @@ impl ShardSearcher {
         };
         let (keyword, phrase) =
             if ranking.uses_keywords() { self.keyword_rankings(query, k, admitted.as_ref())? } else { Default::default() };
-        let mut hits = fuse(self, query, &Rankings { nearest, keyword, phrase }, ranking, k, options.per_document_in_top_five)?;
+        let mut hits =
+            fuse(self, query, &Rankings { nearest, keyword, phrase, query_weight }, ranking, k, options.per_document_in_top_five)?;
         for hit in &mut hits {
             hit.chunk_id = split_key(hit.chunk_id).1;
         }
         Ok(hits)
     }
+}
+
+/// The model the shards were built with ("" for shards that name none).
+fn common_model_name(shards: &[ShardIndex]) -> Result<String, StoreError> {
+    for shard in shards {
+        if let Some((name, _)) = shard.store.model()? {
+            return Ok(name);
+        }
+    }
+    Ok(String::new())
 }
 
 impl ChunkSource for ShardSearcher {

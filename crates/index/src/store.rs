@@ -437,6 +437,27 @@ impl Store {
             .collect::<Result<_, _>>()?)
     }
 
+    /// The share of the index's chunks that are English, or Latin-script text not told apart, 0 to
+    /// 1 (1 for an empty index, or one that stores no languages): how likely a query too short to
+    /// tell is English ([`crate::language::query_weight`]). Reads every chunk's language: read it
+    /// once per opened index, not per query.
+    pub fn english_share(&self) -> Result<f64, StoreError> {
+        let chunks = self.english_chunks()?;
+        let english = chunks.iter().filter(|(_, e)| *e).count();
+        Ok(if chunks.is_empty() { 1.0 } else { english as f64 / chunks.len() as f64 })
+    }
+
+    /// Every chunk's id and whether it counts as English for [`Store::english_share`] (all of
+    /// them in an index that stores no languages).
+    pub fn english_chunks(&self) -> Result<Vec<(i64, bool)>, StoreError> {
+        let sql = if self.has_chunk_languages()? {
+            "SELECT id, language = 'eng' OR (language IS NULL AND coalesce(script, '') IN ('Latin', '')) FROM chunks"
+        } else {
+            "SELECT id, 1 FROM chunks"
+        };
+        Ok(self.conn.prepare(sql)?.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?)
+    }
+
     /// The weight of each of `ids`' nearest-vector place in hybrid search, by its language and
     /// the index's model ([`crate::language::dense_weight`]); 1 for a chunk not found.
     pub fn semantic_weights(&self, ids: &[i64]) -> Result<Vec<f64>, StoreError> {
