@@ -711,6 +711,7 @@ mod tests {
             })
             .collect();
         assert_eq!(store.semantic_weights(&ids).unwrap(), [1.0, 0.0, 0.0]);
+        assert!((store.english_share().unwrap() - 1.0 / 3.0).abs() < 1e-12, "one of three told chunks is English");
         let languages: Vec<(String, String, f64)> =
             store.languages().unwrap().into_iter().map(|l| (l.code.unwrap(), l.name.unwrap(), l.model_weight)).collect();
         let expected = [("deu", "German", 0.0), ("eng", "English", 1.0), ("jpn", "Japanese", 0.0)];

@@ -206,11 +206,11 @@ impl ShardSearcher {
         let flat = loaded.into_iter().flat_map(|l| l.2).collect();
         let vectors = VectorIndex::from_parts(ids, flat, dim.max(1));
         let model_name = common_model_name(&shards)?;
-        // Over the visible chunks, as the merge holds them.
+        // Over the visible chunks whose language was told, as the merge holds them.
         let (mut english, mut chunks) = (0u64, 0u64);
         for shard in &shards {
             for (id, is_english) in shard.store.english_chunks()? {
-                if !shard.hidden.contains(&id) {
+                if let (false, Some(is_english)) = (shard.hidden.contains(&id), is_english) {
                     english += u64::from(is_english);
                     chunks += 1;
                 }

@@ -437,23 +437,25 @@ impl Store {
             .collect::<Result<_, _>>()?)
     }
 
-    /// The share of the index's chunks that are English, or Latin-script text not told apart, 0 to
-    /// 1 (1 for an empty index, or one that stores no languages): how likely a query too short to
-    /// tell is English ([`crate::language::query_weight`]). Reads every chunk's language: read it
-    /// once per opened index, not per query.
+    /// The share of English among the index's chunks whose language was told, 0 to 1 (1 for an
+    /// index with none told, or that stores no languages): how likely a query too short to tell is
+    /// English ([`crate::language::query_weight`]). Chunks whose language was not told (short,
+    /// code, tables) do not count: in a translated manual they were a fifth of the chunks, and
+    /// counted as English they made an Italian index look a third English. Reads every chunk's
+    /// language: read it once per opened index, not per query.
     pub fn english_share(&self) -> Result<f64, StoreError> {
-        let chunks = self.english_chunks()?;
-        let english = chunks.iter().filter(|(_, e)| *e).count();
-        Ok(if chunks.is_empty() { 1.0 } else { english as f64 / chunks.len() as f64 })
+        let told: Vec<bool> = self.english_chunks()?.into_iter().filter_map(|(_, english)| english).collect();
+        let english = told.iter().filter(|e| **e).count();
+        Ok(if told.is_empty() { 1.0 } else { english as f64 / told.len() as f64 })
     }
 
-    /// Every chunk's id and whether it counts as English for [`Store::english_share`] (all of
-    /// them in an index that stores no languages).
-    pub fn english_chunks(&self) -> Result<Vec<(i64, bool)>, StoreError> {
+    /// Every chunk's id and whether it is English, `None` where its language was not told (every
+    /// chunk of an index that stores no languages).
+    pub fn english_chunks(&self) -> Result<Vec<(i64, Option<bool>)>, StoreError> {
         let sql = if self.has_chunk_languages()? {
-            "SELECT id, language = 'eng' OR (language IS NULL AND coalesce(script, '') IN ('Latin', '')) FROM chunks"
+            "SELECT id, CASE WHEN language IS NULL THEN NULL WHEN language = 'eng' THEN 1 ELSE 0 END FROM chunks"
         } else {
-            "SELECT id, 1 FROM chunks"
+            "SELECT id, NULL FROM chunks"
         };
         Ok(self.conn.prepare(sql)?.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?)
     }
