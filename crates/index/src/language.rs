@@ -76,15 +76,16 @@ pub fn query_weight(model: &str, query: &str, english_share: f64) -> f64 {
     match whatlang::detect(query) {
         None => 1.0,
         Some(info) if info.script() != Script::Latin => 0.0,
+        Some(info) if info.confidence() < TOLD => english_share.clamp(0.0, 1.0),
         Some(info) if info.lang() == whatlang::Lang::Eng => 1.0,
-        Some(info) if info.confidence() >= TOLD_AS_OTHER => 0.0,
-        Some(_) => english_share.clamp(0.0, 1.0),
+        Some(_) => 0.0,
     }
 }
 
-/// The confidence from which whatlang's "another language" is believed for a query ("Dateien und
-/// Verzeichnisse kopieren": German, 0.56; "open and possibly create a file": Romanian, 0.27).
-const TOLD_AS_OTHER: f64 = 0.5;
+/// The confidence from which whatlang's language is believed for a query ("Dateien und
+/// Verzeichnisse kopieren": German, 0.56; "open and possibly create a file": Romanian, 0.27;
+/// "copy files and directories": English, 0.0006; short Italian queries often come out English).
+const TOLD: f64 = 0.5;
 
 /// Whether a model's name says it was trained on many languages (multilingual-e5, paraphrase-
 /// multilingual, LaBSE, bge-m3).
@@ -170,7 +171,8 @@ mod tests {
         assert_eq!(weight("multilingual-e5-small", japanese), 1.0);
         // Queries: an English one counts; one told as another language does not; a short one as
         // much as the index is English.
-        assert_eq!(query_weight(minilm, "copy files and directories", 0.1), 1.0);
+        assert_eq!(query_weight(minilm, "the tenant pays a security deposit of two months' rent before moving in", 0.1), 1.0);
+        assert_eq!(query_weight(minilm, "copy files and directories", 0.9), 0.9, "too short to tell: as English as the index");
         assert_eq!(query_weight(minilm, "Dateien und Verzeichnisse kopieren", 0.9), 0.0);
         assert_eq!(query_weight(minilm, "open and possibly create a file", 0.9), 0.9);
         assert_eq!(query_weight(minilm, "wie viele Urlaubstage", 0.05), 0.05);

@@ -10,6 +10,19 @@ export function mountHeader(t: Transport): void {
   store.on("device", drawDevice);
   store.on("folders", drawFolders);
   store.on("languages", drawLanguages);
+  // the index's languages change as documents are done: read them again, at most every few seconds
+  let doneSeen = store.counts.done;
+  let reading = false;
+  store.on("queue", () => {
+    if (reading || store.counts.done === doneSeen) return;
+    doneSeen = store.counts.done;
+    reading = true;
+    window.setTimeout(() => {
+      t.state()
+        .then((s) => store.setLanguages(s.languages ?? []), () => undefined)
+        .finally(() => (reading = false));
+    }, 3000);
+  });
 
   const form = $("folder-form") as HTMLFormElement;
   const input = $("folder-input") as HTMLInputElement;
