@@ -90,6 +90,11 @@ fn embeddings_match_sentence_transformers() {
     let (backend, encoder) = load(&minilm_dir());
     let embedder = Embedder { encoder, engine: Engine::start(backend, SchedulerConfig::default()) };
     let ours = embedder.embed_texts(Lane::Bulk, &texts);
+    // A search query goes through its own path (the interactive lane, written as a query): the
+    // same vector.
+    let query = embedder.embed_query(texts[0]).unwrap();
+    let reference: Vec<f32> = items[0]["embedding"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
+    assert!(cosine(&query, &reference) >= 0.9999, "a query's vector: cosine {}", cosine(&query, &reference));
     for (item, ours) in items.iter().zip(ours) {
         let reference: Vec<f32> = item["embedding"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
         let ours = ours.unwrap();

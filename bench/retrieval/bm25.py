@@ -52,9 +52,8 @@ CJK_RUN = re.compile(r"[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac
 
 
 def set_language(set_dir):
-    name = os.path.basename(os.path.normpath(set_dir))
-    suffix = name.rsplit("-", 1)[-1]
-    return suffix if name.startswith("manpages-") and suffix in LANGUAGES else "en"
+    parts = os.path.basename(os.path.normpath(set_dir)).split("-")  # manpages-de, manpages-ja-part
+    return parts[1] if parts[0] == "manpages" and len(parts) > 1 and parts[1] in LANGUAGES else "en"
 
 
 def cjk_pairs(text):

@@ -27,7 +27,7 @@ of each query) and scored the same way, on the same queries.
 Usage (from the repository root, after `cargo build --release -p warpfold`):
     .venv-retrieval/bin/python bench/retrieval/warpfold_run.py /tmp/retrieval/manpages \\
         [--modes keyword,semantic,hybrid] [--limit N] [--rerank N] [--chunks K] \\
-        [--work DIR] [--out DIR] [--bin PATH] [--device cpu]
+        [--work DIR] [--out DIR] [--bin PATH] [--device cpu] [--model NAME]
 WORK defaults to SET_DIR/warpfold; --out, when given, receives <set>-<mode>[-first<N>].json.
 """
 import argparse
@@ -82,9 +82,13 @@ def run(cmd, **kw):
     return subprocess.run(cmd, check=True, text=True, **kw)
 
 
+def model_flag(args):
+    return ["--model", args.model] if args.model else []
+
+
 def index(args, work):
     started = time.perf_counter()
-    out = run([args.bin, "--device", args.device, "index", os.path.join(work, "docs"), "--db", os.path.join(work, "index.db"),
+    out = run([args.bin, *model_flag(args), "--device", args.device, "index", os.path.join(work, "docs"), "--db", os.path.join(work, "index.db"),
                "--prune", "--json"], stdout=subprocess.PIPE).stdout
     report = json.loads(out.strip().splitlines()[-1])
     keep = ("documents_total", "documents_indexed", "documents_skipped", "documents_failed", "documents_pruned", "chunks",
@@ -102,7 +106,7 @@ def index(args, work):
 
 
 def search(args, work, queries_file, mode, rerank):
-    cmd = [args.bin, "--device", args.device, "search", "--queries", queries_file, "--db", os.path.join(work, "index.db"), "--json",
+    cmd = [args.bin, *model_flag(args), "--device", args.device, "search", "--queries", queries_file, "--db", os.path.join(work, "index.db"), "--json",
            "--mode", mode, "-k", str(args.chunks)]
     if rerank:
         cmd += ["--rerank", str(rerank)]
@@ -154,10 +158,13 @@ def main():
     p.add_argument("--out", help="folder for <set>-<mode>.json")
     p.add_argument("--bin", default="./target/release/warpfold")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--model", help="embedding model (a pinned name such as multilingual-e5-small, or a folder); "
+                   "default: warpfold's own. Its index goes to SET_DIR/warpfold-MODEL and its results to <set>-MODEL-<mode>.json")
     args = p.parse_args()
 
     set_name = os.path.basename(os.path.normpath(args.set_dir))
-    work = args.work or os.path.join(args.set_dir, "warpfold")
+    model_tag = os.path.basename(os.path.normpath(args.model)) if args.model else ""
+    work = args.work or os.path.join(args.set_dir, "warpfold" + (f"-{model_tag}" if model_tag else ""))
     os.makedirs(work, exist_ok=True)
     corpus = load_jsonl(os.path.join(args.set_dir, "corpus.jsonl"))
     queries = load_jsonl(os.path.join(args.set_dir, "queries.jsonl"))
@@ -201,11 +208,12 @@ def main():
             if rerank:
                 res.update(reranked_per_query=rerank, rerank_pairs=pairs, rerank_seconds=round(rerank_s, 1),
                            rerank_pairs_per_second=round(pairs / rerank_s, 2) if rerank_s else None)
-            res.update(index=indexed, **about)
+            res.update(index=indexed, model=args.model or "default", **about)
             rows.append(res)
             if args.out:
                 os.makedirs(args.out, exist_ok=True)
-                with open(os.path.join(args.out, f"{set_name}-{label}{suffix}.json"), "w") as f:
+                name = f"{set_name}-{model_tag}" if model_tag else set_name
+                with open(os.path.join(args.out, f"{name}-{label}{suffix}.json"), "w") as f:
                     json.dump(res, f, indent=2)
                     f.write("\n")
 

@@ -56,7 +56,10 @@ pub struct TextEncoder {
 impl TextEncoder {
     /// A tokenizer.json, with the [`WordPieceAscii`] fast path where it is BERT's.
     pub fn from_file(path: &Path, max_tokens: usize) -> Result<Self, TextError> {
-        let tokenizer = Tokenizer::from_file(path).map_err(|e| TextError::Tokenizer(format!("{}: {e}", path.display())))?;
+        let mut tokenizer = Tokenizer::from_file(path).map_err(|e| TextError::Tokenizer(format!("{}: {e}", path.display())))?;
+        // Before the fast path is built from it: it takes the tokenizer's padding and truncation
+        // with it (all-MiniLM-L6-v2's file pads to 128, and a padded query is another vector).
+        unpadded(&mut tokenizer)?;
         let library_only = std::env::var("WARPFOLD_TOKENIZER").is_ok_and(|v| v == "library");
         let fast = if library_only { None } else { WordPieceAscii::from_tokenizer(&tokenizer) };
         Self::new(tokenizer, fast, max_tokens)
@@ -70,8 +73,7 @@ impl TextEncoder {
 
     /// Padding and truncation off, whatever the tokenizer came with (see the module's docs).
     fn new(mut tokenizer: Tokenizer, fast: Option<WordPieceAscii>, max_tokens: usize) -> Result<Self, TextError> {
-        tokenizer.with_padding(None);
-        tokenizer.with_truncation(None).map_err(|e| TextError::Tokenizer(e.to_string()))?;
+        unpadded(&mut tokenizer)?;
         Ok(Self { tokenizer, fast, max_tokens, prefixes: InputPrefixes::default(), prefix_tokens: [0, 0] })
     }
 
@@ -241,6 +243,13 @@ impl TextEncoder {
 }
 
 /// `text` with `prefix` in front, copied only when there is a prefix.
+/// Padding and truncation off (see the module's docs).
+fn unpadded(tokenizer: &mut Tokenizer) -> Result<(), TextError> {
+    tokenizer.with_padding(None);
+    tokenizer.with_truncation(None).map_err(|e| TextError::Tokenizer(e.to_string()))?;
+    Ok(())
+}
+
 fn prefixed<'a>(prefix: &str, text: &'a str) -> Cow<'a, str> {
     if prefix.is_empty() {
         Cow::Borrowed(text)
