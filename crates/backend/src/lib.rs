@@ -52,6 +52,35 @@ pub struct Bin {
 }
 
 impl Bin {
+    /// `seqs` as one packed bin of one request: slots rounded up to `align` tokens, the rest of a
+    /// slot `pad` at position 0 (masked out by the sequence lengths), capacity the tokens laid out.
+    /// The plain layout the engine's packer also writes, for a caller with its sequences at hand.
+    pub fn packed(seqs: &[Vec<u32>], align: usize, pad: u32) -> Bin {
+        let mut bin = Bin {
+            layout: Layout::Packed,
+            input_ids: vec![],
+            position_ids: vec![],
+            cu_seqlens: vec![0],
+            seq_lens: vec![],
+            max_seqlen: 0,
+            capacity: 0,
+            tags: vec![],
+        };
+        for (i, s) in seqs.iter().enumerate() {
+            let slot = s.len().div_ceil(align.max(1)) * align.max(1);
+            bin.input_ids.extend_from_slice(s);
+            bin.input_ids.resize(bin.input_ids.len() + slot - s.len(), pad);
+            bin.position_ids.extend(0..s.len() as u32);
+            bin.position_ids.resize(bin.position_ids.len() + slot - s.len(), 0);
+            bin.cu_seqlens.push(bin.input_ids.len() as u32);
+            bin.seq_lens.push(s.len() as u32);
+            bin.max_seqlen = bin.max_seqlen.max(slot as u32);
+            bin.tags.push(SequenceTag { request: 1, index: i as u32 });
+        }
+        bin.capacity = bin.input_ids.len() as u32;
+        bin
+    }
+
     pub fn num_sequences(&self) -> usize {
         self.seq_lens.len()
     }

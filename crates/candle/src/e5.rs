@@ -542,35 +542,11 @@ impl E5Embedder {
                 Ok(ids)
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let bin = packed_bin(&seqs);
+        // Sequences back to back, each its own slot, positions from 0.
+        let bin = warpfold_backend::Bin::packed(&seqs, 1, 0);
         let flat = self.model.fetch(&self.model.embed(&bin)?)?;
         Ok(flat.chunks(self.model.config.hidden_size).map(<[f32]>::to_vec).collect())
     }
-}
-
-/// Sequences back to back, each its own slot, positions from 0.
-fn packed_bin(seqs: &[Vec<u32>]) -> warpfold_backend::Bin {
-    use warpfold_backend::{Bin, Layout, SequenceTag};
-    let mut bin = Bin {
-        layout: Layout::Packed,
-        input_ids: vec![],
-        position_ids: vec![],
-        cu_seqlens: vec![0],
-        seq_lens: vec![],
-        max_seqlen: 0,
-        capacity: 0,
-        tags: vec![],
-    };
-    for (i, s) in seqs.iter().enumerate() {
-        bin.input_ids.extend_from_slice(s);
-        bin.position_ids.extend(0..s.len() as u32);
-        bin.cu_seqlens.push(bin.input_ids.len() as u32);
-        bin.seq_lens.push(s.len() as u32);
-        bin.max_seqlen = bin.max_seqlen.max(s.len() as u32);
-        bin.tags.push(SequenceTag { request: 1, index: i as u32 });
-    }
-    bin.capacity = bin.input_ids.len() as u32;
-    bin
 }
 
 #[cfg(test)]

@@ -6,36 +6,14 @@ use std::collections::HashMap;
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use warpfold_backend::{Bin, Layout, SequenceTag};
+use warpfold_backend::Bin;
 
 use crate::generate::{KvPool, SeqCache};
 use crate::llama::{Config, Family, LlamaModel};
 
 /// Lays sequences out as the engine does: slots rounded up to `align`, pad id 0 at position 0.
 pub fn bin_of(seqs: &[Vec<u32>], align: usize) -> Bin {
-    let mut bin = Bin {
-        layout: Layout::Packed,
-        input_ids: vec![],
-        position_ids: vec![],
-        cu_seqlens: vec![0],
-        seq_lens: vec![],
-        max_seqlen: 0,
-        capacity: 0,
-        tags: vec![],
-    };
-    for (i, s) in seqs.iter().enumerate() {
-        let slot = s.len().div_ceil(align) * align;
-        bin.input_ids.extend_from_slice(s);
-        bin.input_ids.resize(bin.input_ids.len() + slot - s.len(), 0);
-        bin.position_ids.extend(0..s.len() as u32);
-        bin.position_ids.resize(bin.position_ids.len() + slot - s.len(), 0);
-        bin.cu_seqlens.push(bin.input_ids.len() as u32);
-        bin.seq_lens.push(s.len() as u32);
-        bin.max_seqlen = bin.max_seqlen.max(slot as u32);
-        bin.tags.push(SequenceTag { request: 1, index: i as u32 });
-    }
-    bin.capacity = bin.input_ids.len() as u32;
-    bin
+    Bin::packed(seqs, align, 0)
 }
 /// xorshift64*: reproducible numbers without a rand dependency.
 pub struct Rng(pub u64);

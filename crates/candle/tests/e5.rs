@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use candle_core::Device;
 use serde::Deserialize;
-use warpfold_backend::{Backend, Bin, Layout, SequenceTag};
+use warpfold_backend::{Backend, Bin};
 use warpfold_candle::bert::CpuPrecision;
 use warpfold_candle::e5::{E5Embedder, E5Input, FILE_NAME};
 use warpfold_candle::BertBackend;
@@ -119,29 +119,7 @@ fn a_text_embeds_the_same_alone_and_packed_through_the_backend() {
 /// Lays sequences out as the engine's packer does: slots rounded up to `align` with pad id 1
 /// (XLM-R's `<pad>`) at position 0, masked out by their sequence lengths.
 fn bin_of(seqs: &[Vec<u32>], align: usize) -> Bin {
-    let mut bin = Bin {
-        layout: Layout::Packed,
-        input_ids: vec![],
-        position_ids: vec![],
-        cu_seqlens: vec![0],
-        seq_lens: vec![],
-        max_seqlen: 0,
-        capacity: 0,
-        tags: vec![],
-    };
-    for (i, s) in seqs.iter().enumerate() {
-        let slot = s.len().div_ceil(align) * align;
-        bin.input_ids.extend_from_slice(s);
-        bin.input_ids.resize(bin.input_ids.len() + slot - s.len(), 1);
-        bin.position_ids.extend(0..s.len() as u32);
-        bin.position_ids.resize(bin.position_ids.len() + slot - s.len(), 0);
-        bin.cu_seqlens.push(bin.input_ids.len() as u32);
-        bin.seq_lens.push(s.len() as u32);
-        bin.max_seqlen = bin.max_seqlen.max(slot as u32);
-        bin.tags.push(SequenceTag { request: 1, index: i as u32 });
-    }
-    bin.capacity = bin.input_ids.len() as u32;
-    bin
+    Bin::packed(seqs, align, 1)
 }
 
 impl std::fmt::Debug for ReferenceText {
