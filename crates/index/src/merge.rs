@@ -310,6 +310,7 @@ fn write_merged(temp: &Path, shards: &[PathBuf], model: &str, dim: usize, keep: 
         crate::store::rewrite_full_text_sql()
     ))?;
     tx.commit()?;
+    store.fill_chunk_languages()?; // the shards' rows were copied without them
     store.create_schema()?; // the trigger again, for the runs that update the merged index
     let counts = store.counts()?;
     let summaries: u64 =

@@ -393,14 +393,22 @@ impl Store {
         Ok(())
     }
 
-    /// Keeps each chunk's language and script ([`crate::language`]): an index written before
-    /// they were stored gains the columns, and every chunk without them (those, and chunks merged
-    /// in from shards) gets them from its text.
+    /// Keeps each chunk's language and script ([`crate::language`]): an index written before they
+    /// were stored gains the columns, filled from each chunk's text. Only then: a chunk written
+    /// since has them from [`Store::commit_documents`], and reading every row at each opening
+    /// would cost a large index seconds (merged chunks get theirs from [`Store::fill_chunk_languages`]).
     fn detect_chunk_languages(&self) -> Result<(), StoreError> {
         if !self.has_chunk_languages()? {
             self.conn.execute_batch("ALTER TABLE chunks ADD COLUMN language TEXT; ALTER TABLE chunks ADD COLUMN script TEXT;")?;
+            self.fill_chunk_languages()?;
         }
-        // '' marks a text with nothing to tell by, so it is not read again at every start.
+        Ok(())
+    }
+
+    /// Gives every chunk without a language and script ([`crate::language::detect`]) its own: the
+    /// rows of an index that did not store them, and rows copied in without them (a merge).
+    pub(crate) fn fill_chunk_languages(&self) -> Result<(), StoreError> {
+        // '' marks a text with nothing to tell by, so it is not read again.
         self.conn.execute(
             &format!("UPDATE chunks SET language = {LANGUAGE_FUNCTION}(text), script = coalesce({SCRIPT_FUNCTION}(text), '') WHERE script IS NULL"),
             [],
