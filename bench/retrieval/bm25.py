@@ -34,7 +34,7 @@ import Stemmer
 from ir_measures import R, RR, nDCG
 
 K = 100
-MEASURES = {"nDCG@10": nDCG @ 10, "MRR@10": RR @ 10, "recall@100": R @ 100}
+MEASURES = {"nDCG@10": nDCG @ 10, "MRR@10": RR @ 10, "recall@10": R @ 10, "recall@100": R @ 100}
 
 
 # set-name suffix -> (PyStemmer algorithm, bm25s stop words); None: none of it.

@@ -119,7 +119,8 @@ def render_man(path):
     env = dict(os.environ, MANWIDTH="80", LANG="C.UTF-8", LC_ALL="C.UTF-8")
     env.pop("MAN_KEEP_FORMATTING", None)  # man-db keeps formatting whenever this is set at all
     # --nh/--nj: no hyphenation, no justification (no words split across lines).
-    man = subprocess.Popen(["man", "--nh", "--nj", "-l", path], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    # A time limit: one zh_CN page (df.1) leaves groff waiting forever.
+    man = subprocess.Popen(["timeout", "60", "man", "--nh", "--nj", "-l", path], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     txt = subprocess.run(["col", "-bx"], stdin=man.stdout, capture_output=True, env=env).stdout
     man.wait()
     return txt.decode("utf-8", "replace")

@@ -40,11 +40,15 @@ import sys
 import time
 from datetime import datetime, timezone
 
-import ir_measures
-from ir_measures import R, RR, nDCG
+try:
+    import ir_measures
+    from ir_measures import R, RR, nDCG
+    MEASURES = {"nDCG@10": nDCG @ 10, "MRR@10": RR @ 10, "recall@10": R @ 10, "recall@100": R @ 100}
+except ImportError:  # the GPU machine: runs are written, and scored on the build machine (score_runs.py)
+    ir_measures = None
+    MEASURES = {}
 
 DOCS = 100  # documents kept per query, as bm25.py's top 100
-MEASURES = {"nDCG@10": nDCG @ 10, "MRR@10": RR @ 10, "recall@100": R @ 100}
 SAFE = re.compile(rb"[A-Za-z0-9._-]")
 
 
@@ -133,6 +137,8 @@ def score(ranked, qrels, tag, trec_file):
     with open(trec_file, "w") as f:
         for qid, docs in ranked.items():
             f.writelines(f"{qid} Q0 {d} {r + 1} {DOCS - r} {tag}\n" for r, d in enumerate(docs))
+    if ir_measures is None:
+        return {}
     run_dict = {qid: {d: float(DOCS - r) for r, d in enumerate(docs)} for qid, docs in ranked.items()}
     agg = ir_measures.calc_aggregate(list(MEASURES.values()), qrels, run_dict)
     return {name: round(float(agg[m]), 4) for name, m in MEASURES.items()}
@@ -140,9 +146,12 @@ def score(ranked, qrels, tag, trec_file):
 
 def machine():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "crates"], capture_output=True,
-                           text=True).stdout.strip()
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "crates"], capture_output=True,
+                               text=True).stdout.strip()
+    except OSError:  # no git (the GPU machine)
+        commit, dirty = "", ""
     return {"cpu": cpu, "cpus": os.cpu_count(), "warpfold_commit": commit + ("+changes" if dirty else ""),
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
 
@@ -168,7 +177,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     corpus = load_jsonl(os.path.join(args.set_dir, "corpus.jsonl"))
     queries = load_jsonl(os.path.join(args.set_dir, "queries.jsonl"))
-    qrels = list(ir_measures.read_trec_qrels(os.path.join(args.set_dir, "qrels.tsv")))
+    qrels = list(ir_measures.read_trec_qrels(os.path.join(args.set_dir, "qrels.tsv"))) if ir_measures else []
     queries_file = os.path.join(args.set_dir, "queries.jsonl")
     suffix = ""
     if args.limit:
@@ -218,11 +227,12 @@ def main():
                     f.write("\n")
 
     print(f"\n{set_name}{suffix}: {len(queries)} queries, {len(corpus)} documents")
-    print("| mode | nDCG@10 | MRR@10 | recall@100 | ms/query | pairs/s |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| mode | nDCG@10 | MRR@10 | recall@10 | recall@100 | ms/query | pairs/s |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    measure = lambda r, m: f"{r[m]:.4f}" if m in r else "(not scored)"
     for r in rows:
-        print(f"| {r['mode']} | {r['nDCG@10']:.4f} | {r['MRR@10']:.4f} | {r['recall@100']:.4f} | {r['search_ms_per_query']:.1f} "
-              f"| {r.get('rerank_pairs_per_second') or ''} |")
+        print(f"| {r['mode']} | {measure(r, 'nDCG@10')} | {measure(r, 'MRR@10')} | {measure(r, 'recall@10')} | {measure(r, 'recall@100')} "
+              f"| {r['search_ms_per_query']:.1f} | {r.get('rerank_pairs_per_second') or ''} |")
 
 
 if __name__ == "__main__":

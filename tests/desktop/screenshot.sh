@@ -18,6 +18,16 @@ trap cleanup EXIT
 [ -n "${KEEP:-}" ] && trap "kill \${app_pid:-} \${xvfb_pid:-} 2>/dev/null; echo kept $work" EXIT
 
 ./target/release/warpfold make-samples "$work/samples" >/dev/null
+# Documents in other languages beside the English samples (tests/data/languages): the header lists
+# the index's languages beside its model.
+python3 - "$work/samples" <<'PY'
+import json, pathlib, sys
+for line in open("tests/data/languages/documents.jsonl", encoding="utf-8"):
+    if line.strip():
+        doc = json.loads(line)
+        if doc["language"] in ("fr", "de", "ru", "ja"):
+            (pathlib.Path(sys.argv[1]) / doc["file"]).write_text(doc["text"], encoding="utf-8")
+PY
 mkdir -p "$work/data"
 printf '{"folders": ["%s"]}\n' "$(realpath "$work/samples")" > "$work/data/settings.json"
 

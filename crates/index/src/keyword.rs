@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use rusqlite::params;
 
 use crate::segment::{word_tokens, QueryToken};
+use crate::stem::QueryStems;
 use crate::store::{Store, StoreError};
 
 impl Store {
@@ -19,7 +20,7 @@ impl Store {
     /// [`Store::keyword_search`] among the chunks of `admitted` only (all when `None`): the best
     /// `limit` of those, not those among the best `limit` of all.
     pub fn keyword_search_among(&self, query: &str, limit: usize, admitted: Option<&HashSet<i64>>) -> Result<Vec<i64>, StoreError> {
-        let Some((all, any)) = fts_expressions(query) else {
+        let Some((all, any)) = fts_expressions(query, &self.query_stems()?) else {
             return Ok(Vec::new());
         };
         let mut ids = self.ranked_matches(&all, limit, admitted)?;
@@ -124,18 +125,33 @@ const MATCHES_SCORING: &str = "SELECT rowid, rank FROM chunks_fts WHERE chunks_f
 /// query are plain text): all words (AND), and any word (OR). Stopwords are left out unless the
 /// query has nothing else: they match nearly every chunk, cost the most to rank and change the
 /// order the least (the phrase ranking still uses them). A word in a script written without
-/// spaces counts as the character pairs the index holds it as ([`crate::segment`]).
-pub fn fts_expressions(query: &str) -> Option<(String, String)> {
-    let quoted = fts_phrases(query);
-    (!quoted.is_empty()).then(|| (quoted.join(" AND "), quoted.join(" OR ")))
+/// spaces counts as the character pairs the index holds it as ([`crate::segment`]); any other
+/// word matches as written or as its stem in each language of `stems` ([`crate::stem`]).
+pub fn fts_expressions(query: &str, stems: &QueryStems) -> Option<(String, String)> {
+    let groups = fts_groups(query, stems);
+    let all: Vec<String> =
+        groups.iter().map(|group| if group.len() == 1 { group[0].clone() } else { format!("({})", group.join(" OR ")) }).collect();
+    let any: Vec<&str> = groups.iter().flatten().map(String::as_str).collect();
+    (!groups.is_empty()).then(|| (all.join(" AND "), any.join(" OR ")))
 }
 
-/// The quoted tokens (FTS5 phrases, in order, repeats kept) that [`fts_expressions`] joins.
-pub fn fts_phrases(query: &str) -> Vec<String> {
+/// The quoted tokens (FTS5 phrases) that [`fts_expressions`] joins, in order, repeats kept,
+/// grouped: a chunk holds the query's word when it holds any phrase of its group (the word as
+/// written or one of its stems in the index's languages, [`QueryStems::forms`]).
+pub fn fts_groups(query: &str, stems: &QueryStems) -> Vec<Vec<String>> {
     let words = query_words(query);
     let content: Vec<&String> = words.iter().filter(|w| !crate::stopwords::is_stopword(w)).collect();
     let chosen: Vec<&String> = if content.is_empty() { words.iter().collect() } else { content };
-    chosen.iter().flat_map(|w| word_tokens(w)).map(|t| t.fts()).collect()
+    let mut groups = Vec::new();
+    for word in chosen {
+        match word_tokens(word).as_slice() {
+            [QueryToken::Word(spaced)] if spaced == word => {
+                groups.push(stems.forms(spaced).into_iter().map(|form| QueryToken::Word(form).fts()).collect());
+            }
+            tokens => groups.extend(tokens.iter().map(|token| vec![token.fts()])),
+        }
+    }
+    groups
 }
 
 /// A query's words, lowercased.
@@ -157,12 +173,19 @@ mod tests {
 
     #[test]
     fn fts_expressions_quote_every_word() {
-        let (all, any) = fts_expressions("The heron's \"lantern\" OR x*").unwrap();
+        let none = QueryStems::none();
+        let (all, any) = fts_expressions("The heron's \"lantern\" OR x*", &none).unwrap();
         assert_eq!(any, "\"heron\" OR \"lantern\"");
         assert_eq!(all, "\"heron\" AND \"lantern\"");
-        assert_eq!(fts_expressions("AI in the UK").unwrap().0, "\"ai\" AND \"uk\"", "short words that are not stopwords stay");
-        assert_eq!(fts_expressions("the and").unwrap().1, "\"the\" OR \"and\"", "all stopwords: keep them");
-        assert_eq!(fts_expressions("  ?! "), None);
+        assert_eq!(fts_expressions("AI in the UK", &none).unwrap().0, "\"ai\" AND \"uk\"", "short words that are not stopwords stay");
+        assert_eq!(fts_expressions("the and", &none).unwrap().1, "\"the\" OR \"and\"", "all stopwords: keep them");
+        assert_eq!(fts_expressions("  ?! ", &none), None);
+        let english = QueryStems::for_languages(["eng"]);
+        let (all, any) = fts_expressions("heron lanterns", &english).unwrap();
+        assert_eq!(all, "\"heron\" AND (\"lanterns\" OR \"lantern\")");
+        assert_eq!(any, "\"heron\" OR \"lanterns\" OR \"lantern\"");
+        let two = QueryStems::for_languages(["deu", "eng"]);
+        assert_eq!(fts_expressions("Häusern", &two).unwrap().0, "(\"häusern\" OR \"haus\")");
     }
 
     /// Every row admitted by a set of chunks that the first rows read leave out: FTS5 is read
@@ -221,6 +244,29 @@ mod tests {
         assert_eq!(paths_of(&store, store.keyword_search("transport networks", 5).unwrap()), ["/en"]);
     }
 
+    /// Another form of a word finds the chunk by keyword, in the chunk's language, and the form
+    /// as written ranks first.
+    #[test]
+    fn a_word_is_found_in_another_form_and_the_form_as_written_ranks_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("i.db"), "m", 8).unwrap();
+        let add = crate::merge::testing::add;
+        add(
+            &mut store,
+            "/de",
+            "d",
+            &["Die Häuser am Seeufer wurden im neunzehnten Jahrhundert von Fischern gebaut und sind heute geschützt."],
+        );
+        add(&mut store, "/ru", "r", &["Откройте файл настроек в текстовом редакторе и сохраните изменения перед перезапуском службы."]);
+        add(&mut store, "/en1", "e", &["Configuring the network interfaces of the server takes a few minutes before the first start."]);
+        add(&mut store, "/en2", "f", &["Configure the network interface before you start the server for the first time today."]);
+        assert_eq!(paths_of(&store, store.keyword_search("Häusern", 5).unwrap()), ["/de"]);
+        assert_eq!(paths_of(&store, store.keyword_search("файла настроек", 5).unwrap()), ["/ru"]);
+        assert_eq!(paths_of(&store, store.keyword_search("configure", 5).unwrap()), ["/en2", "/en1"]);
+        assert_eq!(paths_of(&store, store.keyword_search("configuring interfaces", 5).unwrap()), ["/en1", "/en2"]);
+        assert!(store.phrase_search("network interfaces", 5).unwrap().len() == 1, "phrases match the words as written");
+    }
+
     /// An index written before words were cut into pairs is brought up to date when it is
     /// opened for writing: its Chinese text becomes findable, and deleting a document afterwards
     /// leaves the full-text index consistent.
@@ -249,9 +295,22 @@ mod tests {
         assert_eq!(paths_of(&store, store.keyword_search("人口", 5).unwrap()), ["/zh"]);
         assert_eq!(paths_of(&store, store.keyword_search("population", 5).unwrap()), ["/en"]);
         store.connection().execute("DELETE FROM documents WHERE path = '/zh'", []).unwrap();
-        let check = store.connection().execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)", []);
+        let check = store.connection().execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')", []);
         assert!(check.is_ok(), "{check:?}");
         assert!(store.keyword_search("人口", 5).unwrap().is_empty());
+        // The delete took out exactly what the insert wrote: the index's words are those of the
+        // chunk left (its words, then their stems), nothing of the Chinese text remains.
+        store.connection().execute_batch("CREATE VIRTUAL TABLE temp.words USING fts5vocab(main, chunks_fts, 'row')").unwrap();
+        let mut words: Vec<String> = store
+            .connection()
+            .prepare("SELECT term FROM temp.words")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        words.sort();
+        assert_eq!(words, ["citi", "city", "of", "popul", "population", "the"]);
     }
 
     /// Words that FTS5 finds as they are written (no combining marks), in several scripts.
@@ -309,12 +368,11 @@ mod tests {
                 // Syntax words (AND, NEAR) apart from the word; punctuation glued to it too.
                 let glue = if syntax.chars().any(char::is_alphabetic) { " " } else { "" };
                 let query = format!("{noise} {syntax}{glue}{}{glue}{syntax} {noise}", CLEAN[clean]);
-                if let Some((all, any)) = fts_expressions(&query) {
-                    for phrase in all.split(" AND ").chain(any.split(" OR ")) {
-                        // A lone Chinese or Japanese character is searched as a prefix.
-                        let phrase = phrase.strip_suffix(" *").unwrap_or(phrase);
-                        proptest::prop_assert!(phrase.starts_with('"') && phrase.ends_with('"') && !phrase[1..phrase.len() - 1].contains('"'));
-                    }
+                let stems = QueryStems::for_languages(["eng", "fra", "deu", "rus"]);
+                for phrase in fts_groups(&query, &stems).iter().flatten() {
+                    // A lone Chinese or Japanese character is searched as a prefix.
+                    let phrase = phrase.strip_suffix(" *").unwrap_or(phrase);
+                    proptest::prop_assert!(phrase.starts_with('"') && phrase.ends_with('"') && !phrase[1..phrase.len() - 1].contains('"'));
                 }
                 let found = store.keyword_search(&query, CLEAN.len() + 10);
                 proptest::prop_assert!(found.is_ok(), "{query:?}: {found:?}");

@@ -47,6 +47,7 @@ pub mod segment;
 pub mod shard;
 pub mod shard_search;
 pub mod snippet;
+pub mod stem;
 pub mod stopwords;
 pub mod store;
 pub mod summaries;

@@ -11,17 +11,21 @@
 //! BM25. Everything outside those scripts passes through unchanged (case and diacritics are still
 //! folded by `unicode61`), so an index without CJK text is exactly as before.
 //!
-//! The keyword index stores the cut text through the SQL function [`FTS_TEXT_FUNCTION`], which
-//! every connection that writes chunks registers ([`register`]); the triggers that keep the
-//! index and the chunks in step call it, so an insert and a delete always cut a text alike.
+//! The keyword index stores the cut text, followed by its words' stems ([`crate::stem`]), through
+//! the SQL function [`FTS_TEXT_FUNCTION`] ([`fts_words`]), which every connection that writes
+//! chunks registers ([`register`]); the triggers that keep the index and the chunks in step call
+//! it, so an insert and a delete always cut a text alike. Both depend on the text alone.
 
 use std::borrow::Cow;
 
 use rusqlite::functions::FunctionFlags;
 use rusqlite::Connection;
 
-/// The SQL name of [`fts_text`], as the full-text triggers call it.
-pub const FTS_TEXT_FUNCTION: &str = "warpfold_fts_text";
+/// The SQL name of [`fts_words`], as the full-text triggers call it.
+pub const FTS_TEXT_FUNCTION: &str = "warpfold_fts_words";
+/// The SQL name of [`fts_text`] alone, which the triggers of an index written before stems were
+/// stored call (registered still, so such an index can be written until it is upgraded on open).
+const SEGMENTED_TEXT_FUNCTION: &str = "warpfold_fts_text";
 
 /// Whether `c` belongs to a script written without spaces between words (Han ideographs,
 /// Hiragana, Katakana, Hangul syllables and their compatibility and half-width forms).
@@ -76,6 +80,18 @@ pub fn fts_text(text: &str) -> Cow<'_, str> {
     }
     flush(&mut run, &mut out);
     Cow::Owned(out)
+}
+
+/// `text` as the keyword index stores it: [`fts_text`], then the stems of its words in its
+/// language ([`crate::stem::text_stems`], the language told by [`crate::language::detect`]).
+pub fn fts_words(text: &str) -> Cow<'_, str> {
+    let stems = crate::stem::text_stems(text, crate::language::detect(text).language);
+    if stems.is_empty() {
+        return fts_text(text);
+    }
+    let mut words = fts_text(text).into_owned();
+    words.push_str(&stems);
+    Cow::Owned(words)
 }
 
 /// One word of a query as the keyword index holds it: a spaced word is itself; an unspaced run
@@ -138,18 +154,12 @@ pub fn word_tokens(word: &str) -> Vec<QueryToken> {
     tokens
 }
 
-/// Registers [`fts_text`] on `conn` as [`FTS_TEXT_FUNCTION`], deterministic, so the full-text
-/// triggers can call it.
+/// Registers [`fts_words`] on `conn` as [`FTS_TEXT_FUNCTION`] (and [`fts_text`] under the name
+/// older triggers call), deterministic, so the full-text triggers can call them.
 pub fn register(conn: &Connection) -> rusqlite::Result<()> {
-    conn.create_scalar_function(
-        FTS_TEXT_FUNCTION,
-        1,
-        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC | FunctionFlags::SQLITE_INNOCUOUS,
-        |ctx| {
-            let text: String = ctx.get(0)?;
-            Ok(fts_text(&text).into_owned())
-        },
-    )
+    let flags = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC | FunctionFlags::SQLITE_INNOCUOUS;
+    conn.create_scalar_function(FTS_TEXT_FUNCTION, 1, flags, |ctx| Ok(fts_words(&ctx.get::<String>(0)?).into_owned()))?;
+    conn.create_scalar_function(SEGMENTED_TEXT_FUNCTION, 1, flags, |ctx| Ok(fts_text(&ctx.get::<String>(0)?).into_owned()))
 }
 
 #[cfg(test)]

@@ -23,9 +23,10 @@ use std::path::PathBuf;
 use rusqlite::{params, OptionalExtension};
 
 use crate::filter::{admitted_chunks, Filter};
-use crate::keyword::{fts_phrase, fts_phrases};
+use crate::keyword::{fts_groups, fts_phrase};
 use crate::merge::{common_model, open_shard, winners, MergeError};
 use crate::search::{depth, fuse, ChunkSource, Hit, Ranking, Rankings, SearchError, SearchOptions, VectorIndex};
+use crate::stem::QueryStems;
 use crate::store::{decode_vector, Store, StoreError, StoredChunk};
 
 /// FTS5's BM25 constants (`fts5Bm25Function` in SQLite's fts5_aux.c).
@@ -130,6 +131,8 @@ pub struct ShardSearcher {
     /// The shards' model, and how much of them is English by chunks ([`crate::language::query_weight`]).
     model_name: String,
     english_share: f64,
+    /// The stemmers of the shards' languages, as the merge's [`Store::query_stems`].
+    query_stems: QueryStems,
 }
 
 impl ShardSearcher {
@@ -217,6 +220,11 @@ impl ShardSearcher {
             }
         }
         let english_share = if chunks > 0 { english as f64 / chunks as f64 } else { 1.0 };
+        let mut languages = Vec::new();
+        for shard in &shards {
+            languages.extend(shard.store.stem_languages()?);
+        }
+        let query_stems = QueryStems::for_languages(languages.iter().map(String::as_str));
         let mut searcher = ShardSearcher {
             shards,
             vectors,
@@ -226,6 +234,7 @@ impl ShardSearcher {
             order: Default::default(),
             model_name,
             english_share,
+            query_stems,
         };
         for shard in &searcher.shards {
             let (rows, tokens) = shard.totals()?;
@@ -355,7 +364,8 @@ impl ShardSearcher {
     fn keyword_rankings(&self, query: &str, k: usize, admitted: Option<&HashSet<i64>>) -> Result<(Vec<i64>, Vec<i64>), StoreError> {
         let is_admitted = |key: &i64| admitted.is_none_or(|a| a.contains(key));
         let limit = depth(k);
-        let phrases = fts_phrases(query);
+        let groups = fts_groups(query, &self.query_stems);
+        let phrases: Vec<&String> = groups.iter().flatten().collect();
         let mut keyword = Vec::new();
         if !phrases.is_empty() {
             let mut distinct: HashMap<&str, PhraseHits> = HashMap::new();
@@ -374,7 +384,12 @@ impl ShardSearcher {
             let mut any: Vec<i64> =
                 distinct.values().flat_map(|h| h.rows.keys().copied()).filter(is_admitted).collect::<HashSet<_>>().into_iter().collect();
             any.sort_unstable();
-            let all: Vec<i64> = any.iter().copied().filter(|key| distinct.values().all(|h| h.rows.contains_key(key))).collect();
+            // A chunk holds every word when it holds a phrase of each word's group (its form or a stem).
+            let all: Vec<i64> = any
+                .iter()
+                .copied()
+                .filter(|key| groups.iter().all(|group| group.iter().any(|phrase| distinct[phrase.as_str()].rows.contains_key(key))))
+                .collect();
             keyword = self.ranked(all, &weighted, limit)?;
             if keyword.len() < limit {
                 let seen: HashSet<i64> = keyword.iter().copied().collect();

@@ -127,6 +127,9 @@ impl StoredChunk {
 pub struct Store {
     pub(crate) conn: Connection,
     path: String,
+    /// The stemmers of the index's languages for keyword queries ([`Store::query_stems`]), with
+    /// the highest chunk id when they were read: new chunks may bring a new language.
+    query_stems: parking_lot::Mutex<Option<(i64, crate::stem::QueryStems)>>,
 }
 
 fn encode_vector(v: &[f32]) -> Vec<u8> {
@@ -232,7 +235,7 @@ impl Store {
         // and its full-text postings fit a page where 4 KiB pages spill into overflow pages, and a
         // commit writes a third as many pages (half the writer's time, `examples/commit_cost.rs`).
         conn.pragma_update(None, "page_size", 16_384).map_err(|e| open_error(&display, e))?;
-        let store = Store { conn, path: display };
+        let store = Store { conn, path: display, query_stems: Default::default() };
         store.configure()?;
         store.create_schema()?;
         // The writer's page cache: 64 MiB rather than SQLite's 2 MiB. Inserting into the chunk and
@@ -251,7 +254,7 @@ impl Store {
         }
         let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
             .map_err(|e| open_error(&display, e))?;
-        let store = Store { conn, path: display };
+        let store = Store { conn, path: display, query_stems: Default::default() };
         store.configure()?;
         store.check_schema()?;
         Ok(store)
@@ -267,7 +270,7 @@ impl Store {
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
         let plain = Connection::open_with_flags(path, flags).map_err(|e| open_error(&display, e)).and_then(|conn| {
-            let store = Store { conn, path: display.clone() };
+            let store = Store { conn, path: display.clone(), query_stems: Default::default() };
             register_functions(&store.conn)?;
             store.conn.busy_timeout(std::time::Duration::from_secs(30))?;
             store.check_schema()?;
@@ -279,7 +282,7 @@ impl Store {
             Err(_) => {
                 let uri = format!("file:{}?immutable=1", uri_path(path));
                 let conn = Connection::open_with_flags(uri, flags).map_err(|e| open_error(&display, e))?;
-                let store = Store { conn, path: display };
+                let store = Store { conn, path: display, query_stems: Default::default() };
                 register_functions(&store.conn)?;
                 store.check_schema()?;
                 Ok(store)
@@ -402,6 +405,7 @@ impl Store {
             self.conn.execute_batch("ALTER TABLE chunks ADD COLUMN language TEXT; ALTER TABLE chunks ADD COLUMN script TEXT;")?;
             self.fill_chunk_languages()?;
         }
+        self.conn.execute_batch("CREATE INDEX IF NOT EXISTS chunks_by_language ON chunks(language)")?;
         Ok(())
     }
 
@@ -420,6 +424,30 @@ impl Store {
     /// without upgrading it, does not).
     pub fn has_chunk_languages(&self) -> Result<bool, StoreError> {
         Ok(self.conn.query_row("SELECT count(*) FROM pragma_table_info('chunks') WHERE name = 'script'", [], |r| r.get::<_, i64>(0))? > 0)
+    }
+
+    /// The languages of the index's chunks (ISO 639-3), each once, those not told left out.
+    pub fn stem_languages(&self) -> Result<Vec<String>, StoreError> {
+        if !self.has_chunk_languages()? {
+            return Ok(Vec::new());
+        }
+        let mut statement = self.conn.prepare_cached("SELECT DISTINCT language FROM chunks WHERE language IS NOT NULL")?;
+        let languages = statement.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
+        Ok(languages)
+    }
+
+    /// The stemmers a keyword query's words are expanded with ([`crate::stem`]): those of the
+    /// index's languages, read again once the index holds chunks it did not when last read.
+    pub fn query_stems(&self) -> Result<crate::stem::QueryStems, StoreError> {
+        let newest: i64 = self.conn.query_row("SELECT coalesce(max(id), 0) FROM chunks", [], |r| r.get(0))?;
+        let mut cached = self.query_stems.lock();
+        if let Some((_, stems)) = cached.as_ref().filter(|(read_at, _)| *read_at == newest) {
+            return Ok(stems.clone());
+        }
+        let languages = self.stem_languages()?;
+        let stems = crate::stem::QueryStems::for_languages(languages.iter().map(String::as_str));
+        *cached = Some((newest, stems.clone()));
+        Ok(stems)
     }
 
     /// Chunks by language, most first, each with its script and how much the index's model counts
