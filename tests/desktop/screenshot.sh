@@ -76,7 +76,10 @@ mkdir -p "$work/later"
 echo "Sea otters float on their backs and crack shellfish on stones." > "$work/later/otters.txt"
 dialog_out="${out%.png}-dialog.png"
 ask() {
-  DISPLAY="$display" xdotool mousemove 550 91 click 1 key ctrl+a BackSpace
+  # To the folder box by keyboard, wherever the header's facts wrap: a click on the brand leaves any
+  # input, "/" focuses the search box, and the folder box is three fields before it (Add files,
+  # Watch folder, the box).
+  DISPLAY="$display" xdotool mousemove 60 30 click 1 key slash shift+Tab shift+Tab shift+Tab ctrl+a BackSpace
   DISPLAY="$display" xdotool type --delay 10 "$work/samples/../later"
   DISPLAY="$display" xdotool key Return
   # Up to a minute: on a busy machine the webview takes its time to hand the folder over.

@@ -82,10 +82,22 @@ function drawLanguages() {
   el.parentElement!.hidden = known.length === 0;
   const total = store.languages.reduce((n, l) => n + l.chunks, 0) || 1;
   const shown = known.slice(0, 3).map((l) => `${l.name ?? l.code} ${percent(l.chunks / total)}`);
-  el.textContent = shown.join(" · ") + (known.length > 3 ? ` · +${known.length - 3}` : "");
+  // passages in languages the model does not read are found by keyword alone: say so when they are many
+  const told = known.reduce((n, l) => n + l.chunks, 0) || 1;
+  const unread = known.filter((l) => l.model_weight === 0).reduce((n, l) => n + l.chunks, 0) / told;
+  el.textContent =
+    shown.join(" · ") + (known.length > 3 ? ` · +${known.length - 3}` : "") + (unread >= 0.3 ? ` · ${percent(unread)} by keyword only` : "");
   const reads = (l: (typeof known)[number]) =>
     l.model_weight >= 1 ? "read by the embedding model" : l.model_weight > 0 ? "partly read by the embedding model" : "searched by keyword: the embedding model does not read it";
-  el.title = [`Passages by language (${store.model}):`, ...known.map((l) => `${l.name ?? l.code}: ${grouped(l.chunks)} passages, ${reads(l)}`)].join("\n");
+  el.title = [
+    `Passages by language (${store.model}):`,
+    ...known.map((l) => `${l.name ?? l.code}: ${grouped(l.chunks)} passages, ${reads(l)}`),
+    unread >= 0.3
+      ? `${percent(unread)} of the passages are in languages ${store.model} does not read. multilingual-e5-small reads about 100 languages: build the index with --model multilingual-e5-small (or WARPFOLD_MODEL=multilingual-e5-small).`
+      : "",
+  ]
+    .filter(Boolean)
+    .join("\n");
 }
 
 function drawDevice() {
