@@ -690,7 +690,7 @@ mod tests {
     use crate::tape::{packed_bin, TokenSequence};
     use std::time::Duration;
     use warpfold_backend::{validate_bin, BackendInfo, SequenceTag};
-    use warpfold_bench::faults::FailAfter;
+    use warpfold_testkit::faults::FailAfter;
 
     /// Every bin a fake device ran to the end: (device, computed tokens, its sequences).
     type Log = Arc<Mutex<Vec<(usize, usize, Vec<SequenceTag>)>>>;
@@ -753,7 +753,7 @@ mod tests {
     }
 
     fn sequences(n: usize, seed: u64, longest: usize) -> Vec<Vec<u32>> {
-        let mut rng = warpfold_bench::corpus::Rng::new(seed);
+        let mut rng = warpfold_testkit::seeded::Rng::new(seed);
         (0..n).map(|_| (0..rng.range(1, longest)).map(|_| rng.range(1_000, 30_000) as u32).collect()).collect()
     }
 

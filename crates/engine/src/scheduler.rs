@@ -284,7 +284,7 @@ mod tests {
     }
 
     fn sequences(n: usize, seed: u64) -> Vec<Vec<u32>> {
-        let mut rng = warpfold_bench::corpus::Rng::new(seed);
+        let mut rng = warpfold_testkit::seeded::Rng::new(seed);
         (0..n).map(|_| (0..rng.range(1, 300)).map(|_| rng.range(1_000, 30_000) as u32).collect()).collect()
     }
 

@@ -10,10 +10,10 @@
 
 use std::path::PathBuf;
 
-use warpfold_bench::corpus::{words, Rng};
 use warpfold_index::docgen;
 use warpfold_index::pdfgen::{Font, Page, PdfDocument, TextBlock};
 use warpfold_index::scangen::{self, Encoding, ScanSettings};
+use warpfold_testkit::seeded::{words, Rng};
 
 fn main() -> std::io::Result<()> {
     let mut args = std::env::args().skip(1);
