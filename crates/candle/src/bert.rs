@@ -16,6 +16,7 @@ use serde::Deserialize;
 use warpfold_backend::model_dir::Pooling;
 use warpfold_backend::Bin;
 
+use crate::activation::Activation;
 use crate::bert_cpu::{CpuEncoder, CpuLayer, Gemm, LayerParts};
 use crate::stage_profile::{self, time as stage};
 
@@ -125,17 +126,6 @@ impl Embeddings {
     }
 }
 
-/// The feed-forward activation (`hidden_act`): the candle ops, the fused CPU layers and encoder.cu's
-/// `bias_act` (whose `act` argument is this enum's value) all take this one.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Activation {
-    /// "gelu": the exact, erf-based GELU.
-    GeluErf = 0,
-    /// "gelu_new" and the rest: the tanh approximation.
-    GeluTanh = 1,
-    Relu = 2,
-}
-
 struct Layer {
     qkv: Linear,
     attn_out: Linear,
@@ -200,11 +190,7 @@ impl Layer {
             bs.push(sa.pp(name).get(h, "bias")?);
         }
         let qkv = Linear::new(Tensor::cat(&ws, 0)?, Some(Tensor::cat(&bs, 0)?));
-        let act = match cfg.hidden_act.as_str() {
-            "gelu" => Activation::GeluErf,
-            "relu" => Activation::Relu,
-            _ => Activation::GeluTanh,
-        };
+        let act = Activation::from_hidden_act(&cfg.hidden_act);
         let attn_out = linear(h, h, vb.pp("attention.output.dense"))?;
         Ok(Self {
             #[cfg(feature = "flash-attn")]
@@ -251,11 +237,7 @@ impl Layer {
         let x = stage("layer norm", || self.attn_norm.forward(&y))?;
         // 4. Feed-forward, residual, norm.
         let y = stage("matmul ffn_in + bias", || self.intermediate.forward(&x))?;
-        let y = stage("activation", || match self.act {
-            Activation::GeluErf => y.gelu_erf(),
-            Activation::GeluTanh => y.gelu(),
-            Activation::Relu => y.relu(),
-        })?;
+        let y = stage("activation", || self.act.apply(&y))?;
         let y = stage("matmul ffn_out + bias", || self.output.forward(&y))?;
         let y = stage("residual add", || y.add(&x))?;
         stage("layer norm", || self.out_norm.forward(&y))

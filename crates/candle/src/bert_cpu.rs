@@ -33,7 +33,7 @@ use candle_nn::{LayerNorm, Linear};
 use rayon::prelude::*;
 use warpfold_backend::Bin;
 
-use crate::bert::Activation;
+use crate::activation::Activation;
 use crate::cpu_attention;
 use crate::cpu_ops::{self, Simd};
 use crate::cpu_panels::{Kernel, Panels};

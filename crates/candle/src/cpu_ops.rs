@@ -7,7 +7,7 @@
 //! picks one at run time from what the CPU has. They work on one row or one block of rows: the
 //! caller splits the work across threads, so a block is still in cache from the matmul before it.
 
-use crate::bert::Activation;
+use crate::activation::Activation;
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512;

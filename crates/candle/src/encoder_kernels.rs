@@ -14,7 +14,7 @@ use candle_core::cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 use candle_core::cuda_backend::{CudaDevice, CudaStorage};
 use candle_core::{DType, Result, Tensor};
 
-use crate::bert::Activation;
+use crate::activation::Activation;
 use crate::cuda_launch::{cuda, cuda_view, elementwise_grid as grid, kernel_error as err, warp_per_row_grid, wrap};
 
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/encoder.ptx"));

@@ -582,7 +582,7 @@ fn gpu_encoder_kernels_give_the_cpu_vectors() {
     }
     // The element-wise kernels and the embeddings' kernel alone, in 16-byte packs (384 columns) and per element (77), against
     // candle's ops on the CPU in f32 from the same f16 inputs.
-    use crate::bert::Activation;
+    use crate::activation::Activation;
     let mut rng = Rng(23);
     for width in [384usize, 77] {
         let rows = 21;

@@ -4,6 +4,7 @@
 //! returns one result per slot; queues, packing and requests live elsewhere. CUDA and flash-attn are
 //! cargo features forwarded from the binary, so a CPU build never compiles or links GPU code.
 
+pub mod activation;
 pub mod bert;
 mod bert_cpu;
 mod cpu_attention;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::multi::CostModel;
+use crate::cost::CostModel;
 
 /// How sequences are grouped into bins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -15,6 +15,7 @@
 //!   [`wordpiece`]: BERT's tokenization of ASCII text without the library's per-character bookkeeping.
 
 pub mod config;
+pub mod cost;
 pub mod dispatcher;
 pub mod embed;
 pub mod error;
@@ -28,7 +29,7 @@ pub mod tape;
 pub mod tokenize;
 pub mod wordpiece;
 
-pub use multi::CostModel;
+pub use cost::CostModel;
 pub use scheduler::{Batching, Engine, EngineError, Lane, SchedulerConfig, Window};
 pub use stats::{DeviceSnapshot, StatsSnapshot};
 pub use warpfold_backend as backend;

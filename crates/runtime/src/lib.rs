@@ -25,8 +25,8 @@ pub use warpfold_candle::bert::CpuPrecision;
 use warpfold_candle::e5::E5File;
 use warpfold_candle::{device_memory, BertBackend, DecoderBackend};
 use warpfold_engine::embed::Embedder;
-use warpfold_engine::multi::CostModel;
 use warpfold_engine::tokenize::TextEncoder;
+use warpfold_engine::CostModel;
 use warpfold_engine::{Batching, Engine, SchedulerConfig, Window};
 
 pub use capacity::{bin_capacity, probe_capacity, ProbeSummary, CPU_BIN_TOKENS};
@@ -266,7 +266,7 @@ pub fn start_engine_on<B: Backend + 'static>(
 }
 
 /// The prediction of a bin's cost for the model whose config.json is `config`: the attention term
-/// weighs 1/(6·hidden_size) (see warpfold_engine::multi::CostModel).
+/// weighs 1/(6·hidden_size) (see warpfold_engine::CostModel).
 pub fn cost_model(config: &Path) -> CostModel {
     let hidden = std::fs::read(config)
         .ok()
