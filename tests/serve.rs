@@ -957,3 +957,59 @@ fn a_question_asked_over_http_streams_its_passages_then_a_cited_answer() {
     let answer = &events.last().unwrap().1;
     assert!(answer["answer"].as_str().unwrap().contains("15 March 2026"), "{answer}");
 }
+
+/// A question asked while a folder's summaries are being written is answered after the round in
+/// progress, not after every summary: the chat model summarizes a few documents at a time (four on
+/// a CPU) and answers what was asked between rounds. Before, all the documents waiting were one
+/// batch, and a question waited for the last of them.
+#[test]
+fn a_question_is_answered_between_rounds_of_summaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir(&docs).unwrap();
+    for i in 0..14u32 {
+        let text = format!(
+            "Minutes of garden committee meeting {i}. The committee met on {} May 2026 in room {}. \
+             It approved a budget of {} euros for new fruit trees and asked for three quotes.",
+            i + 1,
+            100 + i,
+            1000 * (i + 1)
+        );
+        std::fs::write(docs.join(format!("minutes-{i:02}.txt")), text).unwrap();
+    }
+    let (db, data) = (dir.path().join("i.db"), dir.path().join("data"));
+    assert!(warpfold().arg("index").arg(&docs).arg("--db").arg(&db).output().unwrap().status.success());
+    // The 14 documents have no summary: all are queued when the server starts.
+    let server = start(&["--db", db.to_str().unwrap(), "--data-dir", data.to_str().unwrap(), "--summarize", "--chat-model", "fast"]);
+    let pending = || {
+        let (status, body) = request(&server.addr, "GET", "/api/state", Some("s3cret"), None);
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str::<Value>(&body).unwrap()["summaries"]["pending"].as_u64().unwrap()
+    };
+    // Once a first round is written, and many remain, a question is asked. (A bound against
+    // hanging only: a busy machine loads the model and writes a round slowly.)
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut queued = false;
+    loop {
+        let left = pending();
+        assert!(!(queued && left == 0), "all 14 summaries were written at once: no round was left to ask between");
+        queued |= left == 14;
+        if (1..14).contains(&left) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no first round of summaries (pending {left})");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (status, body) = request(
+        &server.addr,
+        "POST",
+        "/api/ask",
+        Some("s3cret"),
+        Some(r#"{"question": "What budget did garden committee meeting 3 approve?", "passages": 1}"#),
+    );
+    assert_eq!(status, 200, "{body}");
+    let left = pending();
+    let events = sse_events(&body);
+    assert_eq!(events.last().map(|(name, _)| name.as_str()), Some("answer"), "{body}");
+    assert!(left > 0, "the answer came only after every summary was written");
+}

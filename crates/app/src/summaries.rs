@@ -117,20 +117,39 @@ pub struct SummaryView {
     pub options: SummarizeOptions,
 }
 
+/// Documents summarized together in one round on a CPU: a round of four takes a minute or two on
+/// two laptop cores, the longest a question asked meanwhile waits; more together gain a CPU little.
+const SUMMARIES_PER_ROUND_CPU: usize = 4;
+/// On a GPU, where batching is the speed (a round of 64 documents is seconds).
+const SUMMARIES_PER_ROUND_GPU: usize = 64;
+
 impl App {
     pub(crate) fn run_summarizer(&self, config: SummaryConfig, jobs: Receiver<ChatJob>) {
         let mut chat: Option<(ChatModel, String)> = None;
-        while let Ok(first) = jobs.recv() {
-            let mut batch = Vec::new();
+        // Documents waiting for their summary. They are summarized a round at a time, at most
+        // `per_round` together, so that a question asked meanwhile waits for one round and not for
+        // a whole folder's summaries (on a CPU, a hundred documents are most of an hour).
+        let per_round = if config.device.is_cpu() { SUMMARIES_PER_ROUND_CPU } else { SUMMARIES_PER_ROUND_GPU };
+        let mut waiting: Vec<String> = Vec::new();
+        loop {
+            // Block for work only when no document is waiting.
+            let first = if waiting.is_empty() {
+                match jobs.recv() {
+                    Ok(job) => Some(job),
+                    Err(_) => break,
+                }
+            } else {
+                None
+            };
             let mut questions = Vec::new();
-            for job in std::iter::once(first).chain(jobs.try_iter()) {
+            for job in first.into_iter().chain(jobs.try_iter()) {
                 match job {
-                    ChatJob::Summarize(paths) => batch.extend(paths),
+                    ChatJob::Summarize(paths) => waiting.extend(paths),
                     ChatJob::Ask(question) => questions.push(*question),
                 }
             }
-            batch.sort();
-            batch.dedup();
+            waiting.sort();
+            waiting.dedup();
             if chat.is_none() {
                 let report = |s: String| {
                     tracing::info!("{s}");
@@ -156,7 +175,7 @@ impl App {
                 match loaded {
                     Ok(model) => chat = Some((model, config.model_name())),
                     Err(e) => {
-                        for path in batch {
+                        for path in waiting.drain(..) {
                             self.publish_summary(path, None, Some(e.clone()));
                         }
                         for q in questions {
@@ -171,9 +190,10 @@ impl App {
             if !questions.is_empty() {
                 self.answer_questions(model, name, questions);
             }
-            if batch.is_empty() {
+            if waiting.is_empty() {
                 continue;
             }
+            let mut batch: Vec<String> = waiting.drain(..waiting.len().min(per_round)).collect();
             if let Err(e) = self.summarize_batch(model, name, &config.options, &batch) {
                 if batch.len() == 1 {
                     self.publish_summary(batch.remove(0), None, Some(e));
