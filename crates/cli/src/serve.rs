@@ -92,10 +92,10 @@ fn token_from_file(file: &std::path::Path) -> Result<String> {
 /// The embedding engine, the index and the chat model's thread (answers, and summaries: of every
 /// document with --summarize, else when asked), as the flags say.
 fn start_app(global: &GlobalOptions, args: &ServeArgs) -> Result<App> {
-    let dir = setup::embedding_model_dir(global)?;
-    let mut started = setup::start_embedder(global, &dir)?;
     let data_dir = args.data_dir.clone().unwrap_or_else(warpfold_app::paths::default_data_dir);
     let db = args.db.clone().unwrap_or_else(|| data_dir.join("index.db"));
+    let dir = setup::embedding_model_dir(global, Some(&db))?;
+    let mut started = setup::start_embedder(global, &dir)?;
     let exe = std::env::current_exe().context("finding the warpfold binary to run extraction workers")?;
     let (model, device, memory) = warpfold_app::runtime::app_parts(&mut started);
     let mut config = AppConfig::new(db.clone(), data_dir, model, exe, device);

