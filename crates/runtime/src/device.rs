@@ -69,6 +69,28 @@ impl DeviceSpec {
     }
 }
 
+/// The text [`parse_device`] reads back: `cpu`, `cuda`, `auto`, `cuda:all`, `cuda:0,cuda:1`.
+impl std::fmt::Display for DeviceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceSpec::Cpu => f.write_str("cpu"),
+            DeviceSpec::Cuda => f.write_str("cuda"),
+            DeviceSpec::Auto => f.write_str("auto"),
+            DeviceSpec::CudaAll => f.write_str("cuda:all"),
+            DeviceSpec::List(list) => {
+                let names: Vec<String> = list
+                    .iter()
+                    .map(|d| match d {
+                        OneDevice::Cpu => "cpu".to_string(),
+                        OneDevice::Cuda(i) => format!("cuda:{i}"),
+                    })
+                    .collect();
+                f.write_str(&names.join(","))
+            }
+        }
+    }
+}
+
 impl std::str::FromStr for DeviceSpec {
     type Err = String;
 
@@ -101,6 +123,15 @@ pub fn parse_device(text: &str) -> Result<DeviceSpec, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn device_names_read_back_as_written() {
+        for text in ["cpu", "cuda", "auto", "cuda:all", "cuda:0,cuda:1", "cuda:1", "cpu,cuda:2"] {
+            let spec = parse_device(text).unwrap();
+            assert_eq!(parse_device(&spec.to_string()), Ok(spec), "{text}");
+        }
+        assert_eq!(parse_device("cuda:0,1").unwrap().to_string(), "cuda:0,cuda:1");
+    }
 
     #[test]
     fn device_lists_parse() {
