@@ -517,10 +517,17 @@ fn unreadable_settings_are_kept_aside_and_two_apps_on_one_data_folder_keep_each_
     let mut want = vec![a.display().to_string(), b.display().to_string()];
     want.sort();
     assert_eq!(saved["folders"], serde_json::json!(want));
-    // Removing one keeps the other.
+    // Removing one keeps the other, and the person's settings in the same file stay as they were.
+    let mut with_settings = saved.clone();
+    with_settings["device"] = serde_json::json!("cpu");
+    with_settings["vram_budget"] = serde_json::json!("8GiB");
+    std::fs::write(data.path().join("settings.json"), serde_json::to_vec(&with_settings).unwrap()).unwrap();
     app.remove_folder(&a.display().to_string()).unwrap();
     let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(data.path().join("settings.json")).unwrap()).unwrap();
     assert_eq!(saved["folders"], serde_json::json!([b.display().to_string()]));
+    assert_eq!((&saved["device"], &saved["vram_budget"]), (&serde_json::json!("cpu"), &serde_json::json!("8GiB")));
+    let settings = crate::settings::Settings::from_file(&data.path().join("settings.json")).unwrap();
+    assert_eq!((settings.device.as_str(), settings.vram_budget.as_deref()), ("cpu", Some("8GiB")));
     assert_eq!(std::fs::read(&aside[0]).unwrap(), torn, "still kept");
     // A settings file that cannot be read at all (here a link loop: ELOOP; EACCES and EIO alike,
     // which root, running the tests, cannot be made to meet) is kept aside too, not taken for
