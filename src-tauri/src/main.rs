@@ -152,7 +152,7 @@ fn start_app() -> Result<App, AppError> {
         exe: std::env::current_exe().map_err(|e| AppError::Io(format!("finding this program for extraction workers: {e}")))?,
         summarize_by_default: true,
         summary,
-        locale: warpfold_app::paths::locale(),
+        locale: warpfold_app::settings::locale(),
         wrap_device: None,
         say: &|line| eprintln!("warpfold: {line}"),
     };
@@ -181,12 +181,13 @@ fn forward_events(handle: tauri::AppHandle, app: &App) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    warpfold_app::settings::apply_environment();
     if args.len() == 3 && args[1] == "extract-worker" {
-        std::process::exit(warpfold_index::extract::worker_main(std::path::Path::new(&args[2])));
+        std::process::exit(warpfold_index::extract::worker_main(std::path::Path::new(&args[2]), |key| std::env::var(key).ok()));
     }
     // WebKit turns a C/POSIX locale into the language tag "C", which Intl (and so the chart
     // library) rejects: the page would not start. Such a locale says nothing about language.
-    let locale = warpfold_app::paths::locale();
+    let locale = warpfold_app::settings::locale();
     if matches!(locale.as_deref(), None | Some("C") | Some("POSIX") | Some("C.UTF-8") | Some("C.utf8")) {
         std::env::set_var("LC_ALL", "en_US.UTF-8");
     }

@@ -22,7 +22,7 @@ pub struct Front<'a> {
     pub summarize_by_default: bool,
     /// The summarizer's decoding and chunking (the CLI's flags, the desktop's WARPFOLD_SUMMARY_*).
     pub summary: SummarizeOptions,
-    /// The person's locale, which chooses a new index's embedding model ([`crate::paths::locale`]).
+    /// The person's locale, which chooses a new index's embedding model ([`crate::settings::locale`]).
     pub locale: Option<String>,
     /// Wraps each device's backend (failover tests); `None` in use.
     pub wrap_device: Option<WrapDevice>,

@@ -7,22 +7,10 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-/// The data folder: `$WARPFOLD_DATA_DIR`, else `$XDG_DATA_HOME/warpfold`, else
-/// `~/.local/share/warpfold` (the XDG default), else `./warpfold` when there is no home.
-pub fn default_data_dir() -> PathBuf {
-    data_dir_from(std::env::var_os("WARPFOLD_DATA_DIR"), std::env::var_os("XDG_DATA_HOME"), std::env::var_os("HOME"))
-}
-
-/// The person's locale as POSIX orders its variables (`LC_ALL`, then `LC_MESSAGES`, then `LANG`;
-/// the first one set), e.g. `de_DE.UTF-8`: a new index's embedding model is chosen by its
-/// language (`warpfold_runtime::embedding_model_for_locale`).
-pub fn locale() -> Option<String> {
-    ["LC_ALL", "LC_MESSAGES", "LANG"].iter().find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
-}
-
-/// [`default_data_dir`] from the three variables' values. Empty values count as unset, and a
+/// The data folder from the three variables' values (`WARPFOLD_DATA_DIR`, `XDG_DATA_HOME`, `HOME`;
+/// read by [`crate::settings::default_data_dir`]). Empty values count as unset, and a
 /// relative `XDG_DATA_HOME` is ignored, as the XDG Base Directory specification says.
-fn data_dir_from(chosen: Option<OsString>, xdg_data_home: Option<OsString>, home: Option<OsString>) -> PathBuf {
+pub fn data_dir_from(chosen: Option<OsString>, xdg_data_home: Option<OsString>, home: Option<OsString>) -> PathBuf {
     let set = |v: Option<OsString>| v.filter(|v| !v.is_empty()).map(PathBuf::from);
     if let Some(dir) = set(chosen) {
         return dir;

@@ -6,8 +6,8 @@ use warpfold_runtime::{DeviceStart, StartedEmbedder};
 use crate::DeviceView;
 
 pub use warpfold_runtime::{
-    chat_model, default_model, default_models_dir, embedding_model_dir, embedding_model_for_index, embedding_model_from_env,
-    planned_chat_model, start_embedder, EngineOptions, RuntimeError,
+    chat_model, default_model, embedding_model_dir, embedding_model_for_index, planned_chat_model, start_embedder, EngineOptions,
+    RuntimeError,
 };
 
 /// The model the index at `db` was built with, when it exists and holds one (see

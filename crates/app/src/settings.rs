@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use warpfold_candle::switches::{KernelSwitches, MklChoice};
 use warpfold_runtime::{CpuPrecision, DeviceSpec, EngineOptions};
 
 /// Everything a person sets, as `settings.json` holds it (every key optional) and as the fronts
@@ -328,9 +329,9 @@ impl Settings {
             .transpose()
     }
 
-    /// The data folder: the setting, else the XDG default ([`crate::paths::default_data_dir`]).
+    /// The data folder: the setting, else the XDG default ([`default_data_dir`]).
     pub fn data_dir(&self) -> PathBuf {
-        self.data_dir.clone().unwrap_or_else(crate::paths::default_data_dir)
+        self.data_dir.clone().unwrap_or_else(default_data_dir)
     }
 
     /// The index: the setting, else index.db in the data folder.
@@ -340,7 +341,7 @@ impl Settings {
 
     /// Where models are kept: the setting, else the runtime's default.
     pub fn models_dir(&self) -> PathBuf {
-        self.models_dir.clone().unwrap_or_else(warpfold_runtime::default_models_dir)
+        self.models_dir.clone().unwrap_or_else(default_models_dir)
     }
 
     /// The engine's options these settings give (packed bins, the adaptive window).
@@ -377,6 +378,72 @@ impl Settings {
             format!("ocr_budget_secs = {}", self.ocr_budget_secs),
         ]
     }
+}
+
+/// The kernel switches the variables `var` gives ask for (docs/settings.md, "Other variables"):
+/// for side-by-side measurements; none set, the kernels a person runs.
+pub fn kernel_switches(var: impl Fn(&str) -> Option<String>) -> KernelSwitches {
+    let get = |key: &str| var(key).map(|v| v.trim().to_string()).unwrap_or_default();
+    KernelSwitches {
+        mkl: match get("WARPFOLD_MKL").as_str() {
+            "" => MklChoice::BesideModel,
+            "off" => MklChoice::Off,
+            path => MklChoice::At(PathBuf::from(path)),
+        },
+        mkl_constrained: var("MKL_ENABLE_INSTRUCTIONS").is_some() || var("MKL_CBWR").is_some(),
+        cpu_panels: get("WARPFOLD_CPU_PANELS"),
+        cpu_attention: get("WARPFOLD_CPU_ATTENTION"),
+        cpu_encoder_ops: get("WARPFOLD_CPU_ENCODER") == "ops",
+        candle_encoder_ops: get("WARPFOLD_ENCODER_KERNELS") == "candle",
+        gathered_decode: get("WARPFOLD_DECODE_ATTENTION") == "gathered",
+        profile: get("WARPFOLD_PROFILE") == "1",
+    }
+}
+
+/// Hands the variables that are no per-app setting to the libraries: the kernel switches, the
+/// tokenizer's fast path, Tesseract's `TESSDATA_PREFIX`, the Python that fetches models. A
+/// front's first step (extraction workers included), before a model loads.
+pub fn apply_environment() {
+    let var = |key: &str| std::env::var(key).ok();
+    warpfold_candle::switches::set(kernel_switches(var));
+    warpfold_engine::tokenize::tokenize_with_library_only(var("WARPFOLD_TOKENIZER").as_deref() == Some("library"));
+    warpfold_index::ocr::use_tessdata_prefix(std::env::var_os("TESSDATA_PREFIX").map(PathBuf::from));
+    if let Some(python) = var("WARPFOLD_PYTHON").filter(|p| !p.trim().is_empty()) {
+        warpfold_runtime::models::fetch_with_python(python);
+    }
+}
+
+/// `WARPFOLD_IN_FLIGHT_BINS`, a knob for measurements: bins' worth of tokens the indexer keeps
+/// between submission and commit (`IndexOptions::in_flight_bins`).
+pub fn in_flight_bins() -> u64 {
+    std::env::var("WARPFOLD_IN_FLIGHT_BINS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&b| b > 0)
+        .unwrap_or(warpfold_index::pipeline::DEFAULT_IN_FLIGHT_BINS)
+}
+
+/// The person's locale as POSIX orders its variables (`LC_ALL`, then `LC_MESSAGES`, then `LANG`;
+/// the first one set), e.g. `de_DE.UTF-8`: a new index's embedding model is chosen by its
+/// language (`warpfold_runtime::embedding_model_for_locale`).
+pub fn locale() -> Option<String> {
+    ["LC_ALL", "LC_MESSAGES", "LANG"].iter().find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+}
+
+/// The data folder when none is set: `$WARPFOLD_DATA_DIR`, else `$XDG_DATA_HOME/warpfold`, else
+/// `~/.local/share/warpfold` ([`crate::paths::data_dir_from`]).
+pub fn default_data_dir() -> PathBuf {
+    crate::paths::data_dir_from(std::env::var_os("WARPFOLD_DATA_DIR"), std::env::var_os("XDG_DATA_HOME"), std::env::var_os("HOME"))
+}
+
+/// Where models are kept when no folder is set: `$WARPFOLD_MODELS_DIR`, else ./models in a
+/// checkout, else `$XDG_DATA_HOME/warpfold/models` ([`warpfold_runtime::models::models_dir_from`]).
+pub fn default_models_dir() -> PathBuf {
+    warpfold_runtime::models::models_dir_from(
+        std::env::var_os("WARPFOLD_MODELS_DIR"),
+        std::env::var_os("XDG_DATA_HOME"),
+        std::env::var_os("HOME"),
+    )
 }
 
 /// `docs/settings.md`: every setting with its key, variable, flag, default and meaning, then the
@@ -448,6 +515,10 @@ mod tests {
         assert_eq!((err.key, err.env), ("device", "WARPFOLD_DEVICE"));
         let err = saved.clone().with_vars(vars(&[("WARPFOLD_BIN_TOKENS", "lots")])).unwrap_err().to_string();
         assert!(err.starts_with("bin_tokens (WARPFOLD_BIN_TOKENS): \"lots\""), "{err}");
+        let bf16 = saved.clone().with_vars(vars(&[("WARPFOLD_CPU_PRECISION", "BF16")])).unwrap();
+        assert_eq!(bf16.engine_options().unwrap().cpu_precision, CpuPrecision::Bf16);
+        let err = saved.clone().with_vars(vars(&[("WARPFOLD_CPU_PRECISION", "fp8")])).unwrap_err().to_string();
+        assert!(err.contains("WARPFOLD_CPU_PRECISION") && err.contains("auto, f32, bf16 or bf16x3"), "{err}");
         let err = saved.with_vars(vars(&[("WARPFOLD_SUMMARIZE", "maybe")])).unwrap_err().to_string();
         assert!(err.contains("WARPFOLD_SUMMARIZE") && err.contains("1 (on) or 0 (off)"), "{err}");
 
@@ -486,6 +557,44 @@ mod tests {
         assert!(
             written == markdown(),
             "docs/settings.md is stale: run `cargo run --release -p warpfold -- settings --markdown > docs/settings.md`"
+        );
+    }
+
+    /// Library code outside this module reads no environment: a front hands over what the
+    /// variables say (this module's [`apply_environment`], [`Settings::with_env`], a `var` function).
+    /// Test code, the front (crates/cli) and build scripts may read it.
+    #[test]
+    fn no_library_reads_the_environment_but_this_module() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut readers = Vec::new();
+        let mut stack = vec![root.join("crates")];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                let path = entry.path();
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                if path.is_dir() {
+                    // The front, tests, examples and benches are programs, not the library.
+                    if !["cli", "tests", "examples", "benches", "target"].contains(&name.as_str()) {
+                        stack.push(path);
+                    }
+                    continue;
+                }
+                let skipped = ["build.rs", "tests.rs", "gpu_tests.rs", "test_support.rs"].contains(&name.as_str());
+                if skipped || !name.ends_with(".rs") || path.ends_with("crates/app/src/settings.rs") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let library = text.split("#[cfg(test)]\n").next().unwrap_or_default();
+                for (n, line) in library.lines().enumerate() {
+                    if line.contains("env::var") && !line.trim_start().starts_with("//") {
+                        readers.push(format!("{}:{}", path.strip_prefix(&root).unwrap_or(&path).display(), n + 1));
+                    }
+                }
+            }
+        }
+        assert!(
+            readers.is_empty(),
+            "library code reading the environment (hand the value over from crates/app/src/settings.rs): {readers:?}"
         );
     }
 

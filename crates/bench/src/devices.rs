@@ -153,8 +153,7 @@ pub fn run(harness: &Harness, args: &BenchArgs) -> Result<ExitCode> {
             check,
         });
     }
-    let report =
-        Report { model, devices: on.len(), fail_device: std::env::var("WARPFOLD_FAIL_DEVICE").ok(), run: RunHeader::now(), corpora };
+    let report = Report { model, devices: on.len(), fail_device: harness.fail_device.clone(), run: RunHeader::now(), corpora };
     let json = save_report(&report, args.out.as_deref())?;
     if args.json {
         println!("{json}");

@@ -3,7 +3,7 @@
 //!
 //! Why here and not in the engine: it is a test switch, and production code should not carry it.
 //! The command line turns `WARPFOLD_FAIL_DEVICE=I:after_bins=N` into [`FailDevice`] (see
-//! [`FailDevice::from_env`]), and the runtime wraps the I-th device's backend with [`FailAfter`]
+//! [`FailDevice::from_var`]), and the runtime wraps the I-th device's backend with [`FailAfter`]
 //! through its generic backend hook.
 
 use warpfold_backend::Backend;
@@ -26,12 +26,9 @@ impl FailDevice {
         Ok(FailDevice { device: device.trim().parse().map_err(|_| bad())?, after_bins: bins.trim().parse().map_err(|_| bad())? })
     }
 
-    /// What `WARPFOLD_FAIL_DEVICE` asks for, if it is set.
-    pub fn from_env() -> Result<Option<Self>, String> {
-        match std::env::var("WARPFOLD_FAIL_DEVICE") {
-            Ok(spec) => FailDevice::parse(&spec).map(Some).map_err(|e| format!("WARPFOLD_FAIL_DEVICE: {e}")),
-            Err(_) => Ok(None),
-        }
+    /// What `WARPFOLD_FAIL_DEVICE` asks for, given its value as the front read it.
+    pub fn from_var(value: Option<&str>) -> Result<Option<Self>, String> {
+        value.map(|spec| FailDevice::parse(spec).map_err(|e| format!("WARPFOLD_FAIL_DEVICE: {e}"))).transpose()
     }
 
     /// Device `index`'s backend, made to fail when it is this device.

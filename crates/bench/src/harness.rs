@@ -24,6 +24,9 @@ pub struct Harness {
     pub models_root: PathBuf,
     /// A model folder named instead of the default embedding model.
     pub model: Option<PathBuf>,
+    /// The failing device the engine's hook injects (`WARPFOLD_FAIL_DEVICE`, as the front read
+    /// it), recorded in reports.
+    pub fail_device: Option<String>,
 }
 
 impl Harness {

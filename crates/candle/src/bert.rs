@@ -339,8 +339,7 @@ impl Layer {
 /// element-wise ops (`WARPFOLD_ENCODER_KERNELS=candle`, for side-by-side measurements).
 #[cfg(feature = "cuda")]
 fn encoder_kernels_on() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("WARPFOLD_ENCODER_KERNELS").map_or(true, |v| v != "candle"))
+    !crate::switches::get().candle_encoder_ops
 }
 
 /// The slot boundaries FlashAttention-2 needs, on the device. The flash path runs on a compacted
@@ -751,7 +750,7 @@ pub fn load_from(
 ) -> Result<BertModel> {
     let device = vb.device().clone();
     let model = BertModel::new(cfg, pooling, vb)?;
-    let ops = std::env::var("WARPFOLD_CPU_ENCODER").is_ok_and(|v| v == "ops");
+    let ops = crate::switches::get().cpu_encoder_ops;
     if device.is_cpu() && !ops {
         let mkl = crate::mkl::for_model(model_dir);
         let gemm = match (precision, mkl) {
@@ -945,7 +944,7 @@ pub(crate) mod tests {
         assert!(x3.kernels().contains("bf16x3"), "{}", x3.kernels());
         // Where AMX's tiles run, attention's two products are bf16x3 on them too (among MKL's own
         // tile products on the same threads); elsewhere attention stays f32.
-        let f32_tiles_asked = matches!(std::env::var("WARPFOLD_CPU_ATTENTION").as_deref(), Ok("tiled" | "avx2" | "products"));
+        let f32_tiles_asked = matches!(crate::switches::get().cpu_attention.as_str(), "tiled" | "avx2" | "products");
         let amx = crate::cpu_attention::Tiles::AmxBf16x3.run_here(cfg.hidden_size / cfg.num_attention_heads) && !f32_tiles_asked;
         assert_eq!(x3.kernels().contains("AMX bf16x3 attention"), amx, "{}", x3.kernels());
         assert_eq!(x3.attention(), "masked attention per slot (CPU), products in bf16x3 (MKL)");

@@ -197,8 +197,8 @@ impl Gemm {
     /// the gemm crate (`off`) or the AVX2 panels on an AVX-512 CPU (`avx2`), for side-by-side
     /// measurements.
     pub(crate) fn without_mkl() -> Self {
-        let asked = std::env::var("WARPFOLD_CPU_PANELS").unwrap_or_default();
-        match (asked.as_str(), Kernel::for_this_cpu()) {
+        let asked = crate::switches::get().cpu_panels.as_str();
+        match (asked, Kernel::for_this_cpu()) {
             ("off", _) | (_, None) => Gemm::Crate,
             ("avx2", Some(_)) => Gemm::Panels(Kernel::Avx2),
             (_, Some(kernel)) => Gemm::Panels(kernel),
@@ -347,7 +347,7 @@ impl Attention {
     /// `WARPFOLD_CPU_ATTENTION=products` (`tiled`, `avx2`) asks for the f32 products (the widest
     /// f32 tiles, the AVX2 tiles where they run) instead, for side-by-side measurements.
     fn for_head(head_dim: usize, gemm: Gemm) -> Self {
-        let asked = std::env::var("WARPFOLD_CPU_ATTENTION").unwrap_or_default();
+        let asked = crate::switches::get().cpu_attention.clone();
         let tiles = match asked.as_str() {
             "avx2" => Some(cpu_attention::Tiles::Avx2).filter(|t| t.run_here(head_dim)),
             _ => cpu_attention::tiles_for(head_dim),

@@ -320,8 +320,7 @@ pub(crate) enum CacheReads {
 /// `WARPFOLD_DECODE_ATTENTION=gathered` sends CUDA decoding through the gathered path even where the
 /// paged kernel is built (to compare the two on one machine).
 fn paged_allowed() -> bool {
-    static ALLOWED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ALLOWED.get_or_init(|| std::env::var("WARPFOLD_DECODE_ATTENTION").map(|v| v.trim() != "gathered").unwrap_or(true))
+    !crate::switches::get().gathered_decode
 }
 
 impl CacheReads {

@@ -25,6 +25,7 @@ pub mod llama;
 pub mod mkl;
 pub mod stage_profile;
 pub mod staging;
+pub mod switches;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
 pub mod varlen;

@@ -14,6 +14,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use crate::switches::MklChoice;
+
 /// `cblas_sgemm(layout, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)`.
 type Sgemm = unsafe extern "C" fn(i32, i32, i32, i32, i32, i32, f32, *const f32, i32, *const f32, i32, f32, *mut f32, i32);
 /// `cblas_gemm_bf16bf16f32(layout, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)`:
@@ -113,7 +115,7 @@ impl Mkl {
     /// MKL to older instructions, where three bf16 products cost more than one f32 product). What
     /// [`crate::bert::CpuPrecision::Auto`] asks before it picks bf16x3.
     pub(crate) fn bf16_on_amx(&self) -> bool {
-        self.has_bf16() && amx_bf16() && ["MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR"].iter().all(|v| std::env::var_os(v).is_none())
+        self.has_bf16() && amx_bf16() && !crate::switches::get().mkl_constrained
     }
 
     /// [`Self::gemm`] with bf16 operands and f32 accumulation: on CPUs with AMX (Sapphire Rapids and
@@ -267,22 +269,20 @@ unsafe fn xcr0() -> u64 {
     std::arch::x86_64::_xgetbv(0)
 }
 
-/// Whether this process would use MKL if it were installed: an Intel CPU, and `WARPFOLD_MKL` not
-/// `off`.
+/// Whether this process would use MKL if it were installed: an Intel CPU, and MKL not switched
+/// off ([`crate::switches::MklChoice::Off`]).
 pub fn wanted() -> bool {
-    std::env::var_os("WARPFOLD_MKL").is_none_or(|v| v != "off") && intel_cpu()
+    crate::switches::get().mkl != MklChoice::Off && intel_cpu()
 }
 
-/// Where MKL is looked for: `WARPFOLD_MKL` (the folder or the library; `off` turns MKL off), else
-/// the `mkl` folder beside the model's folder (where `warpfold models fetch` puts it).
+/// Where MKL is looked for: the library or folder named ([`MklChoice::At`]; none when
+/// [`MklChoice::Off`]), else the `mkl` folder beside the model's folder (where `warpfold models
+/// fetch` puts it).
 fn location(model_dir: Option<&Path>) -> Option<PathBuf> {
-    match std::env::var_os("WARPFOLD_MKL") {
-        Some(v) if v == "off" => None,
-        Some(v) => {
-            let p = PathBuf::from(v);
-            Some(if p.is_dir() { p.join(LIBRARY) } else { p })
-        }
-        None => model_dir.and_then(Path::parent).map(|models| models.join("mkl").join(LIBRARY)),
+    match &crate::switches::get().mkl {
+        MklChoice::Off => None,
+        MklChoice::At(p) => Some(if p.is_dir() { p.join(LIBRARY) } else { p.clone() }),
+        MklChoice::BesideModel => model_dir.and_then(Path::parent).map(|models| models.join("mkl").join(LIBRARY)),
     }
 }
 
@@ -292,7 +292,7 @@ fn location(model_dir: Option<&Path>) -> Option<PathBuf> {
 pub fn for_model(model_dir: Option<&Path>) -> Option<&'static Mkl> {
     static MKL: OnceLock<Option<Mkl>> = OnceLock::new();
     MKL.get_or_init(|| {
-        let forced = std::env::var_os("WARPFOLD_MKL").is_some();
+        let forced = crate::switches::get().mkl != MklChoice::BesideModel;
         let path = location(model_dir)?;
         if !path.is_file() || !(forced || intel_cpu()) {
             if forced {

@@ -7,7 +7,7 @@
 //! the decoder's scoring and prefill ([`crate::llama`]) and generation.
 
 use std::cell::RefCell;
-use std::sync::OnceLock;
+
 use std::time::{Duration, Instant};
 
 use candle_core::{Device, Result};
@@ -24,8 +24,7 @@ thread_local! {
 pub const TARGET: &str = "warpfold::profile";
 
 pub fn enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("WARPFOLD_PROFILE").is_ok_and(|v| v == "1"))
+    crate::switches::get().profile
 }
 
 /// Makes `device` the one synchronized around stages on this thread.

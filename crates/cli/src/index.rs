@@ -373,6 +373,7 @@ pub fn run_index(global: &GlobalOptions, args: &IndexArgs) -> Result<ExitCode> {
         prune: args.prune,
         retry_failed: args.retry_failed,
         max_text_bytes: args.max_text_mib.saturating_mul(1 << 20),
+        in_flight_bins: warpfold_app::settings::in_flight_bins(),
     };
     if args.check {
         let check = warpfold_index::pipeline::repair_missing_vectors(&args.db, &embedder, &dir.name)?;

@@ -179,9 +179,10 @@ pub enum ModelsAction {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    warpfold_app::settings::apply_environment();
     if let Command::ExtractWorker { path } = &cli.command {
         // Nothing else runs in a worker: no logging setup, no model.
-        return ExitCode::from(warpfold_index::extract::worker_main(path) as u8);
+        return ExitCode::from(warpfold_index::extract::worker_main(path, |key| std::env::var(key).ok()) as u8);
     }
     // `WARPFOLD_LOG` (EnvFilter syntax) or warnings; `WARPFOLD_PROFILE=1` adds the stage profile's
     // events, each shown inside its bin's span.

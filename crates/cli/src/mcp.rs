@@ -80,7 +80,7 @@ const INTERNAL_ERROR: i64 = -32603;
 const RESOURCE_NOT_FOUND: i64 = -32002;
 
 pub fn run(global: &GlobalOptions, args: &McpArgs) -> Result<ExitCode> {
-    let data_dir = args.data_dir.clone().unwrap_or_else(warpfold_app::paths::default_data_dir);
+    let data_dir = args.data_dir.clone().unwrap_or_else(warpfold_app::settings::default_data_dir);
     // the name `warpfold serve` and the desktop app give the index in their data folder
     let db = args.db.clone().unwrap_or_else(|| data_dir.join("index.db"));
     let output = protocol_output()?;

@@ -133,7 +133,7 @@ fn start_app(global: &GlobalOptions, args: &ServeArgs) -> Result<App> {
         exe: std::env::current_exe().context("finding the warpfold binary to run extraction workers")?,
         summarize_by_default: false,
         summary: args.summary.options(),
-        locale: warpfold_app::paths::locale(),
+        locale: warpfold_app::settings::locale(),
         wrap_device: setup::engine_options(global)?.wrap_device,
         say: &|line| eprintln!("warpfold: {line}"),
     };

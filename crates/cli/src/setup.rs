@@ -15,14 +15,14 @@ use warpfold_runtime::{DeviceStart, EngineOptions, StartedEmbedder, WrapDevice};
 use crate::{BatchingArg, GlobalOptions, ModelsAction, WindowArg};
 
 pub fn models_dir(global: &GlobalOptions) -> PathBuf {
-    global.models_dir.clone().unwrap_or_else(models::default_models_dir)
+    global.models_dir.clone().unwrap_or_else(warpfold_app::settings::default_models_dir)
 }
 
 /// The engine options the global flags say. `WARPFOLD_FAIL_DEVICE=I:after_bins=N` (test only,
 /// used by bench/gpu/run-multi.sh) makes the I-th device fail every bin after its first N, to
 /// check that its bins move to the others (`warpfold_bench::faults`).
 pub fn engine_options(global: &GlobalOptions) -> Result<EngineOptions> {
-    let fail = FailDevice::from_env().map_err(|e| anyhow::anyhow!(e))?;
+    let fail = FailDevice::from_var(fail_device_variable().as_deref()).map_err(|e| anyhow::anyhow!(e))?;
     if let Some(f) = fail {
         eprintln!("warpfold: WARPFOLD_FAIL_DEVICE: device {} fails every bin after its first {} (test only)", f.device, f.after_bins);
     }
@@ -44,6 +44,12 @@ pub fn engine_options(global: &GlobalOptions) -> Result<EngineOptions> {
     })
 }
 
+/// `WARPFOLD_FAIL_DEVICE`: a device made to fail after some bins, for the failover tests and
+/// benchmarks (docs/settings.md, "Other variables").
+fn fail_device_variable() -> Option<String> {
+    std::env::var("WARPFOLD_FAIL_DEVICE").ok()
+}
+
 /// What the benchmark commands take from the global options.
 pub fn harness(global: &GlobalOptions) -> Result<warpfold_bench::harness::Harness> {
     Ok(warpfold_bench::harness::Harness {
@@ -51,6 +57,7 @@ pub fn harness(global: &GlobalOptions) -> Result<warpfold_bench::harness::Harnes
         padded_batch_size: global.batch_size.max(1),
         models_root: models_dir(global),
         model: global.model.clone(),
+        fail_device: fail_device_variable(),
     })
 }
 
@@ -61,7 +68,7 @@ pub fn harness(global: &GlobalOptions) -> Result<warpfold_bench::harness::Harnes
 pub fn embedding_model_dir(global: &GlobalOptions, index: Option<&std::path::Path>) -> Result<ModelDir> {
     let root = models_dir(global);
     let recorded = index.and_then(warpfold_app::runtime::recorded_model);
-    let locale = index.and(warpfold_app::paths::locale());
+    let locale = index.and(warpfold_app::settings::locale());
     let model = warpfold_runtime::embedding_model_for_index(global.model.as_deref(), recorded.as_deref(), locale.as_deref());
     if let (None, None, Some(chosen), Some(locale)) = (&global.model, &recorded, &model, &locale) {
         eprintln!(

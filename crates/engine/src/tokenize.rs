@@ -17,6 +17,7 @@
 
 use std::borrow::Cow;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rayon::prelude::*;
 use tokenizers::{PostProcessor, Tokenizer};
@@ -53,6 +54,16 @@ pub struct TextEncoder {
     prefix_tokens: [usize; 2],
 }
 
+/// Whether tokenizer.json files are read by the tokenizers library alone, without the
+/// [`WordPieceAscii`] fast path ([`tokenize_with_library_only`]).
+static LIBRARY_ONLY: AtomicBool = AtomicBool::new(false);
+
+/// Leaves the fast path out of encoders made from now on, to measure the library alone (the
+/// front's `WARPFOLD_TOKENIZER=library`, docs/settings.md).
+pub fn tokenize_with_library_only(on: bool) {
+    LIBRARY_ONLY.store(on, Ordering::Relaxed);
+}
+
 impl TextEncoder {
     /// A tokenizer.json, with the [`WordPieceAscii`] fast path where it is BERT's.
     pub fn from_file(path: &Path, max_tokens: usize) -> Result<Self, TextError> {
@@ -60,8 +71,7 @@ impl TextEncoder {
         // Before the fast path is built from it: it takes the tokenizer's padding and truncation
         // with it (all-MiniLM-L6-v2's file pads to 128, and a padded query is another vector).
         unpadded(&mut tokenizer)?;
-        let library_only = std::env::var("WARPFOLD_TOKENIZER").is_ok_and(|v| v == "library");
-        let fast = if library_only { None } else { WordPieceAscii::from_tokenizer(&tokenizer) };
+        let fast = if LIBRARY_ONLY.load(Ordering::Relaxed) { None } else { WordPieceAscii::from_tokenizer(&tokenizer) };
         Self::new(tokenizer, fast, max_tokens)
     }
 

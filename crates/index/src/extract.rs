@@ -408,14 +408,15 @@ fn read_stdin() -> std::io::Result<Vec<u8>> {
 
 /// The extraction worker's whole job: read the document on stdin (`path` names its kind), extract,
 /// print the result as one JSON value on stdout. Returns the process exit code. Started with [`OCR_PAGES_VARIABLE`] set, it reads those
-/// pages by OCR instead ([`ocr_worker`]).
-pub fn worker_main(path: &Path) -> i32 {
+/// pages by OCR instead ([`ocr_worker`]). `var` reads the worker's environment, where the parent
+/// put its orders ([`ocr_command`]): the front passes it, as the library reads no variables.
+pub fn worker_main(path: &Path, var: impl Fn(&str) -> Option<String>) -> i32 {
     if let Err(e) = apply_worker_limits() {
         eprintln!("extract-worker: {e}");
         return 4;
     }
-    if let Ok(pages) = std::env::var(OCR_PAGES_VARIABLE) {
-        return ocr_worker(path, &pages);
+    if let Some(pages) = var(OCR_PAGES_VARIABLE) {
+        return ocr_worker(path, &pages, &var);
     }
     let result = match read_stdin() {
         Ok(bytes) => match file_kind(path) {
@@ -477,7 +478,7 @@ enum OcrLine {
 
 /// Reads `pages` (1-based, comma-separated) of the PDF or image at `path` by OCR, writing one JSON
 /// line per page as soon as it is read, then a `done` line.
-fn ocr_worker(path: &Path, pages: &str) -> i32 {
+fn ocr_worker(path: &Path, pages: &str, var: &dyn Fn(&str) -> Option<String>) -> i32 {
     use std::io::Write;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -485,8 +486,8 @@ fn ocr_worker(path: &Path, pages: &str) -> i32 {
         serde_json::to_writer(&mut out, line).is_ok() && out.write_all(b"\n").and_then(|_| out.flush()).is_ok()
     };
     let pages: Vec<u32> = pages.split(',').filter_map(|p| p.trim().parse().ok()).filter(|p| *p > 0).collect();
-    let languages = std::env::var(OCR_LANGUAGES_VARIABLE).unwrap_or_else(|_| crate::ocr::DEFAULT_LANGUAGES.into());
-    let render = std::env::var(OCR_RENDER_VARIABLE).map(|v| v != "0").unwrap_or(true);
+    let languages = var(OCR_LANGUAGES_VARIABLE).unwrap_or_else(|| crate::ocr::DEFAULT_LANGUAGES.into());
+    let render = var(OCR_RENDER_VARIABLE).is_none_or(|v| v != "0");
     let mut reader = match crate::ocr::Reader::new(&languages) {
         Ok(engine) => engine,
         Err(reason) => return if say(&OcrLine::Unavailable(reason)) { 0 } else { 3 },
@@ -495,7 +496,7 @@ fn ocr_worker(path: &Path, pages: &str) -> i32 {
         Ok(bytes) => bytes,
         Err(e) => return if say(&OcrLine::Unavailable(format!("cannot read the file: {e}"))) { 0 } else { 3 },
     };
-    let page_seconds: u64 = std::env::var(OCR_PAGE_SECONDS_VARIABLE).ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let page_seconds: u64 = var(OCR_PAGE_SECONDS_VARIABLE).and_then(|v| v.parse().ok()).unwrap_or(0);
     let source = match file_kind(path) {
         Some(FileKind::Image(format)) => PageSource::Image(format),
         _ => match open_pdf(&bytes) {

@@ -80,11 +80,25 @@ pub fn languages_setting(value: &str) -> Result<Option<String>, String> {
 const TESSDATA_FOLDERS: [&str; 3] =
     ["/usr/share/tesseract-ocr/5/tessdata", "/usr/share/tesseract-ocr/4.00/tessdata", "/usr/share/tessdata"];
 
+/// `TESSDATA_PREFIX`, Tesseract's own variable, as the front read it ([`use_tessdata_prefix`]).
+static TESSDATA_PREFIX: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+
+/// Tells OCR (and the extraction sandbox, which lets workers read it) where `TESSDATA_PREFIX`
+/// puts Tesseract's language packs; the first call wins. Unset, the distributions' folders.
+pub fn use_tessdata_prefix(prefix: Option<std::path::PathBuf>) {
+    let _ = TESSDATA_PREFIX.set(prefix.filter(|p| !p.as_os_str().is_empty()));
+}
+
+/// [`use_tessdata_prefix`]'s folder.
+pub fn tessdata_prefix() -> Option<&'static std::path::Path> {
+    TESSDATA_PREFIX.get().and_then(|p| p.as_deref())
+}
+
 /// The folder Tesseract loads its packs from: `TESSDATA_PREFIX` where set (Tesseract 4 and 5 take
 /// it as the folder itself), else the first of the distributions' folders holding a pack.
 fn tessdata_folder() -> Option<std::path::PathBuf> {
-    if let Some(prefix) = std::env::var_os("TESSDATA_PREFIX") {
-        return Some(prefix.into());
+    if let Some(prefix) = tessdata_prefix() {
+        return Some(prefix.to_path_buf());
     }
     TESSDATA_FOLDERS.iter().map(std::path::PathBuf::from).find(|folder| !packs_in(folder).is_empty())
 }

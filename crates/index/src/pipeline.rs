@@ -70,13 +70,24 @@ pub struct IndexOptions {
     /// The largest text file read, in bytes (0: no limit). A text file's words, chunks and token
     /// ids are all held while it is indexed, so this bounds a run's memory.
     pub max_text_bytes: u64,
+    /// Bins' worth of tokens submitted and not yet committed ([`in_flight_budget`]); 8 by
+    /// default, a knob for measurements (the front's `WARPFOLD_IN_FLIGHT_BINS`).
+    pub in_flight_bins: u64,
 }
 
 impl IndexOptions {
     /// Defaults for everything but the extraction workers: one job, 32-token overlap, no pruning,
     /// failed files left alone, text files up to [`DEFAULT_MAX_TEXT_BYTES`].
     pub fn new(isolation: Isolation) -> IndexOptions {
-        IndexOptions { isolation, jobs: 1, overlap: 32, prune: false, retry_failed: false, max_text_bytes: DEFAULT_MAX_TEXT_BYTES }
+        IndexOptions {
+            isolation,
+            jobs: 1,
+            overlap: 32,
+            prune: false,
+            retry_failed: false,
+            max_text_bytes: DEFAULT_MAX_TEXT_BYTES,
+            in_flight_bins: DEFAULT_IN_FLIGHT_BINS,
+        }
     }
 }
 
@@ -276,11 +287,12 @@ const COMMIT_QUEUE_DOCUMENTS: usize = 4096;
 /// few MB of text). Four were too few on a GPU: the writer releases a document's tokens only
 /// when its last chunk is answered and every document before it too, so part of the budget is
 /// always held by answered chunks, and BERT-large's bins left 57-64% full (BENCHMARKS.md).
-fn in_flight_budget(bin_tokens: u32) -> u64 {
-    // WARPFOLD_IN_FLIGHT_BINS: a tuning knob for measuring (bench/gpu), not a user setting.
-    let bins = std::env::var("WARPFOLD_IN_FLIGHT_BINS").ok().and_then(|v| v.parse::<u64>().ok()).filter(|&b| b > 0).unwrap_or(8);
-    (bins * bin_tokens as u64).max(32_768)
+fn in_flight_budget(bin_tokens: u32, bins: u64) -> u64 {
+    (bins.max(1) * bin_tokens as u64).max(32_768)
 }
+
+/// [`IndexOptions::in_flight_bins`]'s default.
+pub const DEFAULT_IN_FLIGHT_BINS: u64 = 8;
 
 /// A budget of tokens between the submitter and the writer.
 struct InFlight {
@@ -569,7 +581,7 @@ pub fn index_collected(
     // engine always holds several bins' worth (a fixed count of 64 small documents kept GPU bins
     // under a tenth full), and memory stays bounded however large each document is.
     let (commit_tx, commit_rx) = bounded::<Prepared>(COMMIT_QUEUE_DOCUMENTS);
-    let in_flight = InFlight::new(in_flight_budget(embedder.engine.config().bin_tokens));
+    let in_flight = InFlight::new(in_flight_budget(embedder.engine.config().bin_tokens, options.in_flight_bins));
     let clock = StageClock::default();
 
     std::thread::scope(|scope| {

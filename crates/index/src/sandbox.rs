@@ -19,7 +19,7 @@ pub const READABLE: &[&str] =
 /// [`READABLE`], and Tesseract's language data where `TESSDATA_PREFIX` puts it elsewhere.
 pub fn worker_readable() -> Vec<String> {
     let mut readable: Vec<String> = READABLE.iter().map(|p| p.to_string()).collect();
-    readable.extend(std::env::var("TESSDATA_PREFIX").ok().filter(|p| Path::new(p).is_absolute()));
+    readable.extend(crate::ocr::tessdata_prefix().filter(|p| p.is_absolute()).map(|p| p.display().to_string()));
     readable
 }
 

@@ -31,7 +31,6 @@ use warpfold_engine::{Batching, Engine, SchedulerConfig, Window};
 
 pub use capacity::{bin_capacity, probe_capacity, ProbeSummary, CPU_BIN_TOKENS};
 pub use device::{parse_device, DeviceSpec, OneDevice};
-pub use models::default_models_dir;
 use models::{Manifest, ModelDir};
 
 /// Why an engine could not start.
@@ -99,40 +98,6 @@ impl Default for EngineOptions {
 }
 
 impl EngineOptions {
-    /// The options of a front without a command line (the desktop app), from the environment:
-    /// `WARPFOLD_DEVICE` (default `auto`: the GPU when there is one), `WARPFOLD_BIN_TOKENS`,
-    /// `WARPFOLD_VRAM_BUDGET` (e.g. `8GiB`), `WARPFOLD_ALIGN`, `WARPFOLD_CPU_PRECISION` (`auto`,
-    /// `f32`, `bf16x3` or `bf16`).
-    pub fn from_env() -> Result<EngineOptions, RuntimeError> {
-        Self::from_vars(|key| std::env::var(key).ok().filter(|v| !v.trim().is_empty()))
-    }
-
-    /// [`from_env`](Self::from_env) with the variables read by `var`.
-    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<EngineOptions, RuntimeError> {
-        let setting = |key: &str, e: String| RuntimeError::Settings(format!("{key}: {e}"));
-        let device = match var("WARPFOLD_DEVICE") {
-            Some(text) => parse_device(&text).map_err(|e| setting("WARPFOLD_DEVICE", e))?,
-            None => DeviceSpec::Auto,
-        };
-        let number = |key: &str| -> Result<Option<u32>, RuntimeError> {
-            var(key).map(|t| t.trim().parse::<u32>().map_err(|e| setting(key, format!("{t:?}: {e}")))).transpose()
-        };
-        let vram_budget = var("WARPFOLD_VRAM_BUDGET")
-            .map(|t| warpfold_engine::probe::parse_size(&t).map_err(|e| setting("WARPFOLD_VRAM_BUDGET", e.to_string())))
-            .transpose()?;
-        Ok(EngineOptions {
-            device,
-            bin_tokens: number("WARPFOLD_BIN_TOKENS")?,
-            vram_budget,
-            align: number("WARPFOLD_ALIGN")?.unwrap_or(16).max(1),
-            cpu_precision: var("WARPFOLD_CPU_PRECISION")
-                .map(|t| t.parse().map_err(|e| setting("WARPFOLD_CPU_PRECISION", e)))
-                .transpose()?
-                .unwrap_or_default(),
-            ..EngineOptions::default()
-        })
-    }
-
     /// The scheduler's settings for these options (`bin_tokens` is each device's own later).
     pub fn scheduler_config(&self) -> SchedulerConfig {
         SchedulerConfig {
@@ -435,12 +400,6 @@ fn installed(entry: &models::ModelEntry, models_root: &Path, on_fetch: impl FnOn
     Ok(models_root.join(&entry.name))
 }
 
-/// The embedding model every front is set to without a flag: `WARPFOLD_MODEL` (the variable the
-/// command line's `--model` reads too), for the desktop app.
-pub fn embedding_model_from_env() -> Option<PathBuf> {
-    std::env::var_os("WARPFOLD_MODEL").filter(|v| !v.is_empty()).map(PathBuf::from)
-}
-
 /// The embedding model a front runs with: the one asked for (`--model`, `WARPFOLD_MODEL`); else
 /// the one the index was built with (`recorded`), when warpfold knows it by name, so an index is
 /// searched and grown with its own model without a flag; else, for a new index, the one that
@@ -669,33 +628,6 @@ mod tests {
         }
         assert_eq!(embedding_model_for_locale(None), None);
         assert_eq!(Manifest::embedded().get(MULTILINGUAL_EMBEDDING_MODEL).unwrap().role, "embedding");
-    }
-
-    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: std::collections::HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        move |key| map.get(key).cloned()
-    }
-
-    #[test]
-    fn the_desktop_reads_the_same_options_from_its_environment() {
-        let options = EngineOptions::from_vars(vars(&[])).unwrap();
-        assert_eq!((options.device, options.bin_tokens, options.vram_budget, options.align), (DeviceSpec::Auto, None, None, 16));
-        let options = EngineOptions::from_vars(vars(&[
-            ("WARPFOLD_DEVICE", "cuda:0,cuda:1"),
-            ("WARPFOLD_VRAM_BUDGET", "8GiB"),
-            ("WARPFOLD_BIN_TOKENS", "8192"),
-        ]))
-        .unwrap();
-        assert_eq!(options.device, DeviceSpec::List(vec![OneDevice::Cuda(0), OneDevice::Cuda(1)]));
-        assert_eq!((options.vram_budget, options.bin_tokens), (Some(8 << 30), Some(8192)));
-        let err = EngineOptions::from_vars(vars(&[("WARPFOLD_VRAM_BUDGET", "lots")])).unwrap_err();
-        assert!(err.to_string().starts_with("WARPFOLD_VRAM_BUDGET:"), "{err}");
-        assert!(EngineOptions::from_vars(vars(&[("WARPFOLD_DEVICE", "gpu")])).is_err());
-        assert_eq!(options.cpu_precision, CpuPrecision::Auto);
-        let bf16 = EngineOptions::from_vars(vars(&[("WARPFOLD_CPU_PRECISION", "BF16")])).unwrap();
-        assert_eq!(bf16.cpu_precision, CpuPrecision::Bf16);
-        let err = EngineOptions::from_vars(vars(&[("WARPFOLD_CPU_PRECISION", "fp8")])).unwrap_err();
-        assert!(err.to_string().starts_with("WARPFOLD_CPU_PRECISION: \"fp8\" is not a CPU precision"), "{err}");
     }
 
     #[test]

