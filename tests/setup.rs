@@ -174,3 +174,50 @@ fn no_tracked_file_speaks_of_sessions_or_is_named_by_one() {
     }
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
+
+/// Every repository path a tracked Markdown file names exists: a link's target (`](docs/api.md)`,
+/// relative to the file) and a path in backquotes that starts at one of the repository's top
+/// folders (`crates/app/src/settings.rs`, `bench/retrieval/build.py`). Paths made at run time
+/// (under target/, /tmp, results being written) and patterns (`*`, `<date>`, `N`) are not paths.
+#[test]
+fn every_repository_path_the_markdown_names_exists() {
+    let repo = crate::common::repo();
+    let listed = std::process::Command::new("git").arg("-C").arg(&repo).args(["ls-files", "-z", "*.md"]).output().expect("git lists them");
+    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+    let files: Vec<String> =
+        listed.stdout.split(|b| *b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect();
+    assert!(files.len() > 5, "the Markdown files: {files:?}");
+    const TOP: &[&str] = &["crates/", "docs/", "bench/", "scripts/", "tests/", "ui/", "src-tauri/", "models/", "icons/", ".ci/"];
+    let pattern = |p: &str| p.contains(['*', '<', '>', '{', '$', ' ']) || p.contains("/N/") || p.contains("...") || p.contains('…');
+    let mut missing = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(repo.join(file)).unwrap();
+        let dir = std::path::Path::new(file).parent().unwrap_or(std::path::Path::new(""));
+        let mut named: Vec<(String, std::path::PathBuf)> = Vec::new();
+        // Link targets: ](path) without a scheme or an anchor of this page.
+        for (at, _) in text.match_indices("](") {
+            let target: String = text[at + 2..].chars().take_while(|c| *c != ')' && *c != ' ').collect();
+            let target = target.split('#').next().unwrap_or_default().to_string();
+            if target.is_empty() || target.contains("://") || target.starts_with("mailto:") || pattern(&target) {
+                continue;
+            }
+            named.push((target.clone(), dir.join(&target)));
+        }
+        // Paths in backquotes from a top folder.
+        for piece in text.split('`').skip(1).step_by(2) {
+            let path = piece.split([':', ' ']).next().unwrap_or_default().trim_end_matches(['.', ',', ')']);
+            if TOP.iter().any(|top| path.starts_with(top)) && !pattern(path) && !path.contains("target/") {
+                named.push((path.to_string(), std::path::PathBuf::from(path)));
+            }
+        }
+        for (shown, path) in named {
+            let full = repo.join(&path);
+            if !full.exists() {
+                missing.push(format!("{file}: {shown}"));
+            }
+        }
+    }
+    missing.sort();
+    missing.dedup();
+    assert!(missing.is_empty(), "paths named in Markdown that do not exist:\n{}", missing.join("\n"));
+}
