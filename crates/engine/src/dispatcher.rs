@@ -34,6 +34,9 @@ pub(crate) struct Work {
 pub(crate) struct PlannedBin {
     pub(crate) items: Vec<Pending>,
     pub(crate) tokens: u32,
+    /// The capacity it was packed against: the configured one, or the smaller one learnt after an
+    /// out-of-memory error. Stamped on the bin, so its fill reads against what it could hold.
+    pub(crate) capacity: u32,
 }
 
 pub(crate) struct Dispatcher {
@@ -197,7 +200,8 @@ impl Dispatcher {
                 while items.peek().is_some() {
                     let batch: Vec<Pending> = items.by_ref().take(batch_size.max(1)).collect();
                     let longest = batch.iter().map(|p| p.ids.len()).max().unwrap_or(0);
-                    out.push(PlannedBin { tokens: (longest * batch.len()) as u32, items: batch });
+                    let tokens = (longest * batch.len()) as u32;
+                    out.push(PlannedBin { tokens, capacity: tokens, items: batch });
                 }
                 out
             }
@@ -207,13 +211,14 @@ impl Dispatcher {
                 // After an out-of-memory error, pack against the learnt capacity; a sequence longer
                 // than it still gets a bin of its own (and its own error if it cannot run alone).
                 let longest = lengths.iter().copied().max().unwrap_or(0);
-                let plan =
-                    pack(&lengths, self.capacity().max(longest)).expect("submit() rejects sequences longer than a bin. This is a bug.");
+                let capacity = self.capacity().max(longest);
+                let plan = pack(&lengths, capacity).expect("submit() rejects sequences longer than a bin. This is a bug.");
                 let mut slots: Vec<Option<Pending>> = items.into_iter().map(Some).collect();
                 let mut out: Vec<PlannedBin> = plan
                     .bins
                     .iter()
                     .map(|bin| PlannedBin {
+                        capacity,
                         tokens: bin.iter().map(|&i| lengths[i as usize]).sum(),
                         items: bin.iter().map(|&i| slots[i as usize].take().expect("placed once")).collect(),
                     })
@@ -240,7 +245,7 @@ impl Dispatcher {
         self.stats.waiting_sequences.fetch_sub(planned.items.len() as u64, Ordering::Relaxed);
         let seqs = planned.items.iter().map(|p| TokenSequence { tag: p.tag, ids: &p.ids });
         let bin = match self.config.batching {
-            Batching::Packed => packed_bin(seqs, self.config.align, self.config.bin_tokens, self.pad),
+            Batching::Packed => packed_bin(seqs, self.config.align, planned.capacity, self.pad),
             Batching::Padded { .. } => padded_bin(seqs, self.pad),
         };
         let span = tracing::info_span!(

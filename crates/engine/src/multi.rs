@@ -245,7 +245,9 @@ impl Devices {
             return (job, None);
         }
         let rest: Vec<usize> = (0..job.work.bin.num_sequences()).filter(|i| !taken.contains(i)).collect();
-        (job.part(&taken, &self.cost), Some(job.part(&rest, &self.cost)))
+        let mut part = job.part(&taken, &self.cost);
+        part.work.bin.capacity = capacity; // what this device's part was cut against
+        (part, Some(job.part(&rest, &self.cost)))
     }
 
     /// Queues `job` on the device predicted to finish it first, cutting it for a smaller device;
@@ -648,7 +650,8 @@ fn answers_or_split<B: Backend>(
             let half = (bin.computed_tokens() / 2).max(1) as u32;
             on_oom(half);
             tracing::warn!(tokens, sequences = bin.num_sequences(), capacity = half, "out of memory: splitting the bin");
-            let (first, second) = split_bin(bin, bin.num_sequences() / 2);
+            let (mut first, mut second) = split_bin(bin, bin.num_sequences() / 2);
+            (first.capacity, second.capacity) = (half.max(first.computed_tokens() as u32), half.max(second.computed_tokens() as u32));
             let mut out = execute(backend, &first, on_oom);
             out.extend(execute(backend, &second, on_oom));
             out

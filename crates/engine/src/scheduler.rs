@@ -506,6 +506,20 @@ mod tests {
         assert!(again.iter().all(Result::is_ok));
         let largest = attempts.lock()[before..].iter().copied().max().unwrap();
         assert!(largest <= limit.max(304) as usize, "largest bin {largest} > learnt capacity {limit}");
+        // Each of those bins says it was packed against the learnt capacity, not the configured
+        // 4096: a live view's fill bars read against what the bin could hold.
+        let ran_since = engine.stats().bins - first.bins;
+        let recent = engine.recent_bins();
+        let newest = &recent[recent.len().saturating_sub(ran_since as usize)..];
+        assert!(!newest.is_empty());
+        for bin in newest {
+            let aligned: u32 = bin.aligned.iter().sum();
+            assert!(
+                bin.capacity <= limit.max(304) && bin.capacity >= aligned,
+                "bin packed against {} after learning {limit}",
+                bin.capacity
+            );
+        }
         // A sequence too large for the device even alone fails alone.
         let big = vec![3u32; 700];
         let small = vec![4u32; 10];
