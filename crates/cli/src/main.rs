@@ -83,7 +83,7 @@ fn parse_size(text: &str) -> Result<u64, warpfold_engine::probe::SizeError> {
 impl GlobalOptions {
     /// `--bin-tokens`, or the CPU default.
     pub fn bin_tokens(&self) -> u32 {
-        self.bin_tokens.unwrap_or(4096)
+        self.bin_tokens.unwrap_or(warpfold_runtime::CPU_BIN_TOKENS)
     }
 }
 

@@ -57,13 +57,16 @@ pub struct SchedulerConfig {
     pub cost: CostModel,
 }
 
+/// A bin's capacity where nothing measured one: on a CPU the bin size only bounds memory (no probe
+/// is needed), and 4096 tokens keeps every matmul large enough to run at full speed. The one
+/// definition; a GPU's comes from the VRAM probe.
+pub const DEFAULT_BIN_TOKENS: u32 = 4096;
+
 impl Default for SchedulerConfig {
     fn default() -> Self {
         Self {
             batching: Batching::Packed,
-            // On a CPU the bin size only bounds memory (no probe is needed); 4096 tokens keeps every
-            // matmul large enough to run at full speed.
-            bin_tokens: 4096,
+            bin_tokens: DEFAULT_BIN_TOKENS,
             // Tensor cores work on 16-wide tiles.
             align: 16,
             window: Window::Adaptive,

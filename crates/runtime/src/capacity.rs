@@ -19,7 +19,7 @@ use warpfold_engine::tape::{packed_bin, TokenSequence};
 use crate::RuntimeError;
 
 /// The bin capacity on a device without a probe.
-pub const CPU_BIN_TOKENS: u32 = 4096;
+pub const CPU_BIN_TOKENS: u32 = warpfold_engine::config::DEFAULT_BIN_TOKENS;
 
 /// What the probe found on one device, as the device views show it.
 #[derive(Debug, Clone, PartialEq, Serialize)]

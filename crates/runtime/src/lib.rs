@@ -199,7 +199,7 @@ pub fn start_engine_on<B: Backend + 'static>(
     options: &EngineOptions,
     devices: &[Device],
     mut load: impl FnMut(&Device) -> Result<B, RuntimeError>,
-    mut config: SchedulerConfig,
+    config: SchedulerConfig,
 ) -> Result<StartedEngine, RuntimeError> {
     let mut loaded: Vec<(Box<dyn Backend>, u32)> = Vec::with_capacity(devices.len());
     let mut started = Vec::with_capacity(devices.len());
@@ -223,9 +223,7 @@ pub fn start_engine_on<B: Backend + 'static>(
             None => (backend, capacity),
         });
     }
-    if let Some(first) = started.first() {
-        config.bin_tokens = first.bin_tokens;
-    }
+    // `Engine::start_devices` sets `config.bin_tokens` to the largest device's capacity.
     tracing::info!(?config, devices = loaded.len(), "starting engine");
     Ok(StartedEngine { engine: Engine::start_devices(loaded, config), devices: started })
 }
