@@ -221,3 +221,43 @@ fn every_repository_path_the_markdown_names_exists() {
     missing.dedup();
     assert!(missing.is_empty(), "paths named in Markdown that do not exist:\n{}", missing.join("\n"));
 }
+
+/// Every `unsafe fn` in the crates says, under `# Safety`, what its caller must uphold (clippy's
+/// `missing_safety_doc`, which the workspace denies, reads public functions only).
+#[test]
+fn every_unsafe_function_documents_its_safety_contract() {
+    let repo = crate::common::repo();
+    let mut undocumented = Vec::new();
+    let mut stack = vec![repo.join("crates"), repo.join("src-tauri/src")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n != "target") {
+                    stack.push(path);
+                }
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            for (i, line) in lines.iter().enumerate() {
+                let code = line.trim_start();
+                if code.starts_with("//") || !code.contains("unsafe fn ") {
+                    continue;
+                }
+                // The doc comments and attributes right above it.
+                let above = lines[..i].iter().rev().take_while(|l| {
+                    let l = l.trim_start();
+                    l.starts_with("///") || l.starts_with("#[") || l.starts_with("//")
+                });
+                if !above.into_iter().any(|l| l.contains("# Safety")) {
+                    undocumented.push(format!("{}:{}: {}", path.strip_prefix(&repo).unwrap_or(&path).display(), i + 1, code));
+                }
+            }
+        }
+    }
+    assert!(undocumented.is_empty(), "unsafe functions without a `# Safety` section:\n{}", undocumented.join("\n"));
+}

@@ -192,6 +192,9 @@ mod x86 {
     }
 
     /// [`exp_approx`] on eight lanes.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA (its callers enable them).
     #[inline(always)]
     unsafe fn exp8(x: __m256) -> __m256 {
         let x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(EXP_MAX)), _mm256_set1_ps(EXP_MIN));
@@ -210,6 +213,10 @@ mod x86 {
         _mm256_mul_ps(p, _mm256_castsi256_ps(two_n))
     }
 
+    /// `f` folded across the eight lanes of `v`, to one value.
+    ///
+    /// # Safety
+    /// The CPU must have AVX (its callers enable AVX2).
     #[inline(always)]
     unsafe fn horizontal(v: __m256, f: impl Fn(__m128, __m128) -> __m128) -> f32 {
         let m = f(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
@@ -217,6 +224,10 @@ mod x86 {
         _mm_cvtss_f32(f(m, _mm_shuffle_ps::<1>(m, m)))
     }
 
+    /// One head's attention with AVX2 tiles.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA, and `h`'s pointers cover the rows and columns [`Head`] says.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn head(h: Head, scratch: &mut Scratch) {
         // SAFETY: the caller's contract.
@@ -224,8 +235,14 @@ mod x86 {
     }
 
     /// Query rows `first..first + R`: their scores against every key, softmax, and p·v into `out`.
+    ///
+    /// # Safety
+    /// The CPU has the instructions of the enclosing kernel; rows `first..first + R` exist in `h`
+    /// (its pointers cover them as [`Head`] says), `keys_t` holds the keys transposed (`head_dim`
+    /// rows of `padded` floats) and `scores` room for `R × padded` floats.
     #[inline(always)]
     unsafe fn rows<const R: usize>(h: &Head, first: usize, keys_t: *const f32, padded: usize, scores: *mut f32) {
+        // SAFETY: this function's contract (see its `# Safety`).
         unsafe {
             let q = h.q.add(first * h.ld);
             // scores (R × padded) = q (R × head_dim) · kᵀ (head_dim × padded)
@@ -284,6 +301,10 @@ mod x86_512 {
     use crate::cpu_ops::avx512::{exp16, lanes};
     use crate::cpu_panels::x86::{tile_sums512, MR512 as MR, NR512 as NR};
 
+    /// One head's attention with AVX-512 tiles.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F, and `h`'s pointers cover the rows and columns `Head` says.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn head512(h: Head, scratch: &mut Scratch) {
         // SAFETY: the caller's contract.
@@ -291,8 +312,14 @@ mod x86_512 {
     }
 
     /// Query rows `first..first + R`: their scores against every key, softmax, and p·v into `out`.
+    ///
+    /// # Safety
+    /// The CPU has the instructions of the enclosing kernel; rows `first..first + R` exist in `h`
+    /// (its pointers cover them as [`Head`] says), `keys_t` holds the keys transposed (`head_dim`
+    /// rows of `padded` floats) and `scores` room for `R × padded` floats.
     #[inline(always)]
     unsafe fn rows<const R: usize>(h: &Head, first: usize, keys_t: *const f32, padded: usize, scores: *mut f32) {
+        // SAFETY: this function's contract (see its `# Safety`).
         unsafe {
             let q = h.q.add(first * h.ld);
             // scores (R × padded) = q (R × head_dim) · kᵀ (head_dim × padded)

@@ -91,11 +91,15 @@ macro_rules! simd_kernel {
         pub(crate) fn $name(simd: Simd, $($arg: $ty),*) {
             #[inline(always)]
             fn portable($($arg: $ty),*) $body
+            /// # Safety
+            /// The CPU must have AVX-512F ([`simd`] checks it).
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx512f")]
             unsafe fn avx512($($arg: $ty),*) {
                 portable($($arg),*)
             }
+            /// # Safety
+            /// The CPU must have AVX2 and FMA ([`simd`] checks them).
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx2,fma")]
             unsafe fn avx2($($arg: $ty),*) {

@@ -139,6 +139,11 @@ pub(crate) mod x86 {
         acc
     }
 
+    /// `dst (rows × outputs) += src (rows × inputs) · w`, in AVX2 tiles.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `src` holds `rows × w.inputs` floats and `dst`
+    /// `rows × w.outputs`.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn accumulate(w: &Panels, rows: usize, src: &[f32], dst: &mut [f32]) {
         let (k, n) = (w.inputs, w.outputs);
@@ -146,7 +151,7 @@ pub(crate) mod x86 {
             let b = w.data[panel * k * NR..].as_ptr();
             let (col, width) = (panel * NR, NR.min(n - panel * NR));
             let mut i = 0;
-            // SAFETY (every call): rows i..i + R of src (k wide) and of dst (n wide), columns
+            // SAFETY: (every call) rows i..i + R of src (k wide) and of dst (n wide), columns
             // col..col + width of dst, all inside the slices (lengths checked by the caller); the
             // panel holds k × NR floats.
             unsafe {
@@ -172,6 +177,9 @@ pub(crate) mod x86 {
     /// row values from one pointer at fixed offsets (no address arithmetic per row in the inner
     /// loop), and the rows after the last whole tile are zero-padded, so one tile shape serves
     /// every row count (the padding rows' sums are dropped).
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F; `src` holds `rows × w.inputs` floats and `dst` `rows × w.outputs`.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn accumulate_avx512(w: &Panels, rows: usize, src: &[f32], dst: &mut [f32]) {
         let (k, n) = (w.inputs, w.outputs);
@@ -230,6 +238,10 @@ pub(crate) mod x86 {
 
     /// `c (stored × width) += a (k × MR512, packed) ᵀ · panel (k × NR512)`: the first `stored`
     /// rows and `width ≤ NR512` columns of c written, through masks.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F; `a` points at a packed tile of `k × MR512` floats, `panel` at
+    /// `k × NR512`, and `c` at `stored` rows `ldc` floats apart, each with `width` floats.
     #[inline(always)]
     unsafe fn tile512(a: *const f32, k: usize, panel: *const f32, c: *mut f32, ldc: usize, stored: usize, width: usize) {
         // SAFETY: the packed tile holds k × MR512 floats and the panel k × NR512 (the caller's).
@@ -249,8 +261,13 @@ pub(crate) mod x86 {
     }
 
     /// `c (R × width) += a (R × k) · panel (k × NR)`, `width ≤ NR` columns of c written.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `a` points at `R` rows of `k` floats, `panel` at `k × NR`
+    /// floats, and `c` at `R` rows `ldc` floats apart, each with `width` floats.
     #[inline(always)]
     unsafe fn tile<const R: usize>(a: *const f32, k: usize, panel: *const f32, c: *mut f32, ldc: usize, width: usize) {
+        // SAFETY: this function's contract.
         unsafe {
             let acc = tile_sums::<R>(a, k, panel, NR, k);
             for (r, acc) in acc.iter().enumerate() {

@@ -263,6 +263,10 @@ pub fn amx_bf16() -> bool {
     false
 }
 
+/// XCR0: the register state the operating system saves (AMX's tiles among them).
+///
+/// # Safety
+/// The CPU must have XSAVE and the system must have enabled it (CPUID's OSXSAVE bit).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "xsave")]
 unsafe fn xcr0() -> u64 {

@@ -251,6 +251,7 @@ impl Tesseract {
         if handle.is_null() {
             return Err("Tesseract could not create an engine".into());
         }
+        // SAFETY: as above: our fresh handle, a null data path, the language list alive here.
         let status = unsafe { (api.init)(handle, std::ptr::null(), c_languages.as_ptr()) };
         if status != 0 {
             // SAFETY: the handle is ours and not used after this.

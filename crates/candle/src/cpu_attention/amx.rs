@@ -156,6 +156,9 @@ macro_rules! split_products {
 
 /// e^x on sixteen lanes for x ≤ 0 (scores less their row's largest): 2^n · p(r) with x = n·ln2 + r,
 /// the power of two by `vscalefps`, which takes any n (so no clamping: far below, the result is 0).
+///
+/// # Safety
+/// The CPU must have AVX-512F (its callers enable it).
 #[inline(always)]
 unsafe fn exp16_nonpositive(x: __m512) -> __m512 {
     let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_mul_ps(

@@ -14,6 +14,9 @@ use std::arch::x86_64::*;
 use super::{bf16_pair, gelu_erf_one, EXP_MAX, EXP_MIN, EXP_POLY, LN2_HI, LN2_LO, ROUND_SHIFT};
 
 /// [`super::exp_approx`] on sixteen lanes.
+///
+/// # Safety
+/// The CPU must have AVX-512F (its callers enable it).
 #[inline(always)]
 pub(crate) unsafe fn exp16(x: __m512) -> __m512 {
     let x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(EXP_MAX)), _mm512_set1_ps(EXP_MIN));
@@ -38,10 +41,13 @@ pub(crate) fn lanes(n: usize) -> __mmask16 {
 }
 
 /// The high and low bf16s of 16 f32s ([`super::bf16_pair`] on sixteen lanes, with AVX512-BF16's
-/// round-to-nearest-even conversion). Needs AVX512-BF16.
+/// round-to-nearest-even conversion).
+///
+/// # Safety
+/// The CPU must have AVX-512F and AVX512-BF16 (its callers enable them).
 #[inline(always)]
 pub(crate) unsafe fn split16(x: __m512) -> (__m256i, __m256i) {
-    // SAFETY (both): 16 bf16s and 16 u16s are the same 256 bits.
+    // SAFETY: 16 bf16s and 16 u16s are the same 256 bits.
     let bits = |v: __m256bh| unsafe { std::mem::transmute::<__m256bh, __m256i>(v) };
     let hi = bits(_mm512_cvtneps_pbh(x));
     let back = _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(hi)));
@@ -50,6 +56,9 @@ pub(crate) unsafe fn split16(x: __m512) -> (__m256i, __m256i) {
 
 /// [`super::gelu_erf_one`] on sixteen lanes: erf after Abramowitz & Stegun 7.1.26 as there, with
 /// FMAs and the reciprocal by `vrcp14ps` and a Newton step.
+///
+/// # Safety
+/// The CPU must have AVX-512F (its callers enable it).
 #[inline(always)]
 unsafe fn gelu_erf16(x: __m512) -> __m512 {
     let u = _mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::FRAC_1_SQRT_2));
