@@ -75,6 +75,18 @@ fn confirm_watch(window: &tauri::WebviewWindow, folder: &str) -> Result<bool, Ap
     rx.recv().map_err(|_| AppError::Internal("the dialog closed without an answer".into()))
 }
 
+/// The settings view: settings.json, what the app runs with, the variables that override it.
+#[tauri::command(async)]
+fn settings(app: State<'_, App>) -> Result<warpfold_app::settings::SettingsView, AppError> {
+    app.settings_view()
+}
+
+/// Saves the settings to settings.json; they apply when the app starts again.
+#[tauri::command(async)]
+fn save_settings(app: State<'_, App>, settings: Settings) -> Result<warpfold_app::settings::SettingsView, AppError> {
+    app.save_settings(settings)
+}
+
 #[tauri::command]
 fn remove_folder(app: State<'_, App>, path: String) -> Result<Vec<String>, AppError> {
     app.remove_folder(&path)
@@ -234,6 +246,8 @@ fn main() {
             document,
             open_file,
             summarize,
+            settings,
+            save_settings,
             subscribe_samples
         ])
         .run(tauri::generate_context!())

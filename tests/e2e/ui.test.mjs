@@ -389,6 +389,35 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       await page.getByTestId("search-input").press("Enter");
     });
 
+    await t.test("settings are saved to settings.json from the dialog, and the next start takes them", async () => {
+      await page.getByTestId("settings-button").click();
+      const dialog = page.getByTestId("settings-dialog");
+      await dialog.waitFor();
+      assert.equal(await page.getByTestId("settings-data-dir").locator("code").textContent(), tmp);
+      await page.getByTestId("setting-ocr_languages").fill("eng+fra");
+      await page.getByTestId("setting-summarize").selectOption("false");
+      await page.getByTestId("setting-device").selectOption("cpu");
+      await page.getByTestId("settings-save").click();
+      await page.getByTestId("settings-status").filter({ hasText: "apply when warpfold starts again" }).waitFor();
+      await shot(page, "settings");
+      const saved = JSON.parse(readFileSync(join(tmp, "settings.json"), "utf8"));
+      assert.equal(saved.ocr_languages, "eng+fra");
+      assert.equal(saved.summarize, false);
+      assert.equal(saved.device, "cpu");
+      assert.ok(Array.isArray(saved.folders) && saved.folders.some((f) => f.endsWith("/library")), `the watched folders stay: ${JSON.stringify(saved.folders)}`);
+      // the next start on this data folder (serve's own flags aside) runs with them
+      const next = spawnSync(WARPFOLD, ["settings", "--data-dir", tmp], { encoding: "utf8" });
+      assert.equal(next.status, 0, next.stderr);
+      for (const line of ["ocr_languages = eng+fra", "summarize = false", "device = cpu"]) assert.ok(next.stdout.includes(line), `${line} in:\n${next.stdout}`);
+      // the window may not point the app at another folder
+      const auth = { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json" };
+      const refused = await fetch(`${base}/api/settings`, { method: "PUT", headers: auth, body: JSON.stringify({ ...saved, folders: undefined, data_dir: "/etc" }) });
+      assert.equal(refused.status, 403);
+      assert.match((await refused.json()).error.message, /data_dir/);
+      await page.getByTestId("settings-close").click();
+      await dialog.waitFor({ state: "hidden" });
+    });
+
     await t.test("light colour scheme", async () => {
       const light = await newPage("light");
       await light.goto(`${base}/?token=${TOKEN}`);

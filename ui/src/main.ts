@@ -14,6 +14,7 @@ import { mountHeader, showConnection } from "./views/header";
 import { mountQueue } from "./views/queue";
 import { mountAsk } from "./views/ask";
 import { mountSearch } from "./views/search";
+import { mountSettings } from "./views/settings";
 import { mountThroughput } from "./views/throughput";
 import { showError, whenUnauthorized } from "./views/toast";
 
@@ -80,6 +81,7 @@ async function start(): Promise<void> {
   mountBins();
   mountThroughput();
   mountSearch(transport, openDetail);
+  mountSettings(transport);
   mountAsk(transport, openDetail);
   mountDrop(transport);
   store.load(initial);

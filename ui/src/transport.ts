@@ -4,7 +4,7 @@
 import { Channel, invoke } from "@tauri-apps/api/core";
 import { listen } from "@tauri-apps/api/event";
 import { getCurrentWebview } from "@tauri-apps/api/webview";
-import { ApiError, toDocumentDetail, type AppState, type AskEvent, type BinView, type DocumentDetail, type FileState, type Hit, type Sample, type SearchFilter, type Turn } from "./types";
+import { ApiError, toDocumentDetail, type AppState, type AskEvent, type BinView, type DocumentDetail, type FileState, type Hit, type Sample, type SearchFilter, type Settings, type SettingsView, type Turn } from "./types";
 
 /** "untrusted": the server now at this address could not prove it holds the token signed in with
  * (restarted with a new token, or another program on the port); nothing credentialed is sent to it. */
@@ -50,6 +50,10 @@ export interface Transport {
   ask(question: string, earlier: Turn[], onEvent: (e: AskEvent) => void): Promise<void>;
   document(path: string): Promise<DocumentDetail>;
   openFile(path: string): Promise<void>;
+  /** The settings view: settings.json, what runs now, the variables that override the file. */
+  settings(): Promise<SettingsView>;
+  /** Saves settings.json; they apply when warpfold starts again. */
+  saveSettings(settings: Settings): Promise<SettingsView>;
   subscribe(handlers: LiveHandlers): () => void;
   /** Tauri only: drops arrive as paths through the webview. Returns false where not available. */
   onNativeDrop(handlers: DropHandlers): boolean;
@@ -126,6 +130,12 @@ class TauriTransport implements Transport {
   }
   async openFile(path: string) {
     await call<void>("open_file", { path });
+  }
+  settings() {
+    return call<SettingsView>("settings");
+  }
+  saveSettings(settings: Settings) {
+    return call<SettingsView>("save_settings", { settings });
   }
   subscribe(h: LiveHandlers): () => void {
     let closed = false;
@@ -337,6 +347,12 @@ class HttpTransport implements Transport {
   }
   removeFolder(path: string) {
     return this.json<string[]>("DELETE", "/api/folders", { path });
+  }
+  settings() {
+    return this.json<SettingsView>("GET", "/api/settings");
+  }
+  saveSettings(settings: Settings) {
+    return this.json<SettingsView>("PUT", "/api/settings", settings);
   }
   addPaths(paths: string[]) {
     return this.json<{ queued: number }>("POST", "/api/paths", { paths });

@@ -259,3 +259,41 @@ export type AskEvent =
   | { event: "status"; status: string }
   | AnswerEvent
   | { event: "error"; error: { kind: string; message: string } };
+
+/** One setting's documentation (docs/settings.md). */
+export interface SettingField {
+  key: string;
+  env: string;
+  flag: string;
+  default: string;
+  meaning: string;
+}
+
+/** What settings.json holds (crates/app/src/settings.rs, `Settings`). */
+export interface Settings {
+  data_dir: string | null;
+  db: string | null;
+  models_dir: string | null;
+  model: string | null;
+  chat_model: string | null;
+  summarize: boolean | null;
+  device: string;
+  vram_budget: string | null;
+  bin_tokens: number | null;
+  align: number;
+  cpu_precision: string;
+  ocr_languages: string;
+  ocr_max_pages: number;
+  ocr_budget_secs: number;
+}
+
+/** GET /api/settings, the desktop's `settings` command. */
+export interface SettingsView {
+  file: string;
+  data_folder: string;
+  saved: Settings;
+  running: Settings | null;
+  overridden: string[];
+  fields: SettingField[];
+  restart_needed: boolean;
+}

@@ -62,6 +62,7 @@ pub fn launch(settings: &Settings, front: Front<'_>) -> Result<App, AppError> {
     let data_dir = settings.data_dir();
     let mut config = AppConfig::new(db.clone(), data_dir, model, front.exe, device);
     config.memory = memory;
+    config.settings = Some(settings.clone());
     let isolation = &mut config.index_options.isolation;
     isolation.ocr_languages = warpfold_index::ocr::languages_setting(&settings.ocr_languages)
         .map_err(|e| AppError::InvalidInput(format!("ocr_languages (WARPFOLD_OCR_LANGUAGES): {e}")))?;

@@ -77,6 +77,9 @@ pub struct AppConfig {
     pub memory: Option<warpfold_runtime::MemoryReader>,
     /// The chat model that summarizes documents; None: no summaries.
     pub summaries: Option<SummaryConfig>,
+    /// The settings the app was launched with ([`launch::launch`]), for the settings view; `None`
+    /// for an app started without them (tests).
+    pub settings: Option<settings::Settings>,
 }
 
 impl AppConfig {
@@ -98,6 +101,7 @@ impl AppConfig {
             device,
             memory: None,
             summaries: None,
+            settings: None,
         }
     }
 }
@@ -374,7 +378,6 @@ impl App {
     /// desktop app and `warpfold serve` share it) saved meanwhile is kept, not overwritten. The
     /// file is written under a name of its own, flushed, and renamed over the old one.
     fn change_folders(&self, settings: &mut Folders, change: impl FnOnce(&mut Vec<String>)) -> Result<(), AppError> {
-        use std::io::Write;
         let dir = &self.inner.config.data_dir;
         let path = dir.join("settings.json");
         let mut folders = load_settings(&path).folders;
@@ -384,18 +387,46 @@ impl App {
         folders.dedup();
         let updated = Folders { folders };
         // The person's settings in the same file are kept as they are.
-        let mut saved: serde_json::Map<String, serde_json::Value> =
-            std::fs::read(&path).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok()).unwrap_or_default();
-        saved.insert("folders".into(), serde_json::json!(updated.folders));
-        let mut file = tempfile::Builder::new().prefix(".settings-").suffix(".json").tempfile_in(dir)?;
-        file.write_all(&serde_json::to_vec_pretty(&saved).expect("plain data"))?;
-        file.as_file().sync_all()?;
-        file.persist(&path).map_err(|e| AppError::Io(format!("saving {}: {e}", path.display())))?;
-        if let Ok(dir) = std::fs::File::open(dir) {
-            let _ = dir.sync_all(); // the rename itself, on file systems that need it
-        }
+        rewrite_settings_file(dir, |saved| {
+            saved.insert("folders".into(), serde_json::json!(updated.folders));
+        })?;
         *settings = updated;
         Ok(())
+    }
+
+    /// The settings view: what settings.json holds, what the app runs with, which variables
+    /// override the file, and every setting's meaning (docs/settings.md).
+    pub fn settings_view(&self) -> Result<settings::SettingsView, AppError> {
+        let dir = &self.inner.config.data_dir;
+        let saved = settings::Settings::from_file(&dir.join("settings.json")).map_err(|e| AppError::InvalidInput(e.to_string()))?;
+        Ok(settings::SettingsView::new(saved, self.inner.config.settings.clone(), &dir.join("settings.json")))
+    }
+
+    /// Saves `wanted` to settings.json (its watched folders and any other key kept), after
+    /// checking every value; they take effect at the next start. A value that does not parse is
+    /// refused with the setting's name, and nothing is written.
+    ///
+    /// Paths are not changed here: the UI is reachable by a script in the web view, which may not
+    /// point the app at other folders or files (a changed `data_dir`, `db` or `models_dir`, or a
+    /// model given by path, is refused; settings.json and the variables still take them).
+    pub fn save_settings(&self, wanted: settings::Settings) -> Result<settings::SettingsView, AppError> {
+        wanted.check().map_err(|e| AppError::InvalidInput(e.to_string()))?;
+        let saved = settings::Settings::from_file(&self.inner.config.data_dir.join("settings.json"))
+            .map_err(|e| AppError::InvalidInput(e.to_string()))?;
+        settings::refuse_new_paths(&saved, &wanted).map_err(|e| AppError::PathNotAllowed(e.to_string()))?;
+        let _folders = self.inner.settings.lock(); // one writer of settings.json at a time
+        let values = serde_json::to_value(&wanted).expect("plain data");
+        rewrite_settings_file(&self.inner.config.data_dir, |saved| {
+            for (key, value) in values.as_object().expect("a struct").iter() {
+                if value.is_null() {
+                    saved.remove(key);
+                } else {
+                    saved.insert(key.clone(), value.clone());
+                }
+            }
+        })?;
+        drop(_folders);
+        self.settings_view()
     }
 
     /// Registers a watch on `folder`. Only the watcher's handle is taken from its lock: the
@@ -685,6 +716,25 @@ impl App {
         }
         Ok(checked)
     }
+}
+
+/// Rewrites settings.json in `dir` through `change`, which sees every key it holds (none when it
+/// is missing or unreadable): written under a name of its own, flushed, and renamed over the old
+/// one, so a crash leaves the old file or the new, never half of one.
+fn rewrite_settings_file(dir: &Path, change: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>)) -> Result<(), AppError> {
+    use std::io::Write;
+    let path = dir.join("settings.json");
+    let mut saved: serde_json::Map<String, serde_json::Value> =
+        std::fs::read(&path).ok().and_then(|bytes| serde_json::from_slice(&bytes).ok()).unwrap_or_default();
+    change(&mut saved);
+    let mut file = tempfile::Builder::new().prefix(".settings-").suffix(".json").tempfile_in(dir)?;
+    file.write_all(&serde_json::to_vec_pretty(&saved).expect("plain data"))?;
+    file.as_file().sync_all()?;
+    file.persist(&path).map_err(|e| AppError::Io(format!("saving {}: {e}", path.display())))?;
+    if let Ok(dir) = std::fs::File::open(dir) {
+        let _ = dir.sync_all(); // the rename itself, on file systems that need it
+    }
+    Ok(())
 }
 
 /// The settings in `path` (none yet: the defaults). A file that cannot be read, or read as

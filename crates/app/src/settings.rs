@@ -58,7 +58,7 @@ impl Default for Settings {
 
 /// One setting: its key in `settings.json`, its variable, the command line's flag, its default
 /// and why.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize)]
 pub struct Field {
     pub key: &'static str,
     pub env: &'static str,
@@ -188,6 +188,79 @@ pub const OTHER_VARIABLES: &[(&str, &str)] = &[
     ("WARPFOLD_HF_REFERENCE", "Test: folders of reference vectors for the GPU tests."),
     ("WARPFOLD_BIN, WARPFOLD_BUILD, WARPFOLD_FEATURES, WARPFOLD_GPU_KIT, WARPFOLD_GPU_DESKTOP, WARPFOLD_GPU_NAME, WARPFOLD_CUDA_PREFIX, WARPFOLD_REAL_NVCC, WARPFOLD_FA_KERNELS_BUILT, WARPFOLD_PEER_PYTHON", "Scripts: the build, the GPU kit and the benchmarks' peers (scripts/, bench/)."),
 ];
+
+/// What the settings view shows (`GET /api/settings`, the desktop's `settings` command).
+#[derive(Debug, Clone, Serialize)]
+pub struct SettingsView {
+    /// settings.json, where a save goes.
+    pub file: String,
+    /// The data folder the app runs on (the index, settings.json, uploads).
+    pub data_folder: String,
+    /// What it holds now (defaults where it says nothing).
+    pub saved: Settings,
+    /// What the running app started with: the file, the variables and the flags together.
+    pub running: Option<Settings>,
+    /// Keys whose variable is set in the app's environment: it wins over the file at every start.
+    pub overridden: Vec<&'static str>,
+    /// Every setting's variable, flag, default and meaning.
+    pub fields: &'static [Field],
+    /// Saved settings apply when warpfold starts again.
+    pub restart_needed: bool,
+}
+
+impl SettingsView {
+    /// The view of `saved` (settings.json at `file`) beside the settings the app runs with.
+    pub fn new(saved: Settings, running: Option<Settings>, file: &Path) -> SettingsView {
+        let data_folder = file.parent().map(|d| d.display().to_string()).unwrap_or_default();
+        let overridden = FIELDS.iter().filter(|f| std::env::var_os(f.env).is_some_and(|v| !v.is_empty())).map(|f| f.key).collect();
+        let restart_needed = running.as_ref().is_some_and(|running| {
+            let mut planned = saved.clone();
+            // What the next start would run with: the file, then the same variables.
+            if let Ok(with_env) = saved.clone().with_env() {
+                planned = with_env;
+            }
+            differs(&planned, running)
+        });
+        SettingsView { file: file.display().to_string(), data_folder, saved, running, overridden, fields: FIELDS, restart_needed }
+    }
+}
+
+/// Refuses, in `wanted` against `saved`, a changed folder (`data_dir`, `db`, `models_dir`) or a
+/// model named by something other than a pinned model's name (or `fast` for the chat model): what
+/// the settings view may not change ([`crate::App::save_settings`]).
+pub fn refuse_new_paths(saved: &Settings, wanted: &Settings) -> Result<(), SettingsError> {
+    for (key, before, after) in [
+        ("data_dir", &saved.data_dir, &wanted.data_dir),
+        ("db", &saved.db, &wanted.db),
+        ("models_dir", &saved.models_dir, &wanted.models_dir),
+    ] {
+        if before != after {
+            return Err(invalid(key, "a folder is not changed from the app's window: edit settings.json or set the variable"));
+        }
+    }
+    let manifest = warpfold_runtime::models::Manifest::embedded();
+    let known = |name: &str, role: &str| manifest.get(name).is_ok_and(|entry| entry.role == role);
+    if wanted.model != saved.model {
+        if let Some(model) = wanted.model.as_deref().filter(|m| !known(m, "embedding")) {
+            return Err(invalid("model", format!("{model:?} is not an embedding model warpfold knows by name (`warpfold models list`)")));
+        }
+    }
+    if wanted.chat_model != saved.chat_model {
+        if let Some(model) = wanted.chat_model.as_deref().filter(|m| *m != "fast" && !known(m, "summarization")) {
+            return Err(invalid(
+                "chat_model",
+                format!("{model:?} is not a chat model warpfold knows by name (`warpfold models list`), nor `fast`"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether two settings differ in anything but the paths a front fills in for itself.
+fn differs(a: &Settings, b: &Settings) -> bool {
+    let plain = |s: &Settings| Settings { data_dir: None, db: None, models_dir: None, ..s.clone() };
+    plain(a) != plain(b)
+}
 
 /// A setting that does not parse, named with its key and variable.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -43,6 +43,7 @@ fn start(data: &Path, loaded: &LoadedModel) -> App {
         device: loaded.device.clone(),
         memory: None,
         summaries: None,
+        settings: None,
     };
     App::start(config, Arc::clone(&loaded.embedder)).expect("the app starts")
 }
@@ -830,5 +831,56 @@ fn a_full_disk_pauses_indexing_visibly_and_it_resumes_when_space_is_freed() {
         app.state().writes_paused.is_none() && files.iter().all(|f| state_of(&app, f) == Some(QueueState::Done))
     });
     assert_eq!(indexed(&app).len(), files.len());
+    app.stop();
+}
+
+#[test]
+fn the_settings_view_saves_checked_values_keeps_the_folders_and_refuses_new_paths() {
+    use crate::settings::{Settings, FIELDS};
+    let loaded = model();
+    let data = tempfile::tempdir().unwrap();
+    let watched = tempfile::tempdir().unwrap();
+    let app = start(data.path(), &loaded);
+    let view = app.settings_view().unwrap();
+    assert_eq!((view.saved.clone(), view.fields.len(), view.restart_needed), (Settings::default(), FIELDS.len(), false));
+    assert!(view.file.ends_with("settings.json"));
+    let folder = std::fs::canonicalize(watched.path()).unwrap().display().to_string();
+    app.add_folder(&folder, Origin::User).unwrap();
+    let file = data.path().join("settings.json");
+    let read = || -> serde_json::Value { serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap() };
+
+    // Saved: the values, beside the watched folder.
+    let wanted = Settings {
+        device: "cpu".into(),
+        ocr_languages: "eng+deu".into(),
+        summarize: Some(false),
+        model: Some("multilingual-e5-small".into()),
+        ..Settings::default()
+    };
+    let view = app.save_settings(wanted.clone()).unwrap();
+    assert_eq!(view.saved, wanted);
+    let saved = read();
+    assert_eq!((&saved["device"], &saved["ocr_languages"], &saved["summarize"]), (&"cpu".into(), &"eng+deu".into(), &false.into()));
+    assert_eq!(saved["folders"], serde_json::json!([folder]), "the watched folders stay");
+    assert!(saved.get("chat_model").is_none(), "an unset setting is left out, not written as null");
+    assert_eq!(Settings::from_file(&file).unwrap(), wanted);
+
+    // Refused, naming the setting, and nothing written.
+    let before = std::fs::read(&file).unwrap();
+    let err = app.save_settings(Settings { device: "gpu7".into(), ..wanted.clone() }).unwrap_err();
+    assert!(matches!(&err, AppError::InvalidInput(m) if m.contains("WARPFOLD_DEVICE")), "{err}");
+    let err = app.save_settings(Settings { data_dir: Some("/etc".into()), ..wanted.clone() }).unwrap_err();
+    assert!(matches!(&err, AppError::PathNotAllowed(m) if m.contains("data_dir")), "{err}");
+    let err = app.save_settings(Settings { chat_model: Some("/home/someone/model.gguf".into()), ..wanted.clone() }).unwrap_err();
+    assert!(matches!(&err, AppError::PathNotAllowed(m) if m.contains("chat_model")), "{err}");
+    let err = app.save_settings(Settings { model: Some("SmolLM2-135M-Instruct".into()), ..wanted.clone() }).unwrap_err();
+    assert!(matches!(&err, AppError::PathNotAllowed(m) if m.contains("not an embedding model")), "{err}");
+    assert_eq!(std::fs::read(&file).unwrap(), before, "a refused save writes nothing");
+
+    // A chat model by its pinned name, or `fast`, is taken.
+    assert_eq!(
+        app.save_settings(Settings { chat_model: Some("fast".into()), ..wanted.clone() }).unwrap().saved.chat_model.as_deref(),
+        Some("fast")
+    );
     app.stop();
 }

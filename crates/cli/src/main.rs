@@ -178,7 +178,14 @@ pub enum ModelsAction {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let mut cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // The settings given by flag or variable win over settings.json; the rest come from it.
+    match (&mut cli.command, matches.subcommand()) {
+        (Command::Serve(args), Some((_, sub))) => args.given = serve::given_settings(sub),
+        (Command::Settings { serve, .. }, Some((_, sub))) => serve.given = serve::given_settings(sub),
+        _ => {}
+    }
     warpfold_app::settings::apply_environment();
     if let Command::ExtractWorker { path } = &cli.command {
         // Nothing else runs in a worker: no logging setup, no model.

@@ -58,6 +58,20 @@ pub struct ServeArgs {
     /// clients that reach it by name; repeatable. Requests naming any other host get 421.
     #[arg(long = "allow-host", value_name = "NAME")]
     pub allow_hosts: Vec<String>,
+    /// The settings (docs/settings.md keys) given on the command line or by their variable; the
+    /// others come from settings.json in the data folder ([`given_settings`]).
+    #[arg(skip)]
+    pub given: Vec<String>,
+}
+
+/// The keys of [`Settings`] that `matches` (serve's or settings') got from a flag or a variable.
+pub fn given_settings(matches: &clap::ArgMatches) -> Vec<String> {
+    use clap::parser::ValueSource;
+    warpfold_app::settings::FIELDS
+        .iter()
+        .filter(|f| matches!(matches.value_source(f.key), Some(ValueSource::CommandLine | ValueSource::EnvVariable)))
+        .map(|f| f.key.to_string())
+        .collect()
 }
 
 pub fn run(global: &GlobalOptions, args: &ServeArgs) -> Result<ExitCode> {
@@ -91,25 +105,58 @@ fn token_from_file(file: &std::path::Path) -> Result<String> {
     Ok(text.lines().next().unwrap_or_default().trim().to_string())
 }
 
-/// The app's settings as the flags (and their variables) give them: the one [`Settings`] every
-/// front starts from (docs/settings.md).
-pub fn settings(global: &GlobalOptions, args: &ServeArgs) -> Settings {
-    Settings {
-        data_dir: args.data_dir.clone(),
-        db: args.db.clone(),
-        models_dir: global.models_dir.clone(),
-        model: global.model.as_ref().map(|m| m.display().to_string()),
-        chat_model: args.chat_model.as_ref().map(|m| m.display().to_string()),
-        summarize: args.summarize.then_some(true),
-        device: global.device.to_string(),
-        vram_budget: global.vram_budget.map(|b| b.to_string()),
-        bin_tokens: global.bin_tokens,
-        align: global.align,
-        cpu_precision: global.cpu_precision.name().to_string(),
-        ocr_languages: args.ocr_languages.clone(),
-        ocr_max_pages: args.ocr_limits.ocr_max_pages,
-        ocr_budget_secs: args.ocr_limits.ocr_budget_secs,
+/// The app's settings: settings.json in the data folder (the desktop's file, all of it optional),
+/// under what the flags and their variables give ([`ServeArgs::given`]): the one [`Settings`]
+/// every front starts from (docs/settings.md). A settings.json that cannot be read is an error
+/// naming it.
+pub fn settings(global: &GlobalOptions, args: &ServeArgs) -> Result<Settings> {
+    let given = |key: &str| args.given.iter().any(|g| g == key);
+    let data_dir = args.data_dir.clone().unwrap_or_else(warpfold_app::settings::default_data_dir);
+    let mut s = Settings::from_file(&data_dir.join("settings.json"))?;
+    if args.data_dir.is_some() {
+        s.data_dir = args.data_dir.clone();
     }
+    if given("db") {
+        s.db = args.db.clone();
+    }
+    if given("models_dir") {
+        s.models_dir = global.models_dir.clone();
+    }
+    if given("model") {
+        s.model = global.model.as_ref().map(|m| m.display().to_string());
+    }
+    if given("chat_model") {
+        s.chat_model = args.chat_model.as_ref().map(|m| m.display().to_string());
+    }
+    if given("summarize") {
+        s.summarize = Some(args.summarize);
+    }
+    if given("device") {
+        s.device = global.device.to_string();
+    }
+    if given("vram_budget") {
+        s.vram_budget = global.vram_budget.map(|b| b.to_string());
+    }
+    if given("bin_tokens") {
+        s.bin_tokens = global.bin_tokens;
+    }
+    if given("align") {
+        s.align = global.align;
+    }
+    if given("cpu_precision") {
+        s.cpu_precision = global.cpu_precision.name().to_string();
+    }
+    if given("ocr_languages") {
+        s.ocr_languages = args.ocr_languages.clone();
+    }
+    if given("ocr_max_pages") {
+        s.ocr_max_pages = args.ocr_limits.ocr_max_pages;
+    }
+    if given("ocr_budget_secs") {
+        s.ocr_budget_secs = args.ocr_limits.ocr_budget_secs;
+    }
+    s.check()?;
+    Ok(s)
 }
 
 /// `warpfold settings`: the settings in effect, the desktop app's, or the table of them all.
@@ -118,7 +165,7 @@ pub fn show_settings(global: &GlobalOptions, args: &ServeArgs, markdown: bool, d
         print!("{}", warpfold_app::settings::markdown());
         return Ok(ExitCode::SUCCESS);
     }
-    let settings = if desktop { Settings::for_desktop()? } else { settings(global, args) };
+    let settings = if desktop { Settings::for_desktop()? } else { settings(global, args)? };
     settings.check()?;
     for line in settings.describe() {
         println!("{line}");
@@ -137,7 +184,7 @@ fn start_app(global: &GlobalOptions, args: &ServeArgs) -> Result<App> {
         wrap_device: setup::engine_options(global)?.wrap_device,
         say: &|line| eprintln!("warpfold: {line}"),
     };
-    Ok(warpfold_app::launch::launch(&settings(global, args), front)?)
+    Ok(warpfold_app::launch::launch(&settings(global, args)?, front)?)
 }
 
 #[cfg(test)]
@@ -166,18 +213,39 @@ mod tests {
         }
     }
 
+    /// `warpfold serve ARGS` parsed as main parses it: the flags, and which settings they gave.
+    fn parsed(args: &[&str]) -> (GlobalOptions, ServeArgs) {
+        use clap::{CommandFactory, FromArgMatches};
+        let matches = Cli::command().try_get_matches_from(args).unwrap();
+        let cli = Cli::from_arg_matches(&matches).unwrap();
+        let Command::Serve(mut serve) = cli.command else { panic!("parsed as serve") };
+        serve.given = given_settings(matches.subcommand_matches("serve").unwrap());
+        (cli.global, serve)
+    }
+
     #[test]
-    fn the_flags_defaults_are_the_settings_defaults() {
-        let cli = Cli::try_parse_from(["warpfold", "serve"]).unwrap();
-        let Command::Serve(args) = cli.command else { panic!("parsed as serve") };
-        let from_flags = settings(&cli.global, &args);
-        let defaults = warpfold_app::settings::Settings::default();
-        // Compared where the environment of the test cannot have set them.
-        if std::env::vars().all(|(k, _)| !k.starts_with("WARPFOLD_") || k == "WARPFOLD_MODELS_DIR" || k == "WARPFOLD_LOG") {
-            let plain = |s: &warpfold_app::settings::Settings| warpfold_app::settings::Settings { models_dir: None, ..s.clone() };
-            assert_eq!(plain(&from_flags), plain(&defaults));
+    fn serve_starts_from_settings_json_under_its_flags() {
+        let data = tempfile::tempdir().unwrap();
+        let dir = data.path().to_str().unwrap();
+        let no_variables = std::env::vars().all(|(k, _)| !k.starts_with("WARPFOLD_") || k == "WARPFOLD_MODELS_DIR" || k == "WARPFOLD_LOG");
+        // No file: the flags' defaults are the settings' defaults.
+        let (global, args) = parsed(&["warpfold", "serve", "--data-dir", dir]);
+        let plain = |s: &Settings| Settings { models_dir: None, data_dir: None, ..s.clone() };
+        let defaults = settings(&global, &args).unwrap();
+        if no_variables {
+            assert_eq!(plain(&defaults), plain(&Settings::default()));
         }
-        assert!(from_flags.check().is_ok());
+        // The desktop's file: what it says, unless a flag says otherwise.
+        std::fs::write(data.path().join("settings.json"), r#"{"folders": [], "device": "cpu", "align": 8, "ocr_languages": "eng+deu"}"#)
+            .unwrap();
+        let (global, args) = parsed(&["warpfold", "serve", "--data-dir", dir, "--align", "32"]);
+        let merged = settings(&global, &args).unwrap();
+        assert_eq!((merged.device.as_str(), merged.align, merged.ocr_languages.as_str()), ("cpu", 32, "eng+deu"));
+        assert_eq!(merged.data_dir.as_deref(), Some(data.path()));
+        // A file that does not read stops the start, naming the file.
+        std::fs::write(data.path().join("settings.json"), r#"{"align": "wide"}"#).unwrap();
+        let err = settings(&global, &args).unwrap_err().to_string();
+        assert!(err.contains("settings.json") && err.contains("align"), "{err}");
     }
 
     #[test]

@@ -564,6 +564,23 @@ async fn app_state(State(state): State<Shared>) -> Response {
     blocking(move || Ok(state.app.state())).await
 }
 
+async fn settings_view(State(state): State<Shared>) -> Response {
+    blocking(move || state.app.settings_view()).await
+}
+
+/// `PUT /api/settings` with the settings to save (docs/settings.md keys; a key left out takes its
+/// default): checked, written to settings.json, applied at the next start.
+async fn save_settings(
+    State(state): State<Shared>,
+    body: Result<Json<warpfold_app::settings::Settings>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let body = match body {
+        Ok(Json(body)) => body,
+        Err(e) => return app_error(AppError::InvalidInput(format!("expected the settings as JSON (docs/settings.md): {e}"))),
+    };
+    blocking(move || state.app.save_settings(body)).await
+}
+
 #[derive(Deserialize)]
 struct PathBody {
     path: String,
@@ -814,6 +831,7 @@ fn router(state: Shared) -> Router {
     let api = Router::new()
         .route("/v1/embeddings", post(embeddings).layer(DefaultBodyLimit::max(MAX_EMBEDDINGS_BODY)))
         .route("/api/state", get(app_state))
+        .route("/api/settings", get(settings_view).put(save_settings))
         .route("/api/folders", post(add_folder).delete(remove_folder))
         .route("/api/paths", post(add_paths))
         .route("/api/summarize", post(summarize))
