@@ -526,9 +526,10 @@ pub fn markdown() -> String {
         "# Settings\n\n\
          <!-- Generated from crates/app/src/settings.rs (`cargo run -p warpfold -- settings --markdown > docs/settings.md`); \
          a test fails when this file is stale. -->\n\n\
-         One set of settings for every front. The command line takes each as a flag or its variable; the desktop app reads \
-         `settings.json` in the data folder (the same keys, all optional, beside the watched folders it keeps there), then the \
-         variables, which win. Both print the settings in effect when they start.\n\n\
+         One set of settings for every front. The desktop app and `warpfold serve` read `settings.json` in the data folder (these \
+         keys, all optional, beside the watched folders kept there; the app's Settings dialog writes it), then the variables, then \
+         (the command line) the flags, which win. Both print the settings in effect when they start; saved settings apply at the \
+         next start.\n\n\
          | key (settings.json) | variable | flag | default | what it does |\n|---|---|---|---|---|\n",
     );
     for f in FIELDS {
