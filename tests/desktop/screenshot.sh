@@ -115,6 +115,23 @@ for _ in $(seq 120); do watched && break; sleep 0.25; done
 watched || { echo "desktop dialog: a yes did not watch the folder" >&2; cat "$work/app.log" >&2; exit 1; }
 echo "desktop dialog: $dialog_out; Escape watched nothing, yes watched $(realpath "$work/later")"
 
+# The settings dialog, saved through the desktop's own commands: opened from the header (the first
+# control after the brand), the form's Save reached by keyboard (device, GPU memory, embedding model,
+# chat model, summaries, OCR languages, Close, Save), and settings.json then holds the settings.
+settings_out="${out%.png}-settings.png"
+step mousemove 60 30 click 1
+step key Tab
+step key Return
+sleep 1
+DISPLAY="$display" import -window root ${geometry:+-crop "$geometry"} "$settings_out"
+for _ in 1 2 3 4 5 6 7; do step key Tab; done
+step key Return
+for _ in $(seq 40); do grep -q '"ocr_languages"' "$work/data/settings.json" && break; sleep 0.25; done
+grep -q '"ocr_languages"' "$work/data/settings.json" || { echo "desktop settings: Save wrote nothing to settings.json" >&2; cat "$work/app.log" >&2; exit 1; }
+watched || { echo "desktop settings: saving the settings lost the watched folders" >&2; exit 1; }
+DISPLAY="$display" xdotool key Escape
+echo "desktop settings: $settings_out; saved to $work/data/settings.json"
+
 # The answer panel, when asked for (ASK="a question"; not in the test suite: the chat model reads the
 # passages on the CPU, which takes a minute or more): the question is typed into the search box and
 # asked with Ctrl+Enter, and the window is captured once the answer has had ASK_WAIT seconds.
