@@ -12,6 +12,7 @@ fn main() {
         "summarize",
         "settings",
         "save_settings",
+        "forget",
         "subscribe_samples",
     ];
     tauri_build::try_build(tauri_build::Attributes::new().app_manifest(tauri_build::AppManifest::new().commands(commands)))

@@ -194,3 +194,31 @@ fn score_matches_transformers_on_the_reference_decoders() {
         assert!(lines.last().unwrap()["error"].as_str().unwrap().contains("tokenizer.json"));
     }
 }
+
+#[test]
+fn forget_takes_a_document_out_of_the_index_for_good_and_names_a_path_it_does_not_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(docs.join("secret.txt"), "Otterbarnacle 55123 is the code of the garden gate.").unwrap();
+    std::fs::write(docs.join("tides.txt"), "Tide tables for the harbour, printed every spring.").unwrap();
+    let db = dir.path().join("i.db");
+    let out = warpfold().args(["index", "--db"]).arg(&db).arg(&docs).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let secret = std::fs::canonicalize(docs.join("secret.txt")).unwrap();
+    let out = warpfold().args(["forget", "--db"]).arg(&db).arg(&secret).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), format!("forgot {}", secret.display()));
+    let found = warpfold().args(["search", "otterbarnacle", "--mode", "keyword", "--json", "--db"]).arg(&db).output().unwrap();
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&found.stdout).unwrap(), serde_json::json!([]));
+    let mut bytes = std::fs::read(&db).unwrap();
+    bytes.extend(std::fs::read(dir.path().join("i.db-wal")).unwrap_or_default());
+    assert!(!String::from_utf8_lossy(&bytes).to_lowercase().contains("otterbarnacle"), "its text is still in the index file");
+    assert!(secret.exists(), "the file itself is not touched");
+
+    // Again: it is no longer held, and the command says so.
+    let out = warpfold().args(["forget", "--db"]).arg(&db).arg(&secret).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a document"), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -87,9 +87,16 @@ fn save_settings(app: State<'_, App>, settings: Settings) -> Result<warpfold_app
     app.save_settings(settings)
 }
 
-#[tauri::command]
-fn remove_folder(app: State<'_, App>, path: String) -> Result<Vec<String>, AppError> {
-    app.remove_folder(&path)
+/// Stops watching a folder; with `forget`, its documents are forgotten for good.
+#[tauri::command(async)]
+fn remove_folder(app: State<'_, App>, path: String, forget: Option<bool>) -> Result<Vec<String>, AppError> {
+    app.remove_folder_and(&path, forget.unwrap_or(false)).map(|(folders, _)| folders)
+}
+
+/// Forgets documents (or the documents under folders) for good.
+#[tauri::command(async)]
+fn forget(app: State<'_, App>, paths: Vec<String>) -> Result<serde_json::Value, AppError> {
+    Ok(serde_json::json!({ "forgotten": app.forget(&paths)? }))
 }
 
 #[tauri::command]
@@ -248,6 +255,7 @@ fn main() {
             summarize,
             settings,
             save_settings,
+            forget,
             subscribe_samples
         ])
         .run(tauri::generate_context!())

@@ -430,6 +430,43 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       await light.context().close();
     });
 
+    await t.test("a document and a watched folder's documents are removed from the index, leaving none of their text in it", async () => {
+      const auth = { Authorization: `Bearer ${TOKEN}` };
+      const indexFile = () => {
+        const bytes = [readFileSync(join(tmp, "index.db"))];
+        if (existsSync(join(tmp, "index.db-wal"))) bytes.push(readFileSync(join(tmp, "index.db-wal")));
+        return Buffer.concat(bytes).toString("latin1").toLowerCase();
+      };
+      // one document, from its detail panel
+      await page.getByTestId("search-input").fill("how deep to plant tomatoes");
+      await page.getByTestId("search-input").press("Enter");
+      const hit = page.locator("[data-testid=search-hit][data-path$='tomatoes.pdf']").first();
+      await hit.waitFor();
+      const tomatoes = await hit.getAttribute("data-path");
+      await hit.click();
+      await page.getByTestId("detail-forget").click();
+      await page.getByTestId("confirm-forget").click();
+      await page.getByTestId("detail-panel").waitFor({ state: "hidden" });
+      await page.locator("[data-testid=search-hit][data-path$='tomatoes.pdf']").first().waitFor({ state: "detached" });
+      const found = await (await fetch(`${base}/api/search?q=${encodeURIComponent("plant tomatoes")}&k=20`, { headers: auth })).json();
+      assert.ok(!found.hits.some((h) => h.path === tomatoes), `${tomatoes} is still found`);
+      // a watched folder, with its documents: the dialog asks, and the default answer removes them
+      const before = await (await fetch(`${base}/api/state`, { headers: auth })).json();
+      assert.ok(indexFile().includes("locatives"), "the French letter's words are in the index first");
+      await page.locator("[data-testid=folder][data-path$='/library'] [data-testid=folder-remove]").click();
+      await page.getByTestId("confirm-dialog").waitFor();
+      await shot(page, "remove-folder");
+      await page.getByTestId("confirm-forget").click();
+      await page.locator("[data-testid=folder][data-path$='/library']").waitFor({ state: "detached" });
+      // the list changes when watching stops; the documents are gone when the answer comes
+      await page.locator("[data-testid=toast]").filter({ hasText: "its documents were removed" }).waitFor();
+      const after = await (await fetch(`${base}/api/state`, { headers: auth })).json();
+      assert.equal(after.documents, before.documents - notesFiles.length, `documents ${before.documents} -> ${after.documents}`);
+      const left = indexFile();
+      // words of the French letter in the removed folder ("gularisation": the ASCII end of "régularisation")
+      for (const word of ["locatives", "gularisation"]) assert.ok(!left.includes(word), `"${word}" is still in the index file`);
+    });
+
     await t.test("inside the app (a faked Tauri IPC) the same UI uses invoke, events and a Channel", async () => {
       const context = await newContext({ viewport: { width: 1280, height: 800 } });
       await context.addInitScript(fakeTauri);

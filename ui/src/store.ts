@@ -7,7 +7,7 @@ import { FILE_STATES, type AppState, type BinView, type Counts, type Device, typ
 export const MAX_BINS = 64;
 export const MAX_SAMPLES = 600;
 
-type Topic = "device" | "folders" | "queue" | "bins" | "samples" | "summary" | "languages";
+type Topic = "device" | "folders" | "queue" | "bins" | "samples" | "summary" | "languages" | "removed";
 
 function zeroCounts(): Counts {
   return { waiting: 0, extracting: 0, embedding: 0, done: 0, failed: 0, no_text: 0, skipped: 0 };
@@ -88,7 +88,12 @@ class Store {
     this.emit("queue");
   }
 
+  /** Paths that left the index since the page loaded (the search list drops their hits). */
+  removed = new Set<string>();
+
   removeFile(path: string): void {
+    this.removed.add(path);
+    this.emit("removed");
     const old = this.files.get(path);
     if (!old) return;
     if (FILE_STATES.includes(old.state)) this.counts[old.state] = Math.max(0, this.counts[old.state] - 1);

@@ -40,7 +40,10 @@ export interface Transport {
   readonly kind: "tauri" | "http";
   state(): Promise<AppState>;
   addFolder(path: string): Promise<string[]>;
-  removeFolder(path: string): Promise<string[]>;
+  /** Stops watching a folder; with `forget`, its documents leave the index for good. */
+  removeFolder(path: string, forget?: boolean): Promise<string[]>;
+  /** Forgets documents (or folders of them) for good: no text of them stays in the index. */
+  forget(paths: string[]): Promise<{ forgotten: string[] }>;
   addPaths(paths: string[]): Promise<{ queued: number }>;
   /** Browser only: send a dropped or picked file's bytes. */
   upload(file: File): Promise<{ queued: number; path?: string }>;
@@ -92,8 +95,11 @@ class TauriTransport implements Transport {
   addFolder(path: string) {
     return call<string[]>("add_folder", { path });
   }
-  removeFolder(path: string) {
-    return call<string[]>("remove_folder", { path });
+  removeFolder(path: string, forget = false) {
+    return call<string[]>("remove_folder", { path, forget });
+  }
+  forget(paths: string[]) {
+    return call<{ forgotten: string[] }>("forget", { paths });
   }
   addPaths(paths: string[]) {
     return call<{ queued: number }>("add_paths", { paths });
@@ -345,8 +351,11 @@ class HttpTransport implements Transport {
   addFolder(path: string) {
     return this.json<string[]>("POST", "/api/folders", { path });
   }
-  removeFolder(path: string) {
-    return this.json<string[]>("DELETE", "/api/folders", { path });
+  removeFolder(path: string, forget = false) {
+    return this.json<string[]>("DELETE", "/api/folders", { path, forget });
+  }
+  forget(paths: string[]) {
+    return this.json<{ forgotten: string[] }>("POST", "/api/forget", { paths });
   }
   settings() {
     return this.json<SettingsView>("GET", "/api/settings");

@@ -165,6 +165,43 @@ impl App {
     }
 
     /// Indexed documents at or under `path`.
+    /// Forgets documents for good ([`Store::forget_documents`]: no text of them left in the index
+    /// file): each path is a document the index holds or a folder it holds documents under. One
+    /// inside a watched folder is refused, as the next scan would read it again: stop watching
+    /// the folder with its documents forgotten ([`App::remove_folder`]), or delete the file.
+    /// Returns the documents forgotten.
+    pub fn forget(&self, paths: &[String]) -> Result<Vec<String>, AppError> {
+        if paths.is_empty() {
+            return Err(AppError::InvalidInput("no paths given".into()));
+        }
+        let folders = self.folders();
+        for path in paths {
+            if let Some(folder) = folders.iter().find(|f| Path::new(path).starts_with(f)) {
+                return Err(AppError::InvalidInput(format!(
+                    "{path} is inside the watched folder {folder}, whose next scan would read it again: stop watching the folder and forget its documents, or delete the file"
+                )));
+            }
+        }
+        let mut store = Store::open_existing(&self.inner.config.db)?;
+        let mut documents = Vec::new();
+        for path in paths {
+            let under = self.indexed_under(&store, Path::new(path))?;
+            if under.is_empty() {
+                return Err(AppError::NotFound(format!("{path} is not a document warpfold holds")));
+            }
+            documents.extend(under);
+        }
+        documents.sort();
+        documents.dedup();
+        let forgotten = store.forget_documents(&documents)?;
+        drop(store);
+        for path in &forgotten {
+            self.inner.board.remove(path);
+        }
+        self.refresh_searcher();
+        Ok(forgotten)
+    }
+
     fn indexed_under(&self, store: &Store, path: &Path) -> Result<Vec<String>, AppError> {
         Ok(store.documents()?.into_iter().map(|d| d.path).filter(|p| Path::new(p).starts_with(path)).collect())
     }

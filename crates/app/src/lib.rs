@@ -527,6 +527,26 @@ impl App {
 
     /// Stops watching a folder; what was indexed from it stays searchable.
     pub fn remove_folder(&self, path: &str) -> Result<Vec<String>, AppError> {
+        self.remove_folder_and(path, false).map(|(folders, _)| folders)
+    }
+
+    /// Stops watching a folder and, with `forget`, forgets every document indexed from it for
+    /// good ([`App::forget`]). Returns the watched folders left and the documents forgotten.
+    pub fn remove_folder_and(&self, path: &str, forget: bool) -> Result<(Vec<String>, Vec<String>), AppError> {
+        let folders = self.stop_watching(path)?;
+        let forgotten = if forget {
+            match self.forget(&[path.to_string()]) {
+                Ok(forgotten) => forgotten,
+                Err(AppError::NotFound(_)) => Vec::new(), // nothing was indexed from it
+                Err(e) => return Err(e),
+            }
+        } else {
+            Vec::new()
+        };
+        Ok((folders, forgotten))
+    }
+
+    fn stop_watching(&self, path: &str) -> Result<Vec<String>, AppError> {
         let folders = {
             let mut settings = self.inner.settings.lock();
             if !settings.folders.iter().any(|f| f == path) {

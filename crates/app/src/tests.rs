@@ -884,3 +884,36 @@ fn the_settings_view_saves_checked_values_keeps_the_folders_and_refuses_new_path
     );
     app.stop();
 }
+
+#[test]
+fn a_folder_removed_with_its_documents_leaves_no_text_of_them_in_the_index() {
+    let loaded = model();
+    let (app, root, _dirs) = watching_a_new_folder(&loaded);
+    let secret = root.join("secret.txt");
+    std::fs::write(&secret, "The vault code is Pelicanmarmot 90210, kept in the blue ledger.").unwrap();
+    std::fs::write(root.join("tides.txt"), "Tide tables for the harbour, printed every spring.").unwrap();
+    eventually("both files indexed", || indexed(&app).len() == 2);
+    let secret_path = secret.display().to_string();
+    // Inside a watched folder: refused, the next scan would read it again.
+    let err = app.forget(std::slice::from_ref(&secret_path)).unwrap_err();
+    assert!(matches!(&err, AppError::InvalidInput(m) if m.contains("watched folder")), "{err}");
+    assert_eq!(indexed(&app).len(), 2);
+    // The folder let go of with its documents: none left, no byte of their text in the file.
+    let (folders, forgotten) = app.remove_folder_and(&root.display().to_string(), true).unwrap();
+    assert!(folders.is_empty());
+    assert_eq!(forgotten.len(), 2, "{forgotten:?}");
+    assert!(indexed(&app).is_empty());
+    assert!(app.search("Pelicanmarmot", 5).unwrap().is_empty());
+    assert!(app.inner.board.get(&secret_path).is_none(), "it left the queue too");
+    let db = &app.inner.config.db;
+    let mut bytes = std::fs::read(db).unwrap();
+    bytes.extend(std::fs::read(db.with_extension("db-wal")).unwrap_or_default());
+    let text = String::from_utf8_lossy(&bytes).to_lowercase();
+    for word in ["pelicanmarmot", "90210", "vault", "secret.txt"] {
+        assert!(!text.contains(word), "{word:?} is still in the index file");
+    }
+    // Forgetting what is not held says so.
+    let err = app.forget(&[secret_path]).unwrap_err();
+    assert!(matches!(err, AppError::NotFound(_)), "{err}");
+    app.stop();
+}

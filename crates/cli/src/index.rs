@@ -667,6 +667,30 @@ fn print_hits(hits: &[Hit]) {
     }
 }
 
+/// `warpfold forget PATH... --db FILE`: each path as the index names its documents (the file or
+/// folder's real path when it still exists), its documents forgotten for good.
+pub fn run_forget(paths: &[PathBuf], db: &Path) -> Result<ExitCode> {
+    let mut store = Store::open_existing(db).with_context(|| format!("opening the index {}", db.display()))?;
+    let held: Vec<String> = store.documents()?.into_iter().map(|d| d.path).collect();
+    let mut documents = Vec::new();
+    for path in paths {
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| std::path::absolute(path).unwrap_or_else(|_| path.clone()));
+        let under: Vec<&String> = held.iter().filter(|d| Path::new(d).starts_with(&real)).collect();
+        if under.is_empty() {
+            bail!("{}: not a document (or a folder of documents) in {}", path.display(), db.display());
+        }
+        documents.extend(under.into_iter().cloned());
+    }
+    documents.sort();
+    documents.dedup();
+    let forgotten = store.forget_documents(&documents)?;
+    for path in &forgotten {
+        println!("forgot {path}");
+    }
+    eprintln!("{} document(s) forgotten; no text of them is left in {}", forgotten.len(), db.display());
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn run_make_samples(dir: &Path) -> Result<ExitCode> {
     let written = warpfold_index::samples::write_samples(dir).with_context(|| format!("writing samples into {}", dir.display()))?;
     println!("wrote {} sample documents into {}", written.len(), dir.display());

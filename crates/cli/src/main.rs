@@ -122,6 +122,16 @@ pub enum Command {
     /// Ask a question: a local chat model answers from the best passages of an index and cites
     /// them by file and page, or says the answer is not in your documents.
     Ask(ask::AskArgs),
+    /// Forget documents for good: their text, vectors and summaries leave the index, and no byte
+    /// of them stays in the index file. PATH: an indexed file, or a folder (everything indexed
+    /// under it). The file itself is not touched.
+    Forget {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// The index.
+        #[arg(long)]
+        db: PathBuf,
+    },
     /// Merge shard indexes (`index --shard I/N`) into one index: documents, pages, chunks and
     /// embeddings once each, full-text index rebuilt; refuses shards of another model.
     Merge(index::MergeArgs),
@@ -210,6 +220,7 @@ fn main() -> ExitCode {
         Command::Search(args) => index::run_search(&cli.global, args),
         Command::Ask(args) => ask::run(&cli.global, args),
         Command::Merge(args) => index::run_merge(args),
+        Command::Forget { paths, db } => index::run_forget(paths, db),
         Command::Mcp(args) => mcp::run(&cli.global, args),
         Command::Summarize(args) => summarize::run(&cli.global, args),
         Command::BenchSummarize(args) => summarize::run_bench(&cli.global, args),

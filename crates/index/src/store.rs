@@ -682,6 +682,43 @@ impl Store {
         Ok(true)
     }
 
+    /// Forgets documents for good: each one's pages, chunks, full-text rows, the vectors no other
+    /// chunk uses and the summaries of its content no other document shares, then nothing of them
+    /// left in the file. Deleted rows are zeroed (`secure_delete`), the full-text index merges its
+    /// segments (FTS5 keeps a deleted row's words in older segments until they merge), and the
+    /// write-ahead log is checkpointed and truncated, so a reader of index.db and its -wal finds no
+    /// text of them. Returns the paths it held; a path it did not hold is skipped.
+    pub fn forget_documents(&mut self, paths: &[String]) -> Result<Vec<String>, StoreError> {
+        self.conn.pragma_update(None, "secure_delete", "ON")?;
+        let mut forgotten = Vec::new();
+        for path in paths {
+            let content: Option<String> =
+                self.conn.query_row("SELECT content_hash FROM documents WHERE path = ?1", params![path], |r| r.get(0)).optional()?;
+            if !self.remove_document(path)? {
+                continue;
+            }
+            if let Some(hash) = content {
+                let shared: bool =
+                    self.conn.query_row("SELECT EXISTS (SELECT 1 FROM documents WHERE content_hash = ?1)", params![hash], |r| r.get(0))?;
+                if !shared && self.has_table("summaries")? {
+                    self.conn.execute("DELETE FROM summaries WHERE content_hash = ?1", params![hash])?;
+                }
+            }
+            forgotten.push(path.clone());
+        }
+        if !forgotten.is_empty() {
+            self.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')", [])?;
+            self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        }
+        Ok(forgotten)
+    }
+
+    fn has_table(&self, name: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .conn
+            .query_row("SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)", params![name], |r| r.get(0))?)
+    }
+
     /// A transaction that takes the write lock at its start (`BEGIN IMMEDIATE`), so a writer in
     /// another process (the desktop app and `warpfold serve` share an index) is waited for under
     /// the busy timeout. A deferred one that reads first and then writes is refused at once with
@@ -1084,6 +1121,56 @@ mod tests {
             .unwrap();
         assert_eq!(store.prune_missing().unwrap(), vec![gone]);
         assert_eq!(store.counts().unwrap(), StoreCounts { documents: 1, indexed: 1, chunks: 1, embeddings: 1 });
+    }
+
+    /// A forgotten document leaves no byte of its text in the index file or its log: not in the
+    /// chunks, the pages, the full-text index (words and stems), the vectors or the summaries.
+    #[test]
+    fn a_forgotten_document_leaves_no_text_in_the_index_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("i.db");
+        let mut store = Store::open(&db, "m", 2).unwrap();
+        let secret = "Quokkazygote marmaladeprotocol, account 77341-SECRET";
+        let mut forgotten = record("/docs/secret.txt", "secret-hash", vec![chunk(0, secret), chunk(1, "a shared passage about tides")]);
+        forgotten.pages = vec![format!("page text: {secret}")];
+        let vectors: Vec<([u8; 32], Vec<f32>)> = forgotten.chunks.iter().map(|c| (c.text_hash, vec![0.25, 0.75])).collect();
+        store.commit_document(&forgotten, &vectors).unwrap();
+        let kept = chunk(0, "a shared passage about tides");
+        store.commit_document(&record("/docs/kept.txt", "kept-hash", vec![kept.clone()]), &[(kept.text_hash, vec![0.25, 0.75])]).unwrap();
+        store
+            .put_summary(&crate::summaries::StoredSummary {
+                content_hash: "secret-hash".into(),
+                model: "chat".into(),
+                path: "/docs/secret.txt".into(),
+                summary: format!("It says {secret}."),
+                tokens_in: 1,
+                tokens_out: 1,
+                seconds: 0.0,
+                created_at: 0,
+                check: None,
+            })
+            .unwrap();
+        // Searched for, found.
+        assert!(!store.keyword_search("quokkazygote", 5).unwrap().is_empty());
+
+        let gone = store.forget_documents(&["/docs/secret.txt".into(), "/docs/never-indexed.txt".into()]).unwrap();
+        assert_eq!(gone, ["/docs/secret.txt"]);
+        assert!(store.keyword_search("quokkazygote", 5).unwrap().is_empty());
+        assert_eq!(store.summary("secret-hash", "chat").unwrap(), None);
+        assert_eq!(
+            store.counts().unwrap(),
+            StoreCounts { documents: 1, indexed: 1, chunks: 1, embeddings: 1 },
+            "the shared passage's vector stays"
+        );
+        assert_eq!(store.keyword_search("tides", 5).unwrap().len(), 1);
+        // Nothing of it in the bytes of the file or of its log, in any case.
+        drop(store);
+        let mut bytes = std::fs::read(&db).unwrap();
+        bytes.extend(std::fs::read(dir.path().join("i.db-wal")).unwrap_or_default());
+        let lower = String::from_utf8_lossy(&bytes).to_lowercase();
+        for word in ["quokkazygote", "marmaladeprotocol", "77341", "secret.txt"] {
+            assert!(!lower.contains(word), "{word:?} is still in the index file");
+        }
     }
 
     #[test]

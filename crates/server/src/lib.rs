@@ -596,9 +596,30 @@ async fn add_folder(State(state): State<Shared>, body: Result<Json<PathBody>, ax
     blocking(move || state.app.add_folder(&body.path, Origin::User)).await
 }
 
-async fn remove_folder(State(state): State<Shared>, body: Result<Json<PathBody>, axum::extract::rejection::JsonRejection>) -> Response {
-    let Ok(Json(body)) = body else { return app_error(AppError::InvalidInput("expected {\"path\": FOLDER}".into())) };
-    blocking(move || state.app.remove_folder(&body.path)).await
+#[derive(Deserialize)]
+struct RemoveFolderBody {
+    path: String,
+    /// Forget its documents too (no text of them left in the index).
+    #[serde(default)]
+    forget: bool,
+}
+
+/// `DELETE /api/folders {"path", "forget"?}`: the folders left; with `forget`, each document
+/// forgotten is also announced by a `removed` event.
+async fn remove_folder(
+    State(state): State<Shared>,
+    body: Result<Json<RemoveFolderBody>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let Ok(Json(body)) = body else {
+        return app_error(AppError::InvalidInput("expected {\"path\": FOLDER, \"forget\": true|false}".into()));
+    };
+    blocking(move || state.app.remove_folder_and(&body.path, body.forget).map(|(folders, _)| folders)).await
+}
+
+/// `POST /api/forget {"paths": [..]}`: documents (or folders of them) forgotten for good.
+async fn forget(State(state): State<Shared>, body: Result<Json<PathsBody>, axum::extract::rejection::JsonRejection>) -> Response {
+    let Ok(Json(body)) = body else { return app_error(AppError::InvalidInput("expected {\"paths\": [PATH, ...]}".into())) };
+    blocking(move || Ok(serde_json::json!({ "forgotten": state.app.forget(&body.paths)? }))).await
 }
 
 async fn add_paths(State(state): State<Shared>, body: Result<Json<PathsBody>, axum::extract::rejection::JsonRejection>) -> Response {
@@ -834,6 +855,7 @@ fn router(state: Shared) -> Router {
         .route("/api/settings", get(settings_view).put(save_settings))
         .route("/api/folders", post(add_folder).delete(remove_folder))
         .route("/api/paths", post(add_paths))
+        .route("/api/forget", post(forget))
         .route("/api/summarize", post(summarize))
         .route("/api/upload", post(upload))
         .route("/api/search", get(search))

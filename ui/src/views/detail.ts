@@ -6,7 +6,8 @@ import { store } from "../store";
 import type { Transport } from "../transport";
 import type { Chunk, DocumentDetail } from "../types";
 import { highlighted, matches, queryStems } from "./search";
-import { showError } from "./toast";
+import { ask } from "./confirm";
+import { showError, toast } from "./toast";
 
 let current: string | null = null;
 
@@ -75,6 +76,20 @@ export function mountDetail(t: Transport): OpenDetail {
     }
   }
 
+  async function forget(path: string) {
+    const choice = await ask("Remove this document from the index?", `${path}: its text, vectors and summary leave the index, and nothing of them is kept in it. The file itself is not touched.`, [
+      { label: "Remove", value: "forget", primary: true, danger: true },
+    ]);
+    if (choice !== "forget") return;
+    try {
+      const { forgotten } = await t.forget([path]);
+      close();
+      toast(`Removed ${basename(path)} from the index (${forgotten.length} document${forgotten.length === 1 ? "" : "s"})`);
+    } catch (e) {
+      showError(e, "Remove");
+    }
+  }
+
   function head(path: string, doc: DocumentDetail | null): HTMLElement {
     return h(
       "div",
@@ -98,6 +113,18 @@ export function mountDetail(t: Transport): OpenDetail {
             disabled: doc === null && !store.files.has(path) ? true : null,
           },
           "Open file",
+        ),
+        h(
+          "button",
+          {
+            class: "btn",
+            type: "button",
+            "data-testid": "detail-forget",
+            title: "Remove this document from the index: its text, vectors and summary (the file stays where it is)",
+            onclick: () => void forget(path),
+            disabled: doc === null && !store.files.has(path) ? true : null,
+          },
+          "Remove from index",
         ),
         h("button", { class: "btn btn-ghost", type: "button", "aria-label": "Close", "data-testid": "detail-close", onclick: close }, "×"),
       ),

@@ -4,6 +4,7 @@ import { $, h, icon, replace } from "../dom";
 import { bytes, grouped, percent, shortDir } from "../format";
 import { store } from "../store";
 import type { Connection, Transport } from "../transport";
+import { ask } from "./confirm";
 import { showError, toast } from "./toast";
 
 export function mountHeader(t: Transport): void {
@@ -44,8 +45,18 @@ export function mountHeader(t: Transport): void {
   });
 
   async function remove(path: string) {
+    const choice = await ask(
+      "Stop watching this folder?",
+      `${path}: its documents can leave the index with it (their text, vectors and summaries, nothing of them kept), or stay searchable.`,
+      [
+        { label: "Keep its documents", value: "keep" },
+        { label: "Remove its documents", value: "forget", primary: true, danger: true },
+      ],
+    );
+    if (choice === null) return;
     try {
-      store.setFolders(await t.removeFolder(path));
+      store.setFolders(await t.removeFolder(path, choice === "forget"));
+      toast(choice === "forget" ? `Stopped watching ${shortDir(path, 60)}; its documents were removed` : `Stopped watching ${shortDir(path, 60)}`);
     } catch (err) {
       showError(err);
     }

@@ -135,6 +135,13 @@ export function mountSearch(t: Transport, openDetail: OpenDetail): void {
     }
   };
 
+  // a document that left the index (deleted, or removed from it) leaves the hits shown
+  store.on("removed", () => {
+    for (const li of Array.from(list.querySelectorAll<HTMLElement>("[data-testid=search-hit]"))) {
+      if (li.dataset.path && store.removed.has(li.dataset.path)) li.remove();
+    }
+  });
+
   function draw(hits: Hit[], q: string) {
     list.parentElement!.classList.add("has-hits");
     if (!hits.length) {
