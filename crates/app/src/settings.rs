@@ -343,9 +343,10 @@ impl Settings {
     }
 
     /// The settings a person saved in `settings.json` (its other keys, such as the watched
-    /// folders, are the app's own); the defaults when there is no file yet. A file that is not
-    /// JSON, or holds a setting of the wrong type, is an error naming it: the app does not start
-    /// on settings other than the person's.
+    /// folders, are the app's own); the defaults when there is no file yet. A setting of the wrong
+    /// type is an error naming it: the app does not start on settings other than the person's. A
+    /// file that is no JSON object at all (cut off by a crash or a full disk) gives the defaults,
+    /// said in the log: the app keeps such a file aside when it starts, so nothing in it is lost.
     pub fn from_file(path: &Path) -> Result<Settings, SettingsError> {
         let text = match std::fs::read(path) {
             Ok(text) => text,
@@ -354,7 +355,13 @@ impl Settings {
         };
         let file_error =
             |message: String| SettingsError { key: "settings.json", env: "-", message: format!("{}: {message}", path.display()) };
-        let map: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&text).map_err(|e| file_error(e.to_string()))?;
+        let map: serde_json::Map<String, serde_json::Value> = match serde_json::from_slice(&text) {
+            Ok(map) => map,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "settings.json is not readable as settings: starting with the defaults");
+                return Ok(Settings::default());
+            }
+        };
         let settings: Settings = serde_json::from_value(serde_json::Value::Object(map.clone())).map_err(|e| {
             // serde names the type, not the key: find the key that does not read.
             let bad = map.iter().find(|(k, v)| serde_json::from_value::<Settings>(serde_json::json!({ k.as_str(): v })).is_err());
@@ -596,6 +603,9 @@ mod tests {
         let err = saved.with_vars(vars(&[("WARPFOLD_SUMMARIZE", "maybe")])).unwrap_err().to_string();
         assert!(err.contains("WARPFOLD_SUMMARIZE") && err.contains("1 (on) or 0 (off)"), "{err}");
 
+        // Cut off mid-write: the defaults (the app keeps the file aside at its start).
+        std::fs::write(&file, r#"{"device": "cp"#).unwrap();
+        assert_eq!(Settings::from_file(&file).unwrap(), Settings::default());
         std::fs::write(&file, r#"{"align": "sixteen"}"#).unwrap();
         let err = Settings::from_file(&file).unwrap_err().to_string();
         assert!(err.contains("settings.json") && err.contains("align"), "{err}");
