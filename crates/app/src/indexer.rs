@@ -164,11 +164,10 @@ impl App {
         Ok(())
     }
 
-    /// Indexed documents at or under `path`.
     /// Forgets documents for good ([`Store::forget_documents`]: no text of them left in the index
     /// file): each path is a document the index holds or a folder it holds documents under. One
     /// inside a watched folder is refused, as the next scan would read it again: stop watching
-    /// the folder with its documents forgotten ([`App::remove_folder`]), or delete the file.
+    /// the folder with its documents forgotten ([`App::remove_folder_and`]), or delete the file.
     /// Returns the documents forgotten.
     pub fn forget(&self, paths: &[String]) -> Result<Vec<String>, AppError> {
         if paths.is_empty() {
@@ -202,6 +201,7 @@ impl App {
         Ok(forgotten)
     }
 
+    /// Indexed documents at or under `path`.
     fn indexed_under(&self, store: &Store, path: &Path) -> Result<Vec<String>, AppError> {
         Ok(store.documents()?.into_iter().map(|d| d.path).filter(|p| Path::new(p).starts_with(path)).collect())
     }

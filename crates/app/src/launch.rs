@@ -49,7 +49,7 @@ pub fn launch(settings: &Settings, front: Front<'_>) -> Result<App, AppError> {
     let choice =
         crate::runtime::embedding_model_for_index(settings.model.as_deref().map(Path::new), recorded.as_deref(), front.locale.as_deref());
     if let (None, None, Some(chosen), Some(locale)) = (&settings.model, &recorded, &choice, &front.locale) {
-        say(&format!("a new index in the locale {locale}: embedding with {}, which reads about 100 languages", chosen.display()));
+        say(&warpfold_runtime::locale_choice_note(locale, chosen));
     }
     let dir = crate::runtime::embedding_model_dir(choice.as_deref(), &models, |entry| {
         say(&format!("the model {} is not in {}; fetching {} with pip...", entry.name, models.display(), entry.source()));

@@ -414,7 +414,7 @@ impl App {
         let saved = settings::Settings::from_file(&self.inner.config.data_dir.join("settings.json"))
             .map_err(|e| AppError::InvalidInput(e.to_string()))?;
         settings::refuse_new_paths(&saved, &wanted).map_err(|e| AppError::PathNotAllowed(e.to_string()))?;
-        let _folders = self.inner.settings.lock(); // one writer of settings.json at a time
+        let writing = self.inner.settings.lock(); // one writer of settings.json at a time
         let values = serde_json::to_value(&wanted).expect("plain data");
         rewrite_settings_file(&self.inner.config.data_dir, |saved| {
             for (key, value) in values.as_object().expect("a struct").iter() {
@@ -425,7 +425,7 @@ impl App {
                 }
             }
         })?;
-        drop(_folders);
+        drop(writing);
         self.settings_view()
     }
 

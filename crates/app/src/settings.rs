@@ -213,14 +213,9 @@ impl SettingsView {
     pub fn new(saved: Settings, running: Option<Settings>, file: &Path) -> SettingsView {
         let data_folder = file.parent().map(|d| d.display().to_string()).unwrap_or_default();
         let overridden = FIELDS.iter().filter(|f| std::env::var_os(f.env).is_some_and(|v| !v.is_empty())).map(|f| f.key).collect();
-        let restart_needed = running.as_ref().is_some_and(|running| {
-            let mut planned = saved.clone();
-            // What the next start would run with: the file, then the same variables.
-            if let Ok(with_env) = saved.clone().with_env() {
-                planned = with_env;
-            }
-            differs(&planned, running)
-        });
+        // What the next start would run with: the file, then the same variables.
+        let planned = saved.clone().with_env().unwrap_or_else(|_| saved.clone());
+        let restart_needed = running.as_ref().is_some_and(|running| differs(&planned, running));
         SettingsView { file: file.display().to_string(), data_folder, saved, running, overridden, fields: FIELDS, restart_needed }
     }
 }

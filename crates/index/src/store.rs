@@ -700,7 +700,7 @@ impl Store {
             if let Some(hash) = content {
                 let shared: bool =
                     self.conn.query_row("SELECT EXISTS (SELECT 1 FROM documents WHERE content_hash = ?1)", params![hash], |r| r.get(0))?;
-                if !shared && self.has_table("summaries")? {
+                if !shared && self.has_summaries()? {
                     self.conn.execute("DELETE FROM summaries WHERE content_hash = ?1", params![hash])?;
                 }
             }
@@ -711,12 +711,6 @@ impl Store {
             self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         }
         Ok(forgotten)
-    }
-
-    fn has_table(&self, name: &str) -> Result<bool, StoreError> {
-        Ok(self
-            .conn
-            .query_row("SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)", params![name], |r| r.get(0))?)
     }
 
     /// A transaction that takes the write lock at its start (`BEGIN IMMEDIATE`), so a writer in

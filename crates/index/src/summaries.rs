@@ -86,7 +86,7 @@ impl Store {
 
     /// Has any summary been stored yet? Readers ask before reading, so that a read-only index
     /// (which cannot have the table created) answers "none" instead of failing.
-    fn has_summaries(&self) -> Result<bool, StoreError> {
+    pub(crate) fn has_summaries(&self) -> Result<bool, StoreError> {
         Ok(self
             .connection()
             .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'summaries'", [], |r| r.get::<_, i64>(0))?

@@ -430,6 +430,15 @@ pub fn embedding_model_for_locale(locale: Option<&str>) -> Option<PathBuf> {
     (!english).then(|| PathBuf::from(MULTILINGUAL_EMBEDDING_MODEL))
 }
 
+/// What a front says when a new index takes `chosen` because of the person's `locale`.
+pub fn locale_choice_note(locale: &str, chosen: &Path) -> String {
+    format!(
+        "a new index in the locale {locale}: its passages are embedded with {}, which reads about 100 languages \
+         (--model all-MiniLM-L6-v2, or the settings' model, for the English model, several times faster on a CPU)",
+        chosen.display()
+    )
+}
+
 /// The manifest's embedding model for text in any language.
 pub const MULTILINGUAL_EMBEDDING_MODEL: &str = "multilingual-e5-small";
 
