@@ -165,11 +165,17 @@ impl App {
     }
 
     /// Forgets documents for good ([`Store::forget_documents`]: no text of them left in the index
-    /// file): each path is a document the index holds or a folder it holds documents under. One
-    /// inside a watched folder is refused, as the next scan would read it again: stop watching
-    /// the folder with its documents forgotten ([`App::remove_folder_and`]), or delete the file.
-    /// Returns the documents forgotten.
+    /// file): each path is a document the index holds, named exactly (a folder's documents go
+    /// with it through [`App::remove_folder_and`]: a script in the web view cannot empty the index
+    /// by naming `/`). One inside a watched folder is refused, as the next scan would read it
+    /// again: stop watching the folder with its documents forgotten, or delete the file. Returns
+    /// the documents forgotten.
     pub fn forget(&self, paths: &[String]) -> Result<Vec<String>, AppError> {
+        self.forget_under(paths, false)
+    }
+
+    /// [`App::forget`], where `folders_too` lets a path name a folder of documents too.
+    pub(crate) fn forget_under(&self, paths: &[String], folders_too: bool) -> Result<Vec<String>, AppError> {
         if paths.is_empty() {
             return Err(AppError::InvalidInput("no paths given".into()));
         }
@@ -184,7 +190,8 @@ impl App {
         let mut store = Store::open_existing(&self.inner.config.db)?;
         let mut documents = Vec::new();
         for path in paths {
-            let under = self.indexed_under(&store, Path::new(path))?;
+            let under: Vec<String> =
+                self.indexed_under(&store, Path::new(path))?.into_iter().filter(|d| folders_too || d == path).collect();
             if under.is_empty() {
                 return Err(AppError::NotFound(format!("{path} is not a document warpfold holds")));
             }

@@ -535,7 +535,7 @@ impl App {
     pub fn remove_folder_and(&self, path: &str, forget: bool) -> Result<(Vec<String>, Vec<String>), AppError> {
         let folders = self.stop_watching(path)?;
         let forgotten = if forget {
-            match self.forget(&[path.to_string()]) {
+            match self.forget_under(&[path.to_string()], true) {
                 Ok(forgotten) => forgotten,
                 Err(AppError::NotFound(_)) => Vec::new(), // nothing was indexed from it
                 Err(e) => return Err(e),

@@ -898,6 +898,11 @@ fn a_folder_removed_with_its_documents_leaves_no_text_of_them_in_the_index() {
     let err = app.forget(std::slice::from_ref(&secret_path)).unwrap_err();
     assert!(matches!(&err, AppError::InvalidInput(m) if m.contains("watched folder")), "{err}");
     assert_eq!(indexed(&app).len(), 2);
+    // A folder's documents are not forgotten by naming it (the web view could name `/`), only by
+    // letting the folder go.
+    let err = app.forget(&["/".to_string()]).unwrap_err();
+    assert!(matches!(err, AppError::NotFound(_)), "{err}");
+    assert_eq!(indexed(&app).len(), 2);
     // The folder let go of with its documents: none left, no byte of their text in the file.
     let (folders, forgotten) = app.remove_folder_and(&root.display().to_string(), true).unwrap();
     assert!(folders.is_empty());
