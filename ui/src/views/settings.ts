@@ -62,7 +62,7 @@ export function mountSettings(t: Transport): void {
         h("p", { class: "setting-help" }, field?.meaning ?? "", overridden ? h("strong", null, ` ${field?.env} is set and wins over this.`) : null),
       );
     });
-    const status = h("p", { class: "settings-status", role: "status", "data-testid": "settings-status" }, view.restart_needed ? "Saved settings differ from what runs now: they apply when warpfold starts again." : "");
+    const status = h("p", { id: "settings-status", class: "settings-status", role: "status", "data-testid": "settings-status" }, view.restart_needed ? "Saved settings differ from what runs now: they apply when warpfold starts again." : "");
     const form = h(
       "form",
       { method: "dialog", class: "settings-form" },
@@ -90,13 +90,11 @@ export function mountSettings(t: Transport): void {
       try {
         const saved = await t.saveSettings(wanted);
         draw(saved);
-        ($("settings-status") as HTMLElement | null)?.focus?.();
         toast(saved.restart_needed ? "Settings saved: they apply when warpfold starts again" : "Settings saved");
       } catch (err) {
         showError(err);
       }
     });
     replace(dialog, form);
-    status.id = "settings-status";
   }
 }
