@@ -222,3 +222,36 @@ fn forget_takes_a_document_out_of_the_index_for_good_and_names_a_path_it_does_no
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a document"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `--help` leads with what people do, says `serve` is the web app and sets benchmarks apart;
+/// an index given as a folder says so (before: "disk I/O error").
+#[test]
+fn help_leads_with_everyday_commands_and_a_folder_given_as_the_index_is_named() {
+    let out = warpfold().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let commands: Vec<&str> = help
+        .lines()
+        .skip_while(|line| !line.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|line| line.starts_with("  "))
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    assert_eq!(&commands[..6], ["index", "search", "ask", "summarize", "serve", "desktop"], "{help}");
+    let bench = commands.iter().position(|c| *c == "bench").expect("bench is listed");
+    assert!(commands[bench..].iter().all(|c| c.starts_with("bench") || ["corpus", "help"].contains(c)), "{help}");
+    assert!(
+        help.lines().any(|line| line.trim_start().starts_with("serve") && line.contains(" The web app: the UI in your browser")),
+        "{help}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = warpfold().args(["search", "rent"]).arg("--db").arg(dir.path()).output().unwrap();
+    let error = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(error.contains(&format!("{} is a folder; the index is a file: give one such as", dir.path().display())), "{error}");
+    let samples = dir.path().join("samples");
+    assert!(warpfold().arg("make-samples").arg(&samples).status().unwrap().success());
+    let out = warpfold().arg("index").arg(&samples).arg("--db").arg(dir.path()).output().unwrap();
+    let error = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && error.contains("is a folder; the index is a file"), "{error}");
+}

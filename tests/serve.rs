@@ -764,6 +764,25 @@ fn api_answers_are_not_stored_and_a_document_is_served_sandboxed_under_its_name(
     assert!(file.starts_with("http/1.1 200"), "{file}");
     assert!(file.contains("content-security-policy: sandbox; default-src 'none'"), "{file}");
     assert!(file.contains("content-disposition: inline; filename*=utf-8''r%c3%a9sum%c3%a9.txt\r\n"), "{file}");
+
+    // Each format as a browser can take it: a Windows-1252 note decoded as the indexer read it
+    // (before: sent as UTF-8, so "Caf\u{fffd}"), a Word file offered as a download of its own type
+    // (before: text/plain, a page of ZIP bytes), never sniffed.
+    let served = |name: &str, bytes: &[u8]| {
+        let (status, stored) = request_bytes(addr, "POST", &format!("/api/upload?name={name}"), "s3cret", bytes);
+        assert_eq!(status, 200, "{stored}");
+        let path = serde_json::from_str::<serde_json::Value>(&stored).unwrap()["path"].as_str().unwrap().to_string();
+        let encoded: String =
+            path.bytes().map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") }).collect();
+        full_response(addr, &format!("/api/file?path={encoded}"))
+    };
+    let note = served("lettre.txt", b"Caf\xe9 \xe0 c\xf4t\xe9 : 12 \x80 par mois, r\xe9sum\xe9 de la r\xe9union du 3 mars.");
+    assert!(note.contains("content-type: text/plain; charset=utf-8\r\n"), "{note}");
+    assert!(note.ends_with("café à côté : 12 € par mois, résumé de la réunion du 3 mars."), "{note}");
+    let word = served("offer.docx", b"PK\x03\x04\x14\x00 a Word file cut short");
+    assert!(word.contains("content-type: application/vnd.openxmlformats-officedocument.wordprocessingml.document\r\n"), "{word}");
+    assert!(word.contains("content-disposition: attachment; filename*=utf-8''offer.docx\r\n"), "{word}");
+    assert!(word.contains("x-content-type-options: nosniff\r\n") && word.contains("content-security-policy: sandbox;"), "{word}");
 }
 
 /// The token from a file (first line), so it is not in the process list; given with --token, a

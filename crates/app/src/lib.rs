@@ -25,6 +25,7 @@ mod policy;
 pub mod queue;
 pub mod runtime;
 mod sampler;
+pub mod served;
 pub mod settings;
 pub mod summaries;
 pub mod text;
@@ -77,6 +78,8 @@ pub struct AppConfig {
     pub memory: Option<warpfold_runtime::MemoryReader>,
     /// The chat model that summarizes documents; None: no summaries.
     pub summaries: Option<SummaryConfig>,
+    /// The person's home folder, which `~` in a typed folder stands for.
+    pub home: Option<PathBuf>,
     /// The settings the app was launched with ([`launch::launch`]), for the settings view; `None`
     /// for an app started without them (tests).
     pub settings: Option<settings::Settings>,
@@ -102,6 +105,7 @@ impl AppConfig {
             memory: None,
             summaries: None,
             settings: None,
+            home: settings::home_dir(),
         }
     }
 }
@@ -490,6 +494,8 @@ impl App {
     /// user's to choose (the desktop shell asks them in a dialog of its own, then calls this with
     /// [`Origin::User`]), and the refusal reads the same whether or not the folder exists.
     pub fn add_folder(&self, path: &str, origin: Origin) -> Result<Vec<String>, AppError> {
+        let expanded = paths::expand_home(path, self.inner.config.home.as_deref()).map_err(AppError::InvalidInput)?;
+        let path = expanded.as_str();
         if origin == Origin::Webview {
             let chosen = std::fs::canonicalize(path).ok().filter(|canonical| self.allowed(canonical));
             if chosen.is_none() {
@@ -713,6 +719,13 @@ impl App {
     pub fn open_document(&self, path: &str) -> Result<(std::fs::File, u64), AppError> {
         let checked = self.held_document(path)?;
         files::open_checked(&checked).map(|(file, meta)| (file, meta.len())).map_err(|e| AppError::PathNotAllowed(format!("{path}: {e}")))
+    }
+
+    /// A document the app holds, ready for a browser to open: its type, whether it is a download,
+    /// and its bytes (texts decoded as the indexer read them, [`served`]).
+    pub fn served_document(&self, path: &str) -> Result<served::ServedFile, AppError> {
+        let (file, size) = self.open_document(path)?;
+        served::serve(Path::new(path), file, size).map_err(|e| AppError::Io(format!("reading {path}: {e}")))
     }
 
     /// A document the app holds that the desktop shell may open in the system viewer.

@@ -73,7 +73,11 @@ pub(crate) fn canonical_dir(path: &str) -> Result<PathBuf, AppError> {
     if path.trim().is_empty() {
         return Err(AppError::InvalidInput("no folder given".into()));
     }
-    let canonical = std::fs::canonicalize(path).map_err(|e| AppError::NotFound(format!("{path}: {e}")))?;
+    let canonical = std::fs::canonicalize(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => AppError::NotFound(format!("{path}: no such folder")),
+        std::io::ErrorKind::PermissionDenied => AppError::NotFound(format!("{path}: warpfold may not read it (permission denied)")),
+        _ => AppError::NotFound(format!("{path}: {e}")),
+    })?;
     if !canonical.is_dir() {
         return Err(AppError::InvalidInput(format!("{path} is not a folder")));
     }

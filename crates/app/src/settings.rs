@@ -511,6 +511,11 @@ pub fn default_data_dir() -> PathBuf {
     crate::paths::data_dir_from(std::env::var_os("WARPFOLD_DATA_DIR"), std::env::var_os("XDG_DATA_HOME"), std::env::var_os("HOME"))
 }
 
+/// The person's home folder (`HOME`), for `~` in a folder they type ([`crate::paths::expand_home`]).
+pub fn home_dir() -> Option<PathBuf> {
+    std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from)
+}
+
 /// Where models are kept when no folder is set: `$WARPFOLD_MODELS_DIR`, else ./models in a
 /// checkout, else `$XDG_DATA_HOME/warpfold/models` ([`warpfold_runtime::models::models_dir_from`]).
 pub fn default_models_dir() -> PathBuf {

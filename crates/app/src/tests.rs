@@ -32,6 +32,11 @@ fn model() -> LoadedModel {
 }
 
 fn start(data: &Path, loaded: &LoadedModel) -> App {
+    start_at_home(data, loaded, None)
+}
+
+/// [`start`] for a person whose home folder is `home`.
+fn start_at_home(data: &Path, loaded: &LoadedModel, home: Option<PathBuf>) -> App {
     let config = AppConfig {
         db: data.join("index.db"),
         data_dir: data.to_path_buf(),
@@ -44,6 +49,7 @@ fn start(data: &Path, loaded: &LoadedModel) -> App {
         memory: None,
         summaries: None,
         settings: None,
+        home,
     };
     App::start(config, Arc::clone(&loaded.embedder)).expect("the app starts")
 }
@@ -106,6 +112,24 @@ fn events_for(rx: &mut broadcast::Receiver<AppEvent>, seen: &mut Vec<AppEvent>, 
             _ => None,
         })
         .collect()
+}
+
+/// A folder typed as a person types it: `~/…` is their home folder (before: "os error 2"), a
+/// missing one says so in words, and `~name` is refused with what to give.
+#[test]
+fn a_typed_folder_under_the_tilde_is_watched_and_a_missing_one_says_so() {
+    let loaded = model();
+    let data = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let home_path = std::fs::canonicalize(home.path()).unwrap();
+    std::fs::create_dir(home_path.join("Letters")).unwrap();
+    let app = start_at_home(data.path(), &loaded, Some(home_path.clone()));
+    let folders = app.add_folder("~/Letters", Origin::User).unwrap();
+    assert_eq!(folders, vec![home_path.join("Letters").display().to_string()]);
+    let missing = app.add_folder("~/Lettres", Origin::User).unwrap_err();
+    assert_eq!((missing.kind(), missing.to_string().ends_with("Lettres: no such folder")), ("not_found", true), "{missing}");
+    let other = app.add_folder("~bob/Letters", Origin::User).unwrap_err();
+    assert!(other.to_string().contains("only ~ (your home folder) is expanded; give the full path"), "{other}");
 }
 
 #[test]

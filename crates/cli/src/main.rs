@@ -23,7 +23,11 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Parser, Debug)]
-#[command(name = "warpfold", version, about = "Packed, padding-free transformer inference over your documents")]
+#[command(
+    name = "warpfold",
+    version,
+    about = "Search, ask and summarize your documents on this computer, with packed, padding-free transformer inference"
+)]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalOptions,
@@ -103,25 +107,22 @@ pub enum BatchingArg {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Embed JSON lines {"text": "..."} from stdin; writes one {"embedding": [...]} line per input, in order.
-    Embed(embed::EmbedArgs),
-    /// Packed against padded (and optionally sentence-transformers) on the seeded benchmark corpora.
-    Bench(warpfold_bench::embed::BenchArgs),
-    /// Indexing throughput on generated PDFs and search latency on a large index.
-    BenchIndex(warpfold_bench::index::BenchIndexArgs),
-    /// Score texts with a decoder: mean next-token log-likelihood per text, packed.
-    Score(score::ScoreArgs),
-    /// Print a benchmark corpus as token ids, one JSON line per document ({"ids": [...]}).
-    Corpus(warpfold_bench::ids::CorpusArgs),
-    /// Serve embeddings (OpenAI-compatible), search, status and metrics over HTTP on loopback.
-    Serve(serve::ServeArgs),
-    /// Index files and folders (PDF, text, Markdown) into a local searchable database.
+    /// Index files and folders (PDF, text, Word, OpenDocument, HTML, EPUB, RTF, CSV, scans by OCR)
+    /// into a local searchable database.
     Index(index::IndexArgs),
     /// Search an index: semantic (embeddings) and keyword (BM25) hits merged.
     Search(index::SearchArgs),
     /// Ask a question: a local chat model answers from the best passages of an index and cites
     /// them by file and page, or says the answer is not in your documents.
     Ask(ask::AskArgs),
+    /// Summarize documents with a local chat model, each checked against its text; long ones by
+    /// map-reduce.
+    Summarize(summarize::SummarizeArgs),
+    /// The web app: the UI in your browser, and the HTTP API (search, ask, embeddings
+    /// OpenAI-compatible, status, metrics), on loopback behind a token.
+    Serve(serve::ServeArgs),
+    /// Open the desktop app (warpfold-desktop, installed beside this program or on PATH).
+    Desktop,
     /// Forget documents for good: their text, vectors and summaries leave the index, and no byte
     /// of them stays in the index file. PATH: an indexed file, or a folder (everything indexed
     /// under it). The file itself is not touched.
@@ -132,24 +133,19 @@ pub enum Command {
         #[arg(long)]
         db: PathBuf,
     },
-    /// Merge shard indexes (`index --shard I/N`) into one index: documents, pages, chunks and
-    /// embeddings once each, full-text index rebuilt; refuses shards of another model.
-    Merge(index::MergeArgs),
     /// Serve the index to AI assistants (Claude Desktop, Jan, LM Studio, ...) over the Model Context
     /// Protocol on stdin and stdout, read-only: search, read documents and pages, ask (docs/mcp.md).
     Mcp(mcp::McpArgs),
-    /// Summarize documents (PDF, text, Markdown) with a local chat model; long ones by map-reduce.
-    Summarize(summarize::SummarizeArgs),
-    /// Summarization speed: packed and batched against one document at a time, on the samples.
-    BenchSummarize(summarize::BenchSummarizeArgs),
     /// Write the bundled sample documents into a folder.
     MakeSamples {
         /// Where to write them.
         dir: PathBuf,
     },
-    /// Extract one PDF and print its pages as JSON (used by `index` in a separate process).
-    #[command(hide = true)]
-    ExtractWorker { path: PathBuf },
+    /// Manage the default models.
+    Models {
+        #[command(subcommand)]
+        action: ModelsAction,
+    },
     /// Show the settings in effect (flags, variables), as `serve` and the desktop app start with
     /// them; --desktop: the desktop app's (its settings.json, then the variables); --markdown: the
     /// table of every setting (docs/settings.md).
@@ -161,11 +157,24 @@ pub enum Command {
         #[arg(long)]
         desktop: bool,
     },
-    /// Manage the default models.
-    Models {
-        #[command(subcommand)]
-        action: ModelsAction,
-    },
+    /// Merge shard indexes (`index --shard I/N`) into one index: documents, pages, chunks and
+    /// embeddings once each, full-text index rebuilt; refuses shards of another model.
+    Merge(index::MergeArgs),
+    /// Embed JSON lines {"text": "..."} from stdin; writes one {"embedding": [...]} line per input, in order.
+    Embed(embed::EmbedArgs),
+    /// Score texts with a decoder: mean next-token log-likelihood per text, packed.
+    Score(score::ScoreArgs),
+    /// Benchmark: packed against padded (and optionally sentence-transformers) on the seeded benchmark corpora.
+    Bench(warpfold_bench::embed::BenchArgs),
+    /// Benchmark: indexing throughput on generated PDFs and search latency on a large index.
+    BenchIndex(warpfold_bench::index::BenchIndexArgs),
+    /// Benchmark: summarization speed, packed and batched against one document at a time, on the samples.
+    BenchSummarize(summarize::BenchSummarizeArgs),
+    /// Benchmark: print a benchmark corpus as token ids, one JSON line per document ({"ids": [...]}).
+    Corpus(warpfold_bench::ids::CorpusArgs),
+    /// Extract one PDF and print its pages as JSON (used by `index` in a separate process).
+    #[command(hide = true)]
+    ExtractWorker { path: PathBuf },
 }
 
 #[derive(Subcommand, Debug)]
@@ -185,6 +194,23 @@ pub enum ModelsAction {
     /// Re-check installed files against the pinned checksums: the default models and any installed
     /// on-demand one, or the ones named.
     Verify { names: Vec<String> },
+}
+
+/// `warpfold desktop`: runs the desktop app, found beside this program (a build's target/release,
+/// the package's /usr/bin) or on PATH, and waits for its window to close.
+fn open_desktop() -> anyhow::Result<ExitCode> {
+    const NAME: &str = "warpfold-desktop";
+    let beside = std::env::current_exe().ok().and_then(|exe| exe.parent().map(|dir| dir.join(NAME))).filter(|p| p.is_file());
+    let on_path =
+        || std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|dir| dir.join(NAME)).find(|p| p.is_file()));
+    let Some(program) = beside.or_else(on_path) else {
+        anyhow::bail!(
+            "the desktop app ({NAME}) is not installed beside this program or on PATH: install the warpfold package \
+             or build it with `cargo build --release -p warpfold-desktop`; `warpfold serve` opens the same app in a browser"
+        );
+    };
+    let status = std::process::Command::new(&program).status().map_err(|e| anyhow::anyhow!("starting {}: {e}", program.display()))?;
+    Ok(if status.success() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 fn main() -> ExitCode {
@@ -225,6 +251,7 @@ fn main() -> ExitCode {
         Command::Summarize(args) => summarize::run(&cli.global, args),
         Command::BenchSummarize(args) => summarize::run_bench(&cli.global, args),
         Command::MakeSamples { dir } => index::run_make_samples(dir),
+        Command::Desktop => open_desktop(),
         Command::ExtractWorker { .. } => unreachable!("handled above"),
         Command::Settings { serve, markdown, desktop } => serve::show_settings(&cli.global, serve, *markdown, *desktop),
         Command::Models { action } => setup::models_command(&cli.global, action).map(|()| ExitCode::SUCCESS),

@@ -16,8 +16,8 @@ use crate::{setup, GlobalOptions};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// Where to listen; loopback only unless you say otherwise.
-    #[arg(long, default_value = "127.0.0.1:8787")]
+    /// Where to listen (IP:PORT, or localhost:PORT); loopback only unless you say otherwise.
+    #[arg(long, default_value = "127.0.0.1:8787", value_parser = parse_listen_addr)]
     pub addr: SocketAddr,
     /// The index (created if missing). Default: index.db in the data folder.
     #[arg(long, env = "WARPFOLD_DB")]
@@ -62,6 +62,20 @@ pub struct ServeArgs {
     /// others come from settings.json in the data folder ([`given_settings`]).
     #[arg(skip)]
     pub given: Vec<String>,
+}
+
+/// `--addr`: an IP address and port, or `localhost:PORT` (loopback, IPv4 as the default is). A
+/// host name is refused: the server must know which interface it opens.
+fn parse_listen_addr(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let port = text.strip_prefix("localhost:").or_else(|| text.strip_prefix("LOCALHOST:"));
+    match port.map(str::parse::<u16>) {
+        Some(Ok(port)) => Ok(SocketAddr::from(([127, 0, 0, 1], port))),
+        Some(Err(_)) => Err(format!("{text:?}: the port after localhost: is a number from 0 to 65535")),
+        None => Err(format!("{text:?} is not IP:PORT: give 127.0.0.1:8787, localhost:8787, or 0.0.0.0:8787 to listen on every interface")),
+    }
 }
 
 /// The keys of [`Settings`] that `matches` (serve's or settings') got from a flag or a variable.
@@ -178,6 +192,22 @@ mod tests {
 
     fn failing(_: &mut [u8]) -> Result<(), getrandom::Error> {
         Err(getrandom::Error::UNSUPPORTED)
+    }
+
+    #[test]
+    fn localhost_is_loopback_and_a_bad_address_says_what_to_give() {
+        let addr = |text: &str| match Cli::try_parse_from(["warpfold", "serve", "--addr", text]).map(|cli| cli.command) {
+            Ok(Command::Serve(args)) => Ok(args.addr.to_string()),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(e.to_string()),
+        };
+        assert_eq!(addr("localhost:8799").unwrap(), "127.0.0.1:8799");
+        assert_eq!(addr("[::1]:8799").unwrap(), "[::1]:8799");
+        assert_eq!(addr("0.0.0.0:80").unwrap(), "0.0.0.0:80");
+        let error = addr("example.org:80").unwrap_err();
+        assert!(error.contains("\"example.org:80\" is not IP:PORT: give 127.0.0.1:8787, localhost:8787"), "{error}");
+        let error = addr("localhost:99999").unwrap_err();
+        assert!(error.contains("the port after localhost: is a number"), "{error}");
     }
 
     #[test]

@@ -129,7 +129,8 @@ pub enum FileKind {
 }
 
 /// The file types warpfold reads, for messages.
-pub const SUPPORTED: &str = ".pdf, .txt, .md, .docx, .odt, .html, .htm, .epub, .rtf and images (.png, .jpg, .tif, .webp) by OCR";
+pub const SUPPORTED: &str =
+    ".pdf, .txt, .md, .csv, .tsv, .json, .docx, .odt, .html, .htm, .epub, .rtf and images (.png, .jpg, .tif, .webp) by OCR";
 
 /// The kind of file by extension, or `None` for files warpfold does not read.
 pub fn file_kind(path: &Path) -> Option<FileKind> {
@@ -137,7 +138,8 @@ pub fn file_kind(path: &Path) -> Option<FileKind> {
     let ext = path.extension()?.to_str()?.to_ascii_lowercase();
     match ext.as_str() {
         "pdf" => Some(FileKind::Pdf),
-        "txt" | "text" | "md" | "markdown" => Some(FileKind::Text),
+        // Tables and data are text too: a CSV export or a JSON file is read and searched as written.
+        "txt" | "text" | "md" | "markdown" | "csv" | "tsv" | "json" => Some(FileKind::Text),
         "docx" => Some(FileKind::Document(Format::Docx)),
         "odt" => Some(FileKind::Document(Format::Odt)),
         "html" | "htm" | "xhtml" => Some(FileKind::Document(Format::Html)),
@@ -1317,6 +1319,20 @@ printf '{{"done":{{"engine":"Stand-in OCR"}}}}
         assert_eq!(file_kind(Path::new("scan.tiff")), Some(FileKind::Image(crate::ocr::ImageFormat::Tiff)));
         assert_eq!(file_kind(Path::new("clip.gif")), None);
         assert_eq!(file_kind(Path::new("Makefile")), None);
+        // Tables and data exports are read as text, not skipped in silence.
+        for name in ["budget.CSV", "export.tsv", "contacts.json"] {
+            assert_eq!(file_kind(Path::new(name)), Some(FileKind::Text), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_csv_in_windows_1252_is_read_as_text_with_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("budget.csv");
+        std::fs::write(&path, b"poste;montant\r\nd\xe9p\xf4t de garantie;1700 \x80\r\nloyer;850 \x80\r\n").unwrap();
+        let extracted = extract_file(&path, &Isolation::new(PathBuf::from("unused: a text is read here"), vec![])).unwrap();
+        assert!(extracted.pages[0].contains("dépôt de garantie;1700 €"), "{:?}", extracted.pages);
+        assert!(extracted.pages[0].contains("loyer;850 €"), "{:?}", extracted.pages);
     }
 
     /// `n` pages, each with its planted sentence (and accented words and a € on the Helvetica and

@@ -35,6 +35,8 @@ pub enum StoreError {
     Schema { path: String, found: Option<String> },
     #[error("{0} does not exist; build it first with `warpfold index PATH... --db {0}`")]
     Missing(String),
+    #[error("{0} is a folder; the index is a file: give one such as {0}/index.db")]
+    Folder(String),
 }
 
 impl From<rusqlite::Error> for StoreError {
@@ -229,6 +231,9 @@ impl Store {
     /// another model, whose vectors would not be comparable.
     pub fn open(path: &Path, model: &str, dim: usize) -> Result<Store, StoreError> {
         let display = path.display().to_string();
+        if path.is_dir() {
+            return Err(StoreError::Folder(display));
+        }
         create_private(path).map_err(|e| StoreError::Open { path: display.clone(), message: e.to_string() })?;
         let conn = Connection::open(path).map_err(|e| open_error(&display, e))?;
         // 16 KiB pages for a new index (an existing one keeps its own): a chunk's text, its vector
@@ -267,6 +272,9 @@ impl Store {
         let display = path.display().to_string();
         if !path.exists() {
             return Err(StoreError::Missing(display));
+        }
+        if path.is_dir() {
+            return Err(StoreError::Folder(display));
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
         let plain = Connection::open_with_flags(path, flags).map_err(|e| open_error(&display, e)).and_then(|conn| {

@@ -55,6 +55,7 @@ use parking_lot::Mutex;
 use serde::Deserialize;
 use tokio_util::io::{StreamReader, SyncIoBridge};
 use warpfold_app::ask::{AskEvent, AskRequest, AskSink};
+use warpfold_app::served::ServedBody;
 use warpfold_app::{day_start, inbox, App, AppError, Filter, Origin, SearchOptions};
 use warpfold_engine::embed::EmbedError;
 use warpfold_engine::scheduler::Cancel;
@@ -667,30 +668,32 @@ async fn document(State(state): State<Shared>, query: Result<Query<PathBody>, ax
 async fn file(State(state): State<Shared>, query: Result<Query<PathBody>, axum::extract::rejection::QueryRejection>) -> Response {
     let Ok(Query(query)) = query else { return app_error(AppError::InvalidInput("expected ?path=FILE".into())) };
     let path = query.path.clone();
-    match tokio::task::spawn_blocking(move || state.app.open_document(&query.path)).await {
-        Ok(Ok((file, size))) => {
-            let kind = match path.rsplit('.').next().map(str::to_ascii_lowercase).as_deref() {
-                Some("pdf") => "application/pdf",
-                Some("md") => "text/markdown; charset=utf-8",
-                _ => "text/plain; charset=utf-8",
+    match tokio::task::spawn_blocking(move || state.app.served_document(&query.path)).await {
+        Ok(Ok(served)) => {
+            let (length, body) = match served.body {
+                // Streamed from the checked handle, in blocks: a file of gigabytes costs no more
+                // memory than a small one. A file that grows meanwhile is sent as long as it was.
+                ServedBody::File(file, size) => {
+                    use tokio::io::AsyncReadExt;
+                    (size, Body::from_stream(tokio_util::io::ReaderStream::new(tokio::fs::File::from_std(file).take(size))))
+                }
+                ServedBody::Bytes(bytes) => (bytes.len() as u64, Body::from(bytes)),
             };
-            // Streamed from the checked handle, in blocks: a file of gigabytes costs no more memory
-            // than a small one. A file that grows meanwhile is sent as long as it was when opened.
-            use tokio::io::AsyncReadExt;
-            let body = Body::from_stream(tokio_util::io::ReaderStream::new(tokio::fs::File::from_std(file).take(size)));
-            // A document opened by address runs nothing: sandboxed, no scripts, no requests, and
-            // named as the file it is.
+            // A document opened by address runs nothing: sandboxed, no scripts, no requests, never
+            // sniffed into another type, and named as the file it is.
             let name = std::path::Path::new(&path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             let encoded: String = name
                 .bytes()
                 .map(|b| if b.is_ascii_alphanumeric() || b"-._".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
                 .collect();
+            let disposition = if served.download { "attachment" } else { "inline" };
             (
                 [
-                    (header::CONTENT_TYPE, kind.to_string()),
-                    (header::CONTENT_LENGTH, size.to_string()),
+                    (header::CONTENT_TYPE, served.content_type.to_string()),
+                    (header::CONTENT_LENGTH, length.to_string()),
                     (header::CONTENT_SECURITY_POLICY, "sandbox; default-src 'none'; img-src data:; style-src 'unsafe-inline'".to_string()),
-                    (header::CONTENT_DISPOSITION, format!("inline; filename*=UTF-8''{encoded}")),
+                    (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_string()),
+                    (header::CONTENT_DISPOSITION, format!("{disposition}; filename*=UTF-8''{encoded}")),
                 ],
                 body,
             )
