@@ -29,3 +29,6 @@ bash scripts/install-mcp-client.sh
 bash tests/e2e/run.sh
 cargo build --release --locked -p warpfold-desktop
 bash tests/desktop/screenshot.sh target/out/desktop-screenshot.png
+# The installable package (docs/install.md): the .deb bundled from these binaries, installed with
+# dpkg, its command line run and its desktop app started under Xvfb, then removed.
+bash tests/package/run.sh
