@@ -150,6 +150,8 @@ pub struct AppStateView {
     /// Why indexing is paused for now (the disk is full; it resumes by itself when writes succeed
     /// again); None while it goes on.
     pub writes_paused: Option<String>,
+    /// The person paused indexing ([`crate::App::set_paused`]).
+    pub paused: bool,
 }
 
 /// A live event: `event` names it (the SSE event name / Tauri event name), `data` carries it.
@@ -171,6 +173,8 @@ pub enum AppEvent {
     /// What the summarizer is busy with before it can summarize (fetching or loading its model),
     /// or None once it is ready.
     SummarizerStatus(Option<String>),
+    /// The person paused indexing (true) or resumed it (false).
+    Paused(bool),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -194,6 +198,7 @@ impl AppEvent {
             AppEvent::WritesPaused(_) => "writes_paused",
             AppEvent::Summary(_) => "summary",
             AppEvent::SummarizerStatus(_) => "summarizer_status",
+            AppEvent::Paused(_) => "paused",
         }
     }
 
@@ -209,6 +214,7 @@ impl AppEvent {
             AppEvent::WritesStopped(x) => serde_json::to_string(x),
             AppEvent::WritesPaused(x) => serde_json::to_string(x),
             AppEvent::SummarizerStatus(x) => serde_json::to_string(x),
+            AppEvent::Paused(x) => serde_json::to_string(x),
         }
         .expect("plain data serialises")
     }

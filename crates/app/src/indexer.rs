@@ -27,7 +27,11 @@ impl App {
     }
 
     pub(crate) fn run_indexer(&self, jobs: Receiver<Job>) {
-        let progress = Progress { observer: Some(self.inner.board.clone()), ..Progress::default() };
+        // A pause holds the next file of a run, not only the next run: a folder of thousands stops
+        // within a file or two. Stopping the app ends the hold.
+        let (paused, stop) = (self.inner.paused.clone(), self.inner.stop.clone());
+        let hold = std::sync::Arc::new(move || paused.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed));
+        let progress = Progress { observer: Some(self.inner.board.clone()), hold: Some(hold), ..Progress::default() };
         let mut pending: Vec<Job> = Vec::new();
         let mut settling = Settling::default();
         let mut rearmed = std::time::Instant::now();
@@ -43,6 +47,13 @@ impl App {
                     std::thread::sleep(Duration::from_millis(200));
                     continue;
                 }
+            }
+            if self.inner.paused.load(Ordering::Relaxed) {
+                if self.inner.stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+                continue;
             }
             if rearmed.elapsed() >= REARM_EVERY {
                 self.rearm_watches();
@@ -79,6 +90,10 @@ impl App {
                     pending = rest;
                     let present: Vec<PathBuf> = paths.into_iter().filter(|p| std::fs::symlink_metadata(p).is_ok()).collect();
                     self.index(files::collect(&present).unwrap_or_default(), &progress)
+                }
+                Job::Reindex(paths) => {
+                    let present: Vec<PathBuf> = paths.into_iter().filter(|p| std::fs::symlink_metadata(p).is_ok()).collect();
+                    self.index_with(files::collect(&present).unwrap_or_default(), &progress, true)
                 }
                 Job::Settle(paths) => {
                     // A new folder stands for the files in it, each of which must have settled.
@@ -126,16 +141,26 @@ impl App {
     }
 
     fn index(&self, collected: Collected, progress: &Progress) -> Result<(), AppError> {
+        self.index_with(collected, progress, false)
+    }
+
+    /// Indexes what was collected; `reread`: every file again, changed or not (a re-index).
+    fn index_with(&self, collected: Collected, progress: &Progress, reread: bool) -> Result<(), AppError> {
         if collected.files.is_empty() && collected.refused.is_empty() {
             return Ok(());
         }
+        let options = if reread {
+            std::borrow::Cow::Owned(warpfold_index::pipeline::IndexOptions { reread: true, ..self.inner.config.index_options.clone() })
+        } else {
+            std::borrow::Cow::Borrowed(&self.inner.config.index_options)
+        };
         let indexed_files = collected.files.clone();
         let report = match index_collected(
             collected,
             &self.inner.config.db,
             &self.inner.embedder,
             &self.inner.config.model,
-            &self.inner.config.index_options,
+            &options,
             progress,
         ) {
             Ok(report) => report,

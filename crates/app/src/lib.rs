@@ -134,6 +134,9 @@ pub(crate) enum Job {
     ScanWatched,
     /// Embed every chunk of the index that has no vector (run once at start).
     Check,
+    /// Read these files, or the files under these folders, again even if unchanged (the person
+    /// asked to re-index them).
+    Reindex(Vec<PathBuf>),
 }
 
 struct Inner {
@@ -161,7 +164,9 @@ struct Inner {
     writes_stopped: Mutex<Option<String>>,
     /// Indexing paused for want of space, with the files to index again when it resumes.
     writes_paused: Mutex<Option<indexer::Paused>>,
-    stop: AtomicBool,
+    stop: Arc<AtomicBool>,
+    /// The person paused indexing: no new file is started until they resume ([`App::set_paused`]).
+    paused: Arc<AtomicBool>,
     /// Documents to summarize (when summaries are on), a batch per message: the documents of one index run arrive together,
     /// so the summarizer never starts on the first of them alone.
     chat: Option<Sender<summaries::ChatJob>>,
@@ -258,7 +263,8 @@ impl App {
                 index_identity,
                 writes_stopped: Mutex::new(None),
                 writes_paused: Mutex::new(None),
-                stop: AtomicBool::new(false),
+                stop: Arc::new(AtomicBool::new(false)),
+                paused: Arc::new(AtomicBool::new(false)),
                 chat,
                 summaries_pending: Mutex::new(HashSet::new()),
                 summarizer_status: Mutex::new(None),
@@ -350,6 +356,7 @@ impl App {
             }),
             writes_stopped: self.inner.writes_stopped.lock().clone(),
             writes_paused: self.inner.writes_paused.lock().as_ref().map(|p| p.reason.clone()),
+            paused: self.inner.paused.load(Ordering::Relaxed),
         }
     }
 
@@ -586,19 +593,7 @@ impl App {
         }
         let mut resolved: Vec<PathBuf> = Vec::new();
         for path in distinct {
-            // From the webview a missing path is refused like one outside what the user chose, so
-            // the answer does not tell whether it exists.
-            let canonical = match (std::fs::canonicalize(path), origin) {
-                (Ok(canonical), Origin::Webview) if !self.allowed(&canonical) => return Err(not_chosen(path)),
-                (Ok(canonical), _) => canonical,
-                (Err(_), Origin::Webview) => return Err(not_chosen(path)),
-                (Err(e), Origin::User) => return Err(AppError::NotFound(format!("{path}: {e}"))),
-            };
-            // The whole disk or a kernel tree is no one's documents (and walking it would hold the
-            // request): refused here as it is for a watched folder.
-            if let Some(reason) = watch::refusal(&canonical, "indexing") {
-                return Err(AppError::InvalidInput(reason));
-            }
+            let canonical = self.named_for_indexing(path, origin)?;
             if !resolved.contains(&canonical) {
                 resolved.push(canonical);
             }
@@ -606,6 +601,46 @@ impl App {
         let queued = self.queue_waiting(&resolved);
         let _ = self.inner.jobs.send(Job::Index(resolved));
         Ok(queued)
+    }
+
+    /// Reads a document, or every document under a folder, again, changed or not: a re-index the
+    /// person asked for (after new OCR languages, or a file that failed for a reason now mended).
+    /// What it names is checked as [`App::add_paths`] checks it. Returns how many files are queued.
+    pub fn reindex(&self, path: &str, origin: Origin) -> Result<usize, AppError> {
+        let canonical = self.named_for_indexing(path, origin)?;
+        let queued = self.queue_waiting(std::slice::from_ref(&canonical));
+        if queued == 0 {
+            return Err(AppError::InvalidInput(format!("{path}: no file warpfold reads is there ({})", warpfold_index::extract::SUPPORTED)));
+        }
+        let _ = self.inner.jobs.send(Job::Reindex(vec![canonical]));
+        Ok(queued)
+    }
+
+    /// Pauses indexing (`true`: the files being read finish, no new one starts; drops, uploads and
+    /// watcher events wait on the queue) or resumes it. Returns whether it is paused now.
+    pub fn set_paused(&self, paused: bool) -> bool {
+        if self.inner.paused.swap(paused, Ordering::Relaxed) != paused {
+            let _ = self.inner.events.send(AppEvent::Paused(paused));
+        }
+        paused
+    }
+
+    /// The real path of a file or folder named to be indexed: from the webview only what the user
+    /// chose (a missing path is refused alike, so the answer does not tell whether it exists);
+    /// never the whole disk or a kernel tree.
+    fn named_for_indexing(&self, path: &str, origin: Origin) -> Result<PathBuf, AppError> {
+        let canonical = match (std::fs::canonicalize(path), origin) {
+            (Ok(canonical), Origin::Webview) if !self.allowed(&canonical) => return Err(not_chosen(path)),
+            (Ok(canonical), _) => canonical,
+            (Err(_), Origin::Webview) => return Err(not_chosen(path)),
+            (Err(e), Origin::User) => return Err(AppError::NotFound(format!("{path}: {e}"))),
+        };
+        // The whole disk or a kernel tree is no one's documents (and walking it would hold the
+        // request): refused here as it is for a watched folder.
+        if let Some(reason) = watch::refusal(&canonical, "indexing") {
+            return Err(AppError::InvalidInput(reason));
+        }
+        Ok(canonical)
     }
 
     /// Saves an uploaded file (browser drag and drop) into the data folder's inbox and indexes it.

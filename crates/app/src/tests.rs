@@ -114,6 +114,49 @@ fn events_for(rx: &mut broadcast::Receiver<AppEvent>, seen: &mut Vec<AppEvent>, 
         .collect()
 }
 
+/// Paused, a dropped file waits on the queue and nothing is written; resumed, it is indexed. Added
+/// again unchanged it is not read again, but a re-index reads it (and a folder's files) again.
+#[test]
+fn indexing_pauses_and_resumes_and_a_reindex_reads_an_unchanged_file_again() {
+    let loaded = model();
+    let (data, folder) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let root = std::fs::canonicalize(folder.path()).unwrap();
+    let app = start(data.path(), &loaded);
+    let mut rx = app.subscribe();
+    let mut seen = Vec::new();
+    let a = root.join("keepers.txt");
+    std::fs::write(&a, "Lighthouse keepers log the weather at dawn and again at dusk.").unwrap();
+    let a_text = a.display().to_string();
+
+    assert!(app.set_paused(true));
+    assert!(app.state().paused);
+    app.add_paths(std::slice::from_ref(&a_text), Origin::User).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(state_of(&app, &a), Some(QueueState::Waiting), "a paused app starts no file");
+    assert!(indexed(&app).is_empty());
+    assert!(!app.set_paused(false));
+    eventually("keepers.txt indexed once resumed", || state_of(&app, &a) == Some(QueueState::Done));
+    let _ = events_for(&mut rx, &mut seen, &a);
+    assert!(seen.contains(&AppEvent::Paused(true)) && seen.contains(&AppEvent::Paused(false)), "{seen:?}");
+
+    let read_again = |rx: &mut broadcast::Receiver<AppEvent>, seen: &mut Vec<AppEvent>, queue: &dyn Fn()| {
+        let before = events_for(rx, seen, &a).len();
+        queue();
+        eventually("keepers.txt done again", || state_of(&app, &a) == Some(QueueState::Done));
+        events_for(rx, seen, &a)[before..].contains(&QueueState::Extracting)
+    };
+    assert!(!read_again(&mut rx, &mut seen, &|| drop(app.add_paths(std::slice::from_ref(&a_text), Origin::User).unwrap())));
+    assert!(read_again(&mut rx, &mut seen, &|| assert_eq!(app.reindex(&a_text, Origin::User).unwrap(), 1)));
+    assert!(read_again(&mut rx, &mut seen, &|| assert_eq!(app.reindex(&root.display().to_string(), Origin::User).unwrap(), 1)));
+    assert_eq!(app.search("when do lighthouse keepers log the weather", 1).unwrap()[0].path, a_text);
+
+    // What the webview names must be what the user chose; an empty folder has nothing to read.
+    let elsewhere = tempfile::tempdir().unwrap();
+    assert_eq!(app.reindex(&elsewhere.path().display().to_string(), Origin::Webview).unwrap_err().kind(), "path_not_allowed");
+    let error = app.reindex(&elsewhere.path().display().to_string(), Origin::User).unwrap_err();
+    assert!(error.to_string().contains("no file warpfold reads is there"), "{error}");
+}
+
 /// A folder typed as a person types it: `~/…` is their home folder (before: "os error 2"), a
 /// missing one says so in words, and `~name` is refused with what to give.
 #[test]

@@ -67,6 +67,9 @@ pub struct IndexOptions {
     pub prune: bool,
     /// Read again files that failed before even if they did not change.
     pub retry_failed: bool,
+    /// Read every file again, indexed or not, changed or not: a re-index the person asked for
+    /// (after new OCR languages, say). Passages whose text is unchanged keep their vectors.
+    pub reread: bool,
     /// The largest text file read, in bytes (0: no limit). A text file's words, chunks and token
     /// ids are all held while it is indexed, so this bounds a run's memory.
     pub max_text_bytes: u64,
@@ -85,6 +88,7 @@ impl IndexOptions {
             overlap: 32,
             prune: false,
             retry_failed: false,
+            reread: false,
             max_text_bytes: DEFAULT_MAX_TEXT_BYTES,
             in_flight_bins: DEFAULT_IN_FLIGHT_BINS,
         }
@@ -205,6 +209,9 @@ pub struct Progress {
     pub files_done: AtomicU64,
     pub chunks_embedded: AtomicU64,
     pub observer: Option<Arc<dyn FileObserver>>,
+    /// While this says so, no new file is started (the ones being read finish): the person paused
+    /// indexing. Asked before each file.
+    pub hold: Option<Arc<dyn Fn() -> bool + Send + Sync>>,
 }
 
 impl Progress {
@@ -408,7 +415,7 @@ fn prepare(path: &Path, store: &Store, embedder: &Embedder, options: &IndexOptio
         // A failure that may pass without the file changing (OCR missing or off, the worker or the
         // engine unable to run) is tried again; one about the file itself is not, unless asked.
         let retry = options.retry_failed || state.error.as_deref().is_some_and(crate::extract::may_pass);
-        if state.content_hash == hash && (state.status == "indexed" || !retry) {
+        if !options.reread && state.content_hash == hash && (state.status == "indexed" || !retry) {
             return Outcome::Skipped;
         }
     }
@@ -587,6 +594,9 @@ pub fn index_collected(
     std::thread::scope(|scope| {
         scope.spawn(move || {
             for file in files {
+                while progress.hold.as_ref().is_some_and(|hold| hold()) {
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
                 if work_tx.send(file).is_err() {
                     break;
                 }

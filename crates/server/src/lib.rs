@@ -628,6 +628,21 @@ async fn add_paths(State(state): State<Shared>, body: Result<Json<PathsBody>, ax
     blocking(move || Ok(serde_json::json!({ "queued": state.app.add_paths(&body.paths, Origin::User)? }))).await
 }
 
+/// Reads a document, or the documents under a folder, again, changed or not.
+async fn reindex(State(state): State<Shared>, body: Result<Json<PathBody>, axum::extract::rejection::JsonRejection>) -> Response {
+    let Ok(Json(body)) = body else { return app_error(AppError::InvalidInput("expected {\"path\": FILE_OR_FOLDER}".into())) };
+    blocking(move || Ok(serde_json::json!({ "queued": state.app.reindex(&body.path, Origin::User)? }))).await
+}
+
+/// Pauses indexing (the files being read finish; nothing new starts) or resumes it.
+async fn pause(State(state): State<Shared>) -> Response {
+    Json(serde_json::json!({ "paused": state.app.set_paused(true) })).into_response()
+}
+
+async fn resume(State(state): State<Shared>) -> Response {
+    Json(serde_json::json!({ "paused": state.app.set_paused(false) })).into_response()
+}
+
 async fn summarize(State(state): State<Shared>, body: Result<Json<PathsBody>, axum::extract::rejection::JsonRejection>) -> Response {
     let Ok(Json(body)) = body else { return app_error(AppError::InvalidInput("expected {\"paths\": [PATH, ...]}".into())) };
     blocking(move || Ok(serde_json::json!({ "queued": state.app.summarize(&body.paths)? }))).await
@@ -860,6 +875,9 @@ fn router(state: Shared) -> Router {
         .route("/api/paths", post(add_paths))
         .route("/api/forget", post(forget))
         .route("/api/summarize", post(summarize))
+        .route("/api/reindex", post(reindex))
+        .route("/api/pause", post(pause))
+        .route("/api/resume", post(resume))
         .route("/api/upload", post(upload))
         .route("/api/search", get(search))
         .route("/api/ask", post(ask))
