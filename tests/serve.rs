@@ -1032,3 +1032,53 @@ fn a_question_is_answered_between_rounds_of_summaries() {
     assert_eq!(events.last().map(|(name, _)| name.as_str()), Some("answer"), "{body}");
     assert!(left > 0, "the answer came only after every summary was written");
 }
+
+/// The everyday controls over HTTP: pause (an upload waits), resume (it is indexed), the library
+/// (filtered by type, sorted, paged), and a re-index of what the index holds.
+#[test]
+fn indexing_pauses_resumes_reindexes_and_the_library_lists_what_the_filters_let_through() {
+    let (server, _dir) = fresh(&[]);
+    let addr = server.addr.as_str();
+    let (status, body) = request(addr, "POST", "/api/pause", Some("s3cret"), Some(""));
+    assert_eq!((status, body.as_str()), (200, r#"{"paused":true}"#));
+    let state = |key: &str| {
+        serde_json::from_str::<serde_json::Value>(&request(addr, "GET", "/api/state", Some("s3cret"), None).1).unwrap()[key].clone()
+    };
+    assert_eq!(state("paused"), true);
+    let upload = |name: &str, text: &str| {
+        let (status, stored) = request_bytes(addr, "POST", &format!("/api/upload?name={name}"), "s3cret", text.as_bytes());
+        assert_eq!(status, 200, "{stored}");
+        serde_json::from_str::<serde_json::Value>(&stored).unwrap()["path"].as_str().unwrap().to_string()
+    };
+    let notes = upload("harbour-notes.txt", "The harbour master opens the lock gates at six every morning.");
+    upload("budget.csv", "item;amount\nlock gate repairs;12400\npaint;800\n");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(state("documents"), 0, "nothing is indexed while paused");
+    assert_eq!(request(addr, "POST", "/api/resume", Some("s3cret"), Some("")).1, r#"{"paused":false}"#);
+    eventually("both indexed", || state("documents") == 2);
+
+    let library = |query: &str| {
+        serde_json::from_str::<serde_json::Value>(&request(addr, "GET", &format!("/api/library?{query}"), Some("s3cret"), None).1).unwrap()
+    };
+    let names = |view: &serde_json::Value| {
+        view["documents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["path"].as_str().unwrap().rsplit('/').next().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let all = library("sort=name");
+    assert_eq!((all["total"].as_u64(), names(&all)), (Some(2), vec!["budget.csv".to_string(), "harbour-notes.txt".to_string()]));
+    assert_eq!(names(&library("sort=size&desc=true&limit=1")), ["harbour-notes.txt"]);
+    let csv = library("type=csv");
+    assert_eq!((csv["total"].as_u64(), names(&csv)), (Some(1), vec!["budget.csv".to_string()]));
+    assert_eq!(csv["documents"][0]["status"], "indexed", "a CSV is read as text");
+    let (status, body) = request(addr, "GET", "/api/library?after=yesterday", Some("s3cret"), None);
+    assert_eq!(status, 400, "{body}");
+
+    let (status, body) = request(addr, "POST", "/api/reindex", Some("s3cret"), Some(&format!(r#"{{"path": "{notes}"}}"#)));
+    assert_eq!((status, body.as_str()), (200, r#"{"queued":1}"#));
+    let (status, body) = request(addr, "POST", "/api/reindex", Some("s3cret"), Some(r#"{"path": "/no/such/file.txt"}"#));
+    assert_eq!(status, 404, "{body}");
+}

@@ -53,9 +53,32 @@ use policy::canonical_dir;
 use queue::QueueBoard;
 use summaries::SummaryConfig;
 pub use tokio::sync::broadcast::error::RecvError;
-pub use warpfold_index::filter::{day_start, Filter};
+pub use warpfold_index::filter::{day_start, Filter, LibraryEntry, LibraryOrder};
 pub use warpfold_index::search::SearchOptions;
 use watch::FolderWatcher;
+
+/// The most documents one page of the library lists.
+pub const MAX_LIBRARY_PAGE: usize = 500;
+
+/// What the library view asks for ([`App::library`]).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct LibraryQuery {
+    /// Folder, file types, dates and language, as search takes them.
+    pub filter: Filter,
+    pub order: LibraryOrder,
+    pub descending: bool,
+    pub offset: usize,
+    /// At most this many (default 100, at most [`MAX_LIBRARY_PAGE`]).
+    pub limit: Option<usize>,
+}
+
+/// A page of the library: how many documents the filters let through, and this page of them.
+#[derive(Debug, Clone, Serialize)]
+pub struct LibraryView {
+    pub total: usize,
+    pub documents: Vec<LibraryEntry>,
+}
 
 /// How many samples the state keeps (5 minutes at the default interval).
 pub const SAMPLES_KEPT: usize = 600;
@@ -610,7 +633,10 @@ impl App {
         let canonical = self.named_for_indexing(path, origin)?;
         let queued = self.queue_waiting(std::slice::from_ref(&canonical));
         if queued == 0 {
-            return Err(AppError::InvalidInput(format!("{path}: no file warpfold reads is there ({})", warpfold_index::extract::SUPPORTED)));
+            return Err(AppError::InvalidInput(format!(
+                "{path}: no file warpfold reads is there ({})",
+                warpfold_index::extract::SUPPORTED
+            )));
         }
         let _ = self.inner.jobs.send(Job::Reindex(vec![canonical]));
         Ok(queued)
@@ -685,6 +711,17 @@ impl App {
 
     pub fn search(&self, query: &str, k: usize) -> Result<Vec<Hit>, AppError> {
         self.search_with(query, k, &SearchOptions::default())
+    }
+
+    /// The library: the indexed documents the query's filters let through (as search takes them),
+    /// in its order, a page of at most [`MAX_LIBRARY_PAGE`] at a time, with how many there are.
+    pub fn library(&self, query: &LibraryQuery) -> Result<LibraryView, AppError> {
+        let limit = query.limit.unwrap_or(100).clamp(1, MAX_LIBRARY_PAGE);
+        let searcher = self.inner.searcher.lock();
+        let Some(searcher) = searcher.as_ref() else { return Ok(LibraryView { total: 0, documents: Vec::new() }) };
+        let (total, documents) =
+            warpfold_index::filter::library(searcher.store(), &query.filter, query.order, query.descending, query.offset, limit)?;
+        Ok(LibraryView { total, documents })
     }
 
     /// [`App::search`], ranked and filtered as `options` say (folder, file types, dates; at most

@@ -52,6 +52,10 @@ pub struct IndexArgs {
     /// Read again files that failed in an earlier run even if they did not change.
     #[arg(long)]
     pub retry_failed: bool,
+    /// Read every file again, indexed or not, changed or not (after new OCR languages, say);
+    /// passages whose text is unchanged keep their vectors.
+    #[arg(long)]
+    pub reread: bool,
     /// Seconds of processor time one PDF may take to extract before it is stopped and recorded as
     /// failed (on the wall clock, four times as long).
     #[arg(long, default_value_t = 60)]
@@ -372,6 +376,7 @@ pub fn run_index(global: &GlobalOptions, args: &IndexArgs) -> Result<ExitCode> {
         overlap: args.overlap,
         prune: args.prune,
         retry_failed: args.retry_failed,
+        reread: args.reread,
         max_text_bytes: args.max_text_mib.saturating_mul(1 << 20),
         in_flight_bins: warpfold_app::settings::in_flight_bins(),
     };

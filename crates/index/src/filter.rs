@@ -111,6 +111,95 @@ pub(crate) fn admitted_chunks(store: &Store, filter: &Filter) -> Result<Option<H
     Ok(Some(chunks))
 }
 
+/// How [`library`] orders documents.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LibraryOrder {
+    /// By file name, then folder (case folded).
+    #[default]
+    Name,
+    /// Last modified first when descending.
+    Modified,
+    Size,
+    Pages,
+    /// When warpfold last indexed it.
+    Indexed,
+}
+
+/// One document as the library lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LibraryEntry {
+    pub path: String,
+    /// `indexed`, `no_text` or `failed`.
+    pub status: String,
+    pub error: Option<String>,
+    pub pages: u32,
+    pub size: u64,
+    /// Last modified (Unix seconds; 0 when the file system did not say).
+    pub modified: i64,
+    /// When it was indexed (Unix seconds).
+    pub indexed_at: i64,
+}
+
+/// A page of the documents `filter` lets through, in `order`: how many there are in all, and the
+/// `limit` from `offset` on. The library view of the app (filters as search takes them).
+pub fn library(
+    store: &Store,
+    filter: &Filter,
+    order: LibraryOrder,
+    descending: bool,
+    offset: usize,
+    limit: usize,
+) -> Result<(usize, Vec<LibraryEntry>), StoreError> {
+    let resolved = filter.resolved();
+    let conn = store.connection();
+    let language = filter.language();
+    // A document is in a language when any of its chunks is.
+    let in_language = if language.is_some() && store.has_chunk_languages()? {
+        "EXISTS (SELECT 1 FROM chunks WHERE chunks.document_id = documents.id AND chunks.language = ?1)"
+    } else if language.is_some() {
+        "0"
+    } else {
+        "?1 IS NULL"
+    };
+    let sql = format!("SELECT path, status, error, page_count, size, mtime, indexed_at FROM documents WHERE {in_language}");
+    let mut stmt = conn.prepare(&sql)?;
+    let rows = stmt.query_map(params![language], |r| {
+        Ok(LibraryEntry {
+            path: r.get(0)?,
+            status: r.get(1)?,
+            error: r.get(2)?,
+            pages: r.get(3)?,
+            size: r.get::<_, i64>(4)? as u64,
+            modified: r.get(5)?,
+            indexed_at: r.get(6)?,
+        })
+    })?;
+    let mut entries = Vec::new();
+    for row in rows {
+        let entry = row?;
+        if resolved.admits(&entry.path, entry.modified) {
+            entries.push(entry);
+        }
+    }
+    let name = |e: &LibraryEntry| {
+        let path = Path::new(&e.path);
+        (path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default(), e.path.to_lowercase())
+    };
+    match order {
+        LibraryOrder::Name => entries.sort_by_cached_key(name),
+        LibraryOrder::Modified => entries.sort_by_key(|e| e.modified),
+        LibraryOrder::Size => entries.sort_by_key(|e| e.size),
+        LibraryOrder::Pages => entries.sort_by_key(|e| e.pages),
+        LibraryOrder::Indexed => entries.sort_by_key(|e| e.indexed_at),
+    }
+    if descending {
+        entries.reverse();
+    }
+    let total = entries.len();
+    Ok((total, entries.into_iter().skip(offset).take(limit).collect()))
+}
+
 /// The first second of a day given as YYYY-MM-DD (UTC), in Unix seconds.
 pub fn day_start(text: &str) -> Result<i64, String> {
     let wrong = || format!("{text:?} is not a date as YYYY-MM-DD");

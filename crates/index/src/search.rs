@@ -647,6 +647,49 @@ mod tests {
         assert_eq!(searcher.search_with(query, 3, &options, |q| Ok(vector(q, 8))).unwrap(), search(&store, &vectors, query, 3, &options));
     }
 
+    /// The library lists what the filter lets through, in the order asked, a page at a time.
+    #[test]
+    fn the_library_filters_sorts_and_pages_the_documents() {
+        use crate::filter::{library, LibraryOrder};
+        let one = |text: &str| vec![text.to_string()];
+        let (_dir, store, _vectors) = index_of(&[
+            ("/docs/notes/Zebra.txt", one("zebra crossing")),
+            ("/docs/notes/apple.md", one("apple harvest")),
+            ("/docs/letters/mango.pdf", one("mango season")),
+            ("/docs/notes-old/kiwi.txt", one("kiwi vines")),
+        ]);
+        for (path, mtime, size) in [
+            ("/docs/notes/Zebra.txt", 300, 10),
+            ("/docs/notes/apple.md", 100, 30),
+            ("/docs/letters/mango.pdf", 200, 20),
+            ("/docs/notes-old/kiwi.txt", 0, 5),
+        ] {
+            store
+                .connection()
+                .execute("UPDATE documents SET mtime = ?1, size = ?2 WHERE path = ?3", rusqlite::params![mtime, size, path])
+                .unwrap();
+        }
+        let list = |filter: Filter, order: LibraryOrder, descending: bool, offset: usize, limit: usize| {
+            let (total, entries) = library(&store, &filter, order, descending, offset, limit).unwrap();
+            (total, entries.into_iter().map(|e| e.path.rsplit('/').next().unwrap().to_string()).collect::<Vec<_>>())
+        };
+        let all = Filter::default();
+        assert_eq!(
+            list(all.clone(), LibraryOrder::Name, false, 0, 10),
+            (4, vec!["apple.md".into(), "kiwi.txt".into(), "mango.pdf".into(), "Zebra.txt".into()])
+        );
+        assert_eq!(list(all.clone(), LibraryOrder::Modified, true, 0, 2), (4, vec!["Zebra.txt".into(), "mango.pdf".into()]));
+        assert_eq!(list(all.clone(), LibraryOrder::Size, false, 1, 2), (4, vec!["Zebra.txt".into(), "mango.pdf".into()]));
+        let notes = Filter { folder: Some("/docs/notes".into()), ..Filter::default() };
+        assert_eq!(list(notes, LibraryOrder::Name, false, 0, 10), (2, vec!["apple.md".into(), "Zebra.txt".into()]));
+        let typed = Filter { extensions: vec!["TXT".into()], modified_from: Some(1), ..Filter::default() };
+        assert_eq!(
+            list(typed, LibraryOrder::Name, false, 0, 10),
+            (1, vec!["Zebra.txt".into()]),
+            "an undated file is outside any date range"
+        );
+    }
+
     /// Three documents, and a query whose words are in one of them while its embedding (chosen
     /// here) is nearest another's: each ranking alone finds its own document first, and the
     /// fused ranking is the one `search_with` gives.

@@ -56,7 +56,7 @@ use serde::Deserialize;
 use tokio_util::io::{StreamReader, SyncIoBridge};
 use warpfold_app::ask::{AskEvent, AskRequest, AskSink};
 use warpfold_app::served::ServedBody;
-use warpfold_app::{day_start, inbox, App, AppError, Filter, Origin, SearchOptions};
+use warpfold_app::{day_start, inbox, App, AppError, Filter, LibraryOrder, LibraryQuery, Origin, SearchOptions};
 use warpfold_engine::embed::EmbedError;
 use warpfold_engine::scheduler::Cancel;
 use warpfold_engine::Lane;
@@ -520,6 +520,48 @@ struct SearchQuery {
     all_from_document: bool,
 }
 
+/// `GET /api/library`: the filters of a search, an order and a page.
+#[derive(Deserialize)]
+struct LibraryParams {
+    folder: Option<String>,
+    #[serde(rename = "type")]
+    types: Option<String>,
+    after: Option<String>,
+    before: Option<String>,
+    language: Option<String>,
+    #[serde(default)]
+    sort: LibraryOrder,
+    #[serde(default)]
+    desc: bool,
+    #[serde(default)]
+    offset: usize,
+    limit: Option<usize>,
+}
+
+async fn library(State(state): State<Shared>, query: Result<Query<LibraryParams>, axum::extract::rejection::QueryRejection>) -> Response {
+    let Ok(Query(p)) = query else {
+        return app_error(AppError::InvalidInput(
+            "expected ?[folder=DIR][&type=pdf,md][&after=YYYY-MM-DD][&before=YYYY-MM-DD][&language=deu][&sort=name|modified|size|pages|indexed][&desc=true][&offset=N][&limit=N]".into(),
+        ));
+    };
+    let search = SearchQuery {
+        q: String::new(),
+        k: 0,
+        folder: p.folder,
+        types: p.types,
+        after: p.after,
+        before: p.before,
+        language: p.language,
+        all_from_document: false,
+    };
+    let filter = match search.options() {
+        Ok(options) => options.filter,
+        Err(e) => return app_error(e),
+    };
+    let query = LibraryQuery { filter, order: p.sort, descending: p.desc, offset: p.offset, limit: p.limit };
+    blocking(move || state.app.library(&query)).await
+}
+
 impl SearchQuery {
     fn options(&self) -> Result<SearchOptions, AppError> {
         let day = |name: &str, value: &Option<String>| {
@@ -880,6 +922,7 @@ fn router(state: Shared) -> Router {
         .route("/api/resume", post(resume))
         .route("/api/upload", post(upload))
         .route("/api/search", get(search))
+        .route("/api/library", get(library))
         .route("/api/ask", post(ask))
         .route("/api/document", get(document))
         .route("/api/file", get(file))
