@@ -155,21 +155,15 @@ impl App {
             std::borrow::Cow::Borrowed(&self.inner.config.index_options)
         };
         let indexed_files = collected.files.clone();
-        let report = match index_collected(
-            collected,
-            &self.inner.config.db,
-            &self.inner.embedder,
-            &self.inner.config.model,
-            &options,
-            progress,
-        ) {
-            Ok(report) => report,
-            Err(e) if e.disk_full() => {
-                self.pause_for_space(&e.to_string(), &indexed_files);
-                return Ok(());
-            }
-            Err(e) => return Err(e.into()),
-        };
+        let report =
+            match index_collected(collected, &self.inner.config.db, &self.inner.embedder, &self.inner.config.model, &options, progress) {
+                Ok(report) => report,
+                Err(e) if e.disk_full() => {
+                    self.pause_for_space(&e.to_string(), &indexed_files);
+                    return Ok(());
+                }
+                Err(e) => return Err(e.into()),
+            };
         tracing::info!(
             indexed = report.documents_indexed,
             failed = report.documents_failed,
