@@ -206,6 +206,45 @@ pub struct SettingsView {
     pub fields: &'static [Field],
     /// Saved settings apply when warpfold starts again.
     pub restart_needed: bool,
+    /// The pinned models to choose from: role, size, and whether each is installed.
+    pub models: Vec<ModelChoice>,
+}
+
+/// A pinned model as the settings view offers it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelChoice {
+    pub name: String,
+    /// `embedding`, `chat`, ... as the manifest says.
+    pub role: String,
+    /// Its size on disk once fetched, in bytes, where the manifest knows it.
+    pub size_bytes: Option<u64>,
+    /// In the models folder now; otherwise fetched on first use.
+    pub installed: bool,
+    /// Fetched only when chosen by name.
+    pub on_demand: bool,
+}
+
+/// Every model of the manifest, as the settings view offers them, installed or not in `models_dir`.
+pub fn model_choices(models_dir: &Path) -> Vec<ModelChoice> {
+    let manifest = warpfold_runtime::models::Manifest::embedded();
+    manifest
+        .models
+        .iter()
+        .map(|entry| {
+            let installed = warpfold_runtime::models::is_installed(entry, models_dir);
+            let on_disk = || {
+                let dir = models_dir.join(&entry.name);
+                entry.files.keys().map(|f| std::fs::metadata(dir.join(f)).map(|m| m.len()).ok()).sum::<Option<u64>>()
+            };
+            ModelChoice {
+                name: entry.name.clone(),
+                role: entry.role.clone(),
+                size_bytes: entry.size().or_else(|| installed.then(on_disk).flatten()),
+                installed,
+                on_demand: entry.on_demand,
+            }
+        })
+        .collect()
 }
 
 impl SettingsView {
@@ -216,7 +255,8 @@ impl SettingsView {
         // What the next start would run with: the file, then the same variables.
         let planned = saved.clone().with_env().unwrap_or_else(|_| saved.clone());
         let restart_needed = running.as_ref().is_some_and(|running| differs(&planned, running));
-        SettingsView { file: file.display().to_string(), data_folder, saved, running, overridden, fields: FIELDS, restart_needed }
+        let models = model_choices(&running.as_ref().unwrap_or(&saved).models_dir());
+        SettingsView { file: file.display().to_string(), data_folder, saved, running, overridden, fields: FIELDS, restart_needed, models }
     }
 }
 
@@ -559,6 +599,18 @@ pub fn markdown() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_model_choices_say_which_are_installed_and_their_size() {
+        let repo_models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models");
+        let choices = model_choices(&repo_models);
+        let minilm = choices.iter().find(|c| c.name == "all-MiniLM-L6-v2").expect("the default embedding model is offered");
+        assert!(minilm.installed, "{repo_models:?} holds it (scripts/test.sh fetches it)");
+        assert!(minilm.size_bytes.is_some_and(|b| b > 20_000_000), "{minilm:?}");
+        let empty = tempfile::tempdir().unwrap();
+        assert!(model_choices(empty.path()).iter().all(|c| !c.installed));
+        assert!(model_choices(empty.path()).iter().any(|c| c.role == "summarization"), "chat models are offered too");
+    }
 
     fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: std::collections::HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
