@@ -1,6 +1,7 @@
 fn main() {
     // Only the app's own commands, each behind a permission the capability grants by name.
     let commands = &[
+        "starting",
         "state",
         "add_folder",
         "remove_folder",

@@ -27,8 +27,18 @@ use warpfold_app::launch::Front;
 use warpfold_app::settings::Settings;
 use warpfold_app::{App, AppError, AppEvent, AppStateView, DocumentView, Origin, RecvError, Sample, SearchOptions};
 
+mod starting;
+use starting::{Slot, Started, StartingView};
+
+/// What the start is busy with (the models it fetches, and how far), or null once the app is there:
+/// the UI shows it instead of the app until then ([`starting`]).
 #[tauri::command]
-fn state(app: State<'_, App>) -> AppStateView {
+fn starting(slot: State<'_, Slot>) -> Option<StartingView> {
+    slot.view()
+}
+
+#[tauri::command]
+fn state(app: Started<'_>) -> AppStateView {
     app.state()
 }
 
@@ -36,7 +46,7 @@ fn state(app: State<'_, App>) -> AppStateView {
 /// not inside what they already chose is shown to them in a dialog of the desktop's own, which
 /// script in the webview can neither see nor answer, and watched only if they say yes.
 #[tauri::command(async)]
-fn add_folder(window: tauri::WebviewWindow, app: State<'_, App>, path: String) -> Result<Vec<String>, AppError> {
+fn add_folder(window: tauri::WebviewWindow, app: Started<'_>, path: String) -> Result<Vec<String>, AppError> {
     match app.add_folder(&path, Origin::Webview) {
         Err(AppError::PathNotAllowed(_)) => {
             // The real folder is what is shown and what is watched: no `..` or link to mislead.
@@ -77,36 +87,36 @@ fn confirm_watch(window: &tauri::WebviewWindow, folder: &str) -> Result<bool, Ap
 
 /// The settings view: settings.json, what the app runs with, the variables that override it.
 #[tauri::command(async)]
-fn settings(app: State<'_, App>) -> Result<warpfold_app::settings::SettingsView, AppError> {
+fn settings(app: Started<'_>) -> Result<warpfold_app::settings::SettingsView, AppError> {
     app.settings_view()
 }
 
 /// Saves the settings to settings.json; they apply when the app starts again.
 #[tauri::command(async)]
-fn save_settings(app: State<'_, App>, settings: Settings) -> Result<warpfold_app::settings::SettingsView, AppError> {
+fn save_settings(app: Started<'_>, settings: Settings) -> Result<warpfold_app::settings::SettingsView, AppError> {
     app.save_settings(settings)
 }
 
 /// Stops watching a folder; with `forget`, its documents are forgotten for good.
 #[tauri::command(async)]
-fn remove_folder(app: State<'_, App>, path: String, forget: Option<bool>) -> Result<Vec<String>, AppError> {
+fn remove_folder(app: Started<'_>, path: String, forget: Option<bool>) -> Result<Vec<String>, AppError> {
     app.remove_folder_and(&path, forget.unwrap_or(false)).map(|(folders, _)| folders)
 }
 
 /// Forgets documents (or the documents under folders) for good.
 #[tauri::command(async)]
-fn forget(app: State<'_, App>, paths: Vec<String>) -> Result<serde_json::Value, AppError> {
+fn forget(app: Started<'_>, paths: Vec<String>) -> Result<serde_json::Value, AppError> {
     Ok(serde_json::json!({ "forgotten": app.forget(&paths)? }))
 }
 
 #[tauri::command]
-fn add_paths(app: State<'_, App>, paths: Vec<String>) -> Result<serde_json::Value, AppError> {
+fn add_paths(app: Started<'_>, paths: Vec<String>) -> Result<serde_json::Value, AppError> {
     Ok(serde_json::json!({ "queued": app.add_paths(&paths, Origin::Webview)? }))
 }
 
 /// `options`: filters (folder, file types, dates) and the ranking, as `GET /api/search` takes them.
 #[tauri::command(async)]
-fn search(app: State<'_, App>, query: String, k: Option<usize>, options: Option<SearchOptions>) -> Result<serde_json::Value, AppError> {
+fn search(app: Started<'_>, query: String, k: Option<usize>, options: Option<SearchOptions>) -> Result<serde_json::Value, AppError> {
     Ok(serde_json::json!({ "hits": app.search_with(&query, k.unwrap_or(10), &options.unwrap_or_default())? }))
 }
 
@@ -114,7 +124,7 @@ fn search(app: State<'_, App>, query: String, k: Option<usize>, options: Option<
 /// with, the checked answer or an error) comes on `channel`, as POST /api/ask streams it.
 #[tauri::command(async)]
 fn ask(
-    app: State<'_, App>,
+    app: Started<'_>,
     question: String,
     passages: Option<usize>,
     earlier: Option<Vec<Turn>>,
@@ -125,12 +135,12 @@ fn ask(
 }
 
 #[tauri::command]
-fn document(app: State<'_, App>, path: String) -> Result<DocumentView, AppError> {
+fn document(app: Started<'_>, path: String) -> Result<DocumentView, AppError> {
     app.document(&path)
 }
 
 #[tauri::command]
-fn open_file(app: State<'_, App>, path: String) -> Result<(), AppError> {
+fn open_file(app: Started<'_>, path: String) -> Result<(), AppError> {
     let path = app.openable(&path)?;
     std::process::Command::new("xdg-open")
         .arg(&path)
@@ -140,12 +150,12 @@ fn open_file(app: State<'_, App>, path: String) -> Result<(), AppError> {
 }
 
 #[tauri::command]
-fn summarize(app: State<'_, App>, paths: Vec<String>) -> Result<serde_json::Value, AppError> {
+fn summarize(app: Started<'_>, paths: Vec<String>) -> Result<serde_json::Value, AppError> {
     Ok(serde_json::json!({ "queued": app.summarize(&paths)? }))
 }
 
 #[tauri::command]
-fn subscribe_samples(app: State<'_, App>, channel: Channel<Sample>) {
+fn subscribe_samples(app: Started<'_>, channel: Channel<Sample>) {
     let mut events = app.subscribe();
     std::thread::spawn(move || loop {
         match events.blocking_recv() {
@@ -192,6 +202,7 @@ fn forward_events(handle: tauri::AppHandle, app: &App) {
             Ok(AppEvent::WritesStopped(reason)) => drop(handle.emit("writes_stopped", reason)),
             Ok(AppEvent::WritesPaused(reason)) => drop(handle.emit("writes_paused", reason)),
             Ok(AppEvent::SummarizerStatus(status)) => drop(handle.emit("summarizer_status", status)),
+            Ok(AppEvent::Paused(paused)) => drop(handle.emit("paused", paused)),
             Err(RecvError::Lagged(_)) => drop(handle.emit("resync", ())),
             Err(_) => return,
         }
@@ -217,8 +228,38 @@ fn main() {
     tauri::Builder::default()
         .setup(|tauri_app| {
             let handle = tauri_app.handle().clone();
-            let app = start_app().map_err(|e| format!("warpfold could not start: {e}"))?;
-            forward_events(handle, &app);
+            // A start that fetches models first runs on its own thread, the window showing what
+            // it fetches (starting.rs); any other starts here, before the window shows.
+            let pending = Settings::for_desktop().map(|s| (starting::pending_fetches(&s), s.models_dir()));
+            match pending {
+                Ok((fetches, models)) if !fetches.is_empty() => {
+                    let names: Vec<&str> = fetches.iter().map(|f| f.name.as_str()).collect();
+                    eprintln!(
+                        "warpfold: fetching {} into {} before starting; the window shows how far",
+                        names.join(" and "),
+                        models.display()
+                    );
+                    tauri_app.manage(Slot::fetching(fetches, models));
+                    std::thread::Builder::new()
+                        .name("start".into())
+                        .spawn(move || match start_app() {
+                            Ok(app) => {
+                                forward_events(handle.clone(), &app);
+                                handle.state::<Slot>().started(app);
+                            }
+                            Err(e) => {
+                                eprintln!("warpfold could not start: {e}");
+                                handle.state::<Slot>().failed(e.to_string());
+                            }
+                        })
+                        .map_err(|e| format!("starting warpfold: {e}"))?;
+                }
+                _ => {
+                    let app = start_app().map_err(|e| format!("warpfold could not start: {e}"))?;
+                    forward_events(handle, &app);
+                    tauri_app.manage(Slot::ready(app));
+                }
+            }
             #[cfg(target_os = "linux")]
             if std::env::var_os("WARPFOLD_WEBVIEW_CONSOLE").is_some() {
                 if let Some(window) = tauri_app.get_webview_window("main") {
@@ -230,12 +271,15 @@ fn main() {
                     });
                 }
             }
-            tauri_app.manage(app);
             Ok(())
         })
         .on_window_event(|window, event| {
             if let WindowEvent::DragDrop(DragDropEvent::Drop { paths, .. }) = event {
-                let app = window.state::<App>();
+                let slot = window.state::<Slot>();
+                let Ok(app) = slot.get() else {
+                    tracing::warn!("files dropped before the app started were not taken");
+                    return;
+                };
                 app.choose(paths);
                 let paths: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
                 if let Err(e) = app.add_paths(&paths, Origin::User) {
@@ -244,6 +288,7 @@ fn main() {
             }
         })
         .invoke_handler(tauri::generate_handler![
+            starting,
             state,
             add_folder,
             remove_folder,

@@ -15,6 +15,7 @@ import { mountQueue } from "./views/queue";
 import { mountAsk } from "./views/ask";
 import { mountSearch } from "./views/search";
 import { mountSettings } from "./views/settings";
+import { whileStarting } from "./views/starting";
 import { mountThroughput } from "./views/throughput";
 import { showError, whenUnauthorized } from "./views/toast";
 
@@ -63,6 +64,7 @@ async function start(): Promise<void> {
     }
     if (!hasSession()) return tokenScreen();
   }
+  if (transport.kind === "tauri") await whileStarting();
   let initial;
   try {
     initial = await transport.state();
