@@ -27,7 +27,7 @@ function mb(n: number): string {
   return `${(n / 1e6).toFixed(n >= 1e8 ? 0 : 1)} MB`;
 }
 
-function row(f: FetchView): HTMLElement {
+function row(f: FetchView, failed: boolean): HTMLElement {
   const share = f.done ? 1 : f.total ? Math.min(1, f.bytes / f.total) : 0;
   const fill = h("span", { class: "progress-done" });
   fill.style.width = `${(share * 100).toFixed(1)}%`;
@@ -40,7 +40,9 @@ function row(f: FetchView): HTMLElement {
         ? `downloaded ${size}; checking its sha256 and unpacking`
         : f.phase === "downloading"
           ? `${mb(f.bytes)} of ${size}${f.total ? ` · ${Math.round(share * 100)}%` : ""}`
-          : `${size}, waiting`;
+          : failed
+            ? `${size}, not fetched`
+            : `${size}, waiting`;
   const el = h(
     "div",
     { class: "starting-fetch", "data-testid": "starting-fetch" },
@@ -65,7 +67,7 @@ function render(box: HTMLElement, view: StartingView): void {
         ? "The models could not be fetched or loaded. Start warpfold again once the reason below is fixed."
         : `The first start fetches them from PyPI, each file checked against its pinned sha256, into ${view.models_dir}. Later starts fetch nothing. ${view.seconds} s so far.`,
     ),
-    view.fetches.map(row),
+    view.fetches.map((f) => row(f, failed !== null)),
     failed ? h("p", { class: "token-reason", role: "alert" }, failed) : null,
   );
 }
