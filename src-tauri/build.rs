@@ -15,6 +15,10 @@ fn main() {
         "save_settings",
         "forget",
         "subscribe_samples",
+        "pause",
+        "resume",
+        "reindex",
+        "library",
     ];
     tauri_build::try_build(tauri_build::Attributes::new().app_manifest(tauri_build::AppManifest::new().commands(commands)))
         .expect("tauri build step");

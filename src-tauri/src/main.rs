@@ -109,6 +109,30 @@ fn forget(app: Started<'_>, paths: Vec<String>) -> Result<serde_json::Value, App
     Ok(serde_json::json!({ "forgotten": app.forget(&paths)? }))
 }
 
+/// Pauses indexing (the files being read finish; nothing new starts).
+#[tauri::command]
+fn pause(app: Started<'_>) -> serde_json::Value {
+    serde_json::json!({ "paused": app.set_paused(true) })
+}
+
+/// Resumes indexing.
+#[tauri::command]
+fn resume(app: Started<'_>) -> serde_json::Value {
+    serde_json::json!({ "paused": app.set_paused(false) })
+}
+
+/// Reads a document, or the documents under a folder, again; only what the user chose.
+#[tauri::command(async)]
+fn reindex(app: Started<'_>, path: String) -> Result<serde_json::Value, AppError> {
+    Ok(serde_json::json!({ "queued": app.reindex(&path, Origin::Webview)? }))
+}
+
+/// The document library: filtered, sorted, a page at a time (`GET /api/library`'s query as JSON).
+#[tauri::command(async)]
+fn library(app: Started<'_>, query: Option<warpfold_app::LibraryQuery>) -> Result<warpfold_app::LibraryView, AppError> {
+    app.library(&query.unwrap_or_default())
+}
+
 #[tauri::command]
 fn add_paths(app: Started<'_>, paths: Vec<String>) -> Result<serde_json::Value, AppError> {
     Ok(serde_json::json!({ "queued": app.add_paths(&paths, Origin::Webview)? }))
@@ -301,7 +325,11 @@ fn main() {
             settings,
             save_settings,
             forget,
-            subscribe_samples
+            subscribe_samples,
+            pause,
+            resume,
+            reindex,
+            library
         ])
         .run(tauri::generate_context!())
         .expect("the warpfold window");
