@@ -145,7 +145,7 @@ fn indexing_pauses_and_resumes_and_a_reindex_reads_an_unchanged_file_again() {
         eventually("keepers.txt done again", || state_of(&app, &a) == Some(QueueState::Done));
         events_for(rx, seen, &a)[before..].contains(&QueueState::Extracting)
     };
-    assert!(!read_again(&mut rx, &mut seen, &|| drop(app.add_paths(std::slice::from_ref(&a_text), Origin::User).unwrap())));
+    assert!(!read_again(&mut rx, &mut seen, &|| assert_eq!(app.add_paths(std::slice::from_ref(&a_text), Origin::User).unwrap(), 1)));
     assert!(read_again(&mut rx, &mut seen, &|| assert_eq!(app.reindex(&a_text, Origin::User).unwrap(), 1)));
     assert!(read_again(&mut rx, &mut seen, &|| assert_eq!(app.reindex(&root.display().to_string(), Origin::User).unwrap(), 1)));
     assert_eq!(app.search("when do lighthouse keepers log the weather", 1).unwrap()[0].path, a_text);
