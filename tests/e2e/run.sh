@@ -5,5 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 [ -x "${CHROMIUM:-/usr/bin/chromium}" ] || { echo "no chromium: apt-get install -y chromium" >&2; exit 2; }
-[ -d node_modules/playwright-core ] || npm ci --no-audit --no-fund --loglevel=error
+[ -d node_modules/playwright-core ] && [ -d node_modules/axe-core ] || npm ci --no-audit --no-fund --loglevel=error
 exec node --test ui.test.mjs

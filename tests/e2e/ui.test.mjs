@@ -19,6 +19,7 @@ import { tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
+import { createRequire } from "node:module";
 import { chromium } from "playwright-core";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
@@ -95,6 +96,42 @@ async function shot(page, name, fullPage = false) {
   if (WRITE_SHOTS) copyFileSync(join(ARTIFACTS, file), join(SHOTS, file));
 }
 
+const AXE = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
+
+/** axe-core's serious and critical violations on the page as it is (WCAG 2.x A and AA rules and
+ * axe's best practices), each as "rule: what, where". axe is evaluated through the debugging
+ * protocol, which the page's CSP (no inline scripts) does not govern. */
+async function axeViolations(page) {
+  if (!(await page.evaluate(() => typeof window.axe === "object"))) await page.evaluate(AXE);
+  const { violations } = await page.evaluate(() => window.axe.run(document, { resultTypes: ["violations"] }));
+  const all = violations.map((v) => `${v.impact} ${v.id}: ${v.nodes.length} (${v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", ")})`);
+  if (all.length) console.log(`axe, below serious: ${all.join("; ")}`);
+  return violations
+    .filter((v) => v.impact === "serious" || v.impact === "critical")
+    .map((v) => `${v.id}: ${v.help} — ${v.nodes.slice(0, 5).map((n) => `${n.target.join(" ")} ${n.any[0]?.message ?? ""}`).join(" | ")}`);
+}
+
+/** WCAG contrast of two CSS colours as getComputedStyle gives them (rgb() or rgba() over none). */
+function contrast(a, b) {
+  const rgb = (c) => c.match(/[\d.]+/g).slice(0, 3).map(Number);
+  const lum = (c) => {
+    const [r, g, b2] = rgb(c).map((v) => {
+      v /= 255;
+      return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+    });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b2;
+  };
+  const [x, y] = [lum(a), lum(b)].sort((p, q) => q - p);
+  return (x + 0.05) / (y + 0.05);
+}
+
+/** Waits for the detail panel to be open and done sliding in. */
+const slidIn = (page) =>
+  page.waitForFunction(() => {
+    const panel = document.querySelector("[data-testid=detail-panel]");
+    return panel.open && panel.classList.contains("open") && panel.getAnimations().length === 0;
+  });
+
 const count = async (page, state) => Number((await page.getByTestId(`queue-${state}-count`).textContent()).replace(/[^\d]/g, ""));
 
 test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
@@ -168,8 +205,8 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       }
       return context;
     };
-    const newPage = async (colorScheme = "dark") => {
-      const context = await newContext({ viewport: { width: 1440, height: 960 }, colorScheme, deviceScaleFactor: 1 });
+    const newPage = async (colorScheme = "dark", viewport = { width: 1440, height: 960 }) => {
+      const context = await newContext({ viewport, colorScheme, deviceScaleFactor: 1 });
       const page = await context.newPage();
       page.on("pageerror", (e) => pageErrors.push(String(e)));
       page.setDefaultTimeout(WAIT);
@@ -430,6 +467,199 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       await light.context().close();
     });
 
+    // the page opened fresh in a scheme and a window size, the tomato question's results shown
+    const withResults = async (scheme, viewport) => {
+      const p = await newPage(scheme, viewport);
+      await p.goto(`${base}/?token=${TOKEN}`);
+      await p.locator('[data-testid=connection][data-state="live"]').waitFor();
+      await p.getByTestId("search-input").fill("how deep to plant tomatoes");
+      await p.getByTestId("search-input").press("Enter");
+      await p.getByTestId("search-hit").first().waitFor();
+      return p;
+    };
+
+    await t.test("accessibility: no serious or critical axe violations, results and the detail dialog, dark and light", async () => {
+      for (const scheme of ["dark", "light"]) {
+        const p = await withResults(scheme, { width: 1440, height: 900 });
+        // the result count is announced
+        await p.getByTestId("search-status").filter({ hasText: /^\d+ results? for “how deep to plant tomatoes”$/ }).waitFor({ state: "attached" });
+        assert.equal(await p.getByTestId("search-status").getAttribute("aria-live"), "polite");
+        // the chart says in words what it draws, the rate included
+        const chartLabel = await p.getByTestId("throughput-chart").getAttribute("aria-label");
+        assert.equal(await p.getByTestId("throughput-chart").getAttribute("role"), "img");
+        assert.match(chartLabel, /^Throughput chart over the last .*tokens\/s now, peak /, chartLabel);
+        assert.deepEqual(await axeViolations(p), [], `${scheme}, results shown`);
+
+        // a keyboard reaches a hit: its ring is solid, 2 px or more, and 4.5:1 or more against the hit
+        await p.getByTestId("search-input").focus();
+        for (let i = 0; i < 12 && !(await p.evaluate(() => document.activeElement?.dataset.testid === "search-hit-file")); i++) await p.keyboard.press("Tab");
+        const ring = await p.evaluate(() => {
+          const hit = document.activeElement.closest("[data-testid=search-hit]");
+          const st = getComputedStyle(hit);
+          return { style: st.outlineStyle, width: parseFloat(st.outlineWidth), outline: st.outlineColor, background: st.backgroundColor, path: hit.dataset.path };
+        });
+        assert.equal(ring.style, "solid", JSON.stringify(ring));
+        assert.ok(ring.width >= 2, JSON.stringify(ring));
+        assert.ok(contrast(ring.outline, ring.background) >= 4.5, `focus ring ${ring.outline} on ${ring.background}: ${contrast(ring.outline, ring.background).toFixed(2)}:1`);
+        await p.screenshot({ path: join(ARTIFACTS, `browser-focus-${scheme}.png`) });
+        // and a queue row's ring, likewise
+        await p.locator("[data-testid=file-row] [data-testid=file-open]").first().focus();
+        await p.keyboard.press("Shift+Tab");
+        await p.keyboard.press("Tab");
+        const rowRing = await p.evaluate(() => {
+          const st = getComputedStyle(document.activeElement.closest("[data-testid=file-row]"));
+          return { style: st.outlineStyle, outline: st.outlineColor, background: st.backgroundColor };
+        });
+        assert.equal(rowRing.style, "solid", JSON.stringify(rowRing));
+        assert.ok(contrast(rowRing.outline, rowRing.background) >= 4.5, JSON.stringify(rowRing));
+
+        // Enter on the hit opens the detail: a modal dialog named by the document, the focus in it
+        await p.locator(`[data-testid=search-hit][data-path="${ring.path}"] [data-testid=search-hit-file]`).focus();
+        await p.keyboard.press("Enter");
+        const panel = p.getByTestId("detail-panel");
+        await panel.getByTestId("detail-chunk").first().waitFor();
+        const dialog = await panel.evaluate((el) => ({
+          tag: el.tagName,
+          modal: el.matches(":modal"),
+          role: el.getAttribute("role") ?? "dialog",
+          name: document.getElementById(el.getAttribute("aria-labelledby"))?.textContent,
+          focusInside: el.contains(document.activeElement),
+        }));
+        assert.deepEqual(dialog, { tag: "DIALOG", modal: true, role: "dialog", name: basename(ring.path), focusInside: true });
+        await slidIn(p);
+        assert.deepEqual(await axeViolations(p), [], `${scheme}, detail dialog open`);
+        // Escape closes it and the focus goes back to the hit that opened it
+        await p.keyboard.press("Escape");
+        await panel.waitFor({ state: "hidden" });
+        assert.equal(await p.evaluate(() => document.activeElement?.closest("[data-testid=search-hit]")?.dataset.path), ring.path);
+        await p.context().close();
+      }
+    });
+
+    await t.test("at 1024×700 search, the queue and the first hit share the window; the Engine panel folds and keeps the choice", async () => {
+      for (const scheme of ["dark", "light"]) {
+        const p = await withResults(scheme, { width: 1024, height: 700 });
+        await p.locator("[data-testid=file-row]").first().waitFor();
+        // the Engine panel starts folded on a window this size
+        assert.equal(await p.getByTestId("engine-toggle").getAttribute("aria-expanded"), "false");
+        assert.equal(await p.getByTestId("engine-body").isVisible(), false);
+        await p.getByTestId("engine-brief").filter({ hasText: /tokens\/s now|idle/ }).waitFor();
+        const inView = await p.evaluate(() => {
+          const box = (sel) => document.querySelector(sel).getBoundingClientRect();
+          const within = (r) => r.top >= 0 && r.left >= 0 && r.bottom <= innerHeight && r.right <= innerWidth && r.height > 0;
+          return {
+            search: within(box("[data-testid=search-input]")),
+            queue: within(box("#queue-title")),
+            queueRow: within(box("[data-testid=file-row] [data-testid=file-open]")),
+            firstHit: within(box("[data-testid=search-hit] .hit-head")),
+            engine: within(box("[data-testid=engine-toggle]")),
+            overflow: document.documentElement.scrollWidth - innerWidth,
+          };
+        });
+        assert.deepEqual(inView, { search: true, queue: true, queueRow: true, firstHit: true, engine: true, overflow: 0 });
+        await shot(p, `1024x700${scheme === "light" ? "-light" : ""}`);
+        if (scheme === "dark") {
+          const toggle = p.getByTestId("engine-toggle");
+          await toggle.click();
+          assert.equal(await toggle.getAttribute("aria-expanded"), "true");
+          await p.locator("[data-testid=bin-row]").first().waitFor();
+          await p.locator("[data-testid=throughput-chart] canvas").waitFor();
+          assert.equal(await p.evaluate(() => localStorage.getItem("warpfold.engine")), "open");
+          await shot(p, "1024x700-engine", true);
+          // the choice is kept
+          await p.reload();
+          await p.locator("[data-testid=bin-row]").first().waitFor();
+          assert.equal(await toggle.getAttribute("aria-expanded"), "true");
+          await toggle.click();
+          assert.equal(await p.getByTestId("engine-body").isVisible(), false);
+          await p.reload();
+          await p.locator('[data-testid=connection][data-state="live"]').waitFor();
+          assert.equal(await toggle.getAttribute("aria-expanded"), "false");
+          assert.equal(await p.getByTestId("engine-body").isVisible(), false);
+        }
+        await p.context().close();
+      }
+    });
+
+    await t.test("at 420 px nothing is wider than the window, the header is compact and names break between their parts", async () => {
+      for (const scheme of ["dark", "light"]) {
+        const p = await withResults(scheme, { width: 420, height: 860 });
+        await p.locator("[data-testid=file-row]").first().waitFor();
+        const measure = () =>
+          p.evaluate(() => ({
+            overflow: document.documentElement.scrollWidth - innerWidth,
+            header: document.querySelector(".topbar").getBoundingClientRect().height,
+            // a name that overflows its box is cut: none may be
+            cut: [...document.querySelectorAll(".hit-file, .file-name, .fact-value")].filter((el) => el.offsetParent && el.scrollWidth > el.clientWidth + 1).map((el) => el.textContent),
+          }));
+        const folded = await measure();
+        assert.equal(folded.overflow, 0, JSON.stringify(folded));
+        assert.ok(folded.header <= 64, `the header is ${folded.header} px high`);
+        assert.deepEqual(folded.cut, []);
+        assert.equal(await p.getByTestId("topbar-facts").isVisible(), false);
+        await shot(p, `420${scheme === "light" ? "-light" : ""}`);
+        await shot(p, `420-full${scheme === "light" ? "-light" : ""}`, true);
+        // the facts open under the bar, wrapped, cut nowhere
+        await p.getByTestId("facts-toggle").click();
+        assert.equal(await p.getByTestId("facts-toggle").getAttribute("aria-expanded"), "true");
+        await p.getByTestId("model-name").waitFor();
+        const open = await measure();
+        assert.equal(open.overflow, 0, JSON.stringify(open));
+        assert.deepEqual(open.cut, []);
+        if (scheme === "dark") {
+          await shot(p, "420-facts");
+          await p.getByTestId("search-hit").first().click();
+          const panel = p.getByTestId("detail-panel");
+          await panel.getByTestId("detail-chunk").first().waitFor();
+          await slidIn(p);
+          const box = await panel.boundingBox();
+          assert.ok(box.x >= 0 && box.x + box.width <= 420, JSON.stringify(box));
+          assert.equal(await p.evaluate(() => document.documentElement.scrollWidth - innerWidth), 0);
+          await shot(p, "420-detail");
+          await p.keyboard.press("Escape");
+        }
+        await p.context().close();
+      }
+    });
+
+    await t.test("indexing pauses and resumes from the queue; a document and a watched folder are re-indexed", async () => {
+      const auth = { Authorization: `Bearer ${TOKEN}` };
+      const paused = async () => (await (await fetch(`${base}/api/state`, { headers: auth })).json()).paused;
+      const button = page.getByTestId("queue-pause");
+      assert.equal((await button.textContent()).trim(), "Pause");
+      await button.click();
+      await page.locator("[data-testid=queue-pause]", { hasText: "Resume" }).waitFor();
+      assert.equal(await page.getByTestId("queue-progress-label").getAttribute("data-state"), "paused-by-user");
+      assert.equal(await paused(), true);
+      await shot(page, "paused");
+      await button.click();
+      await page.locator("[data-testid=queue-pause]", { hasText: "Pause" }).waitFor();
+      assert.equal(await paused(), false);
+      // a document, from its detail panel: it goes through the queue again, to done
+      const lettre = async () => (await (await fetch(`${base}/api/state`, { headers: auth })).json()).queue.files.find((f) => f.path.endsWith("/library/lettre.txt"));
+      const before = await lettre();
+      assert.equal(before.state, "done");
+      await page.locator("[data-testid=file-row][data-path$='/library/lettre.txt'] [data-testid=file-open]").click();
+      const panel = page.getByTestId("detail-panel");
+      await panel.getByTestId("detail-chunk").first().waitFor();
+      await panel.getByTestId("detail-reindex").click();
+      await page.locator("[data-testid=toast]").filter({ hasText: "Re-indexing lettre.txt" }).waitFor();
+      await page.keyboard.press("Escape");
+      await panel.waitFor({ state: "hidden" });
+      for (let now = await lettre(); !(now.state === "done" && now.updated_ms > before.updated_ms); now = await lettre()) await new Promise((r) => setTimeout(r, 200));
+      // a watched folder: every document in it again, each read anew (the next test wants it quiet)
+      const since = Date.now();
+      await page.locator("[data-testid=folder][data-path$='/library'] [data-testid=folder-reindex]").click();
+      const toast = page.locator("[data-testid=toast]").filter({ hasText: /^Re-indexing \d+ documents in .*library$/ });
+      await toast.waitFor();
+      const queued = Number(/Re-indexing (\d+)/.exec(await toast.textContent())[1]);
+      assert.ok(queued >= notesFiles.length - 1, `${queued} of ${notesFiles.length} queued again`);
+      const library = async () => (await (await fetch(`${base}/api/state`, { headers: auth })).json()).queue.files.filter((f) => f.path.includes("/library/"));
+      const reread = (files) => files.filter((f) => f.updated_ms >= since && ["done", "no_text", "failed"].includes(f.state)).length;
+      for (let files = await library(); reread(files) < queued; files = await library()) await new Promise((r) => setTimeout(r, 200));
+      await page.waitForFunction(() => ["waiting", "extracting", "embedding"].every((s) => document.querySelector(`[data-testid=queue-${s}-count]`).textContent === "0"));
+    });
+
     await t.test("a document and a watched folder's documents are removed from the index, leaving none of their text in it", async () => {
       const auth = { Authorization: `Bearer ${TOKEN}` };
       const indexFile = () => {
@@ -535,6 +765,56 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       await context.close();
     });
 
+    await t.test("the queue shows documents/s and the time left from its events; padding saved only where there was some", async () => {
+      const context = await newContext({ viewport: { width: 1280, height: 800 } });
+      await context.addInitScript(fakeTauri);
+      const app = await context.newPage();
+      app.on("pageerror", (e) => pageErrors.push(String(e)));
+      app.setDefaultTimeout(30_000);
+      await app.goto(`${base}/`);
+      await app.locator('[data-testid=connection][data-state="live"]').waitFor();
+      // twelve documents queued 20 s ago, six finished since, one now embedding: 6 in 20 s
+      await app.evaluate(() => {
+        const t0 = Date.now() - 20_000;
+        const file = (i, state, at) => ({ path: `/docs/pace-${i}.pdf`, state, error: null, chunks: null, pages: 1, updated_ms: at });
+        for (let i = 0; i < 12; i++) window.__emit("queue", file(i, "waiting", t0));
+        for (let i = 0; i < 6; i++) window.__emit("queue", file(i, "done", t0 + 2000 * (i + 1)));
+        window.__emit("queue", file(6, "embedding", Date.now()));
+      });
+      const pace = app.getByTestId("queue-pace");
+      await pace.getByTestId("queue-eta").waitFor();
+      const rate = Number(await pace.getAttribute("data-rate"));
+      assert.ok(rate > 0.2 && rate <= 0.31, `6 documents in about 20 s: ${rate}/s`);
+      assert.match(await pace.getByTestId("queue-rate").textContent(), /^1\d documents\/min$/);
+      const left = Number(await pace.getByTestId("queue-eta").getAttribute("data-seconds"));
+      assert.ok(left >= 15 && left <= 35, `6 left at ${rate}/s: ${left} s`);
+      assert.match(await pace.getByTestId("queue-eta").textContent(), /^about \d+ s left$/);
+      // all done: no pace, no time left
+      await app.evaluate(() => {
+        for (let i = 6; i < 12; i++) window.__emit("queue", { path: `/docs/pace-${i}.pdf`, state: "done", error: null, chunks: 2, pages: 1, updated_ms: Date.now() });
+      });
+      await pace.waitFor({ state: "hidden" });
+      // sequences that padded batching would not have cost more: no "padding saved"
+      const sample = (i, real, padded) => ({ t_ms: Date.now() + i * 500, tokens_per_s: real, computed_per_s: real * 1.05, padded_equivalent_per_s: padded, bins_per_s: 1, queue_depth: 0, memory_used_bytes: null });
+      await app.evaluate((xs) => xs.forEach((x) => window.__sample(x)), [0, 1, 2, 3].map((i) => sample(i, 1000, 1000)));
+      await app.waitForFunction(() => Number(document.querySelector("[data-testid=throughput-chart]").dataset.points) >= 4);
+      await app.getByTestId("stat-tokens").filter({ hasText: "1k" }).waitFor();
+      assert.equal(await app.getByTestId("stat-saving").count(), 0);
+      assert.match(await app.getByTestId("throughput-chart").getAttribute("aria-label"), /1k real tokens\/s now/);
+      await app.evaluate((xs) => xs.forEach((x) => window.__sample(x)), [4, 5, 6, 7].map((i) => sample(i, 1000, 3000)));
+      await app.getByTestId("stat-saving").filter({ hasText: "3.0×" }).waitFor();
+      // pause, resume and re-index go through the app's commands; the paused event is followed
+      await app.getByTestId("queue-pause").click();
+      await app.locator("[data-testid=queue-pause]", { hasText: "Resume" }).waitFor();
+      await app.evaluate(() => window.__emit("paused", false));
+      await app.locator("[data-testid=queue-pause]", { hasText: "Pause" }).waitFor();
+      await app.getByTestId("file-row").first().click();
+      await app.getByTestId("detail-reindex").click();
+      await app.waitForFunction(() => window.__calls.some(([cmd, args]) => cmd === "reindex" && args.path.startsWith("/docs/pace-")));
+      assert.ok((await app.evaluate(() => window.__calls.map(([cmd]) => cmd))).includes("pause"));
+      await context.close();
+    });
+
     await t.test("after the server stops, a program that takes its port and cannot prove the token gets no credentials", async () => {
       server.child.kill("SIGTERM");
       await new Promise((r) => (server.child.exitCode !== null || server.child.signalCode !== null ? r() : server.child.once("exit", r)));
@@ -611,6 +891,12 @@ function fakeTauri() {
           return null;
         case "add_paths":
           return { queued: args.paths.length };
+        case "pause":
+          return { paused: true };
+        case "resume":
+          return { paused: false };
+        case "reindex":
+          return { queued: 1 };
         case "document":
           return {
             path: args.path,

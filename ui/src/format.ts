@@ -76,3 +76,46 @@ export const STATE_LABEL: Record<string, string> = {
   no_text: "no text",
   skipped: "skipped",
 };
+
+/** "2.4 documents/s", or "12 documents/min" when fewer than one a second. */
+export function docsRate(perSecond: number): string {
+  if (!Number.isFinite(perSecond) || perSecond <= 0) return "–";
+  if (perSecond >= 1) return `${perSecond >= 10 ? Math.round(perSecond) : perSecond.toFixed(1)} documents/s`;
+  const perMinute = perSecond * 60;
+  if (perMinute >= 1) return `${perMinute >= 10 ? Math.round(perMinute) : perMinute.toFixed(1)} documents/min`;
+  return `${(perMinute * 60).toFixed(perMinute * 60 >= 10 ? 0 : 1)} documents/h`;
+}
+
+/** "40 s", "3 min", "1 h 20 min": a span of time to wait, rounded as a person would say it. */
+export function duration(seconds: number): string {
+  if (!Number.isFinite(seconds)) return "–";
+  const s = Math.max(1, Math.round(seconds));
+  if (s < 60) return `${s < 10 ? s : Math.round(s / 5) * 5} s`;
+  const m = Math.round(s / 60);
+  if (m < 60) return `${m} min`;
+  const h = Math.floor(m / 60);
+  const rest = m % 60;
+  return rest ? `${h} h ${rest} min` : `${h} h`;
+}
+
+/** A folder path as text with a line-break opportunity after each separator (/ or \\), so that a
+ * long one wraps between its folders rather than inside a name. */
+export function breakablePath(path: string): (string | HTMLElement)[] {
+  return breakAfter(path, /[^\\/]*(?:[\\/]+|$)/g);
+}
+
+/** A file name as text with a line-break opportunity after each _ . - and space, so that a long
+ * one wraps between its parts rather than inside a word. */
+export function breakableName(name: string): (string | HTMLElement)[] {
+  return breakAfter(name, /[^_.\s-]*(?:[_.\s-]+|$)/g);
+}
+
+function breakAfter(text: string, parts: RegExp): (string | HTMLElement)[] {
+  const out: (string | HTMLElement)[] = [];
+  for (const part of text.match(parts) ?? [text]) {
+    if (!part) continue;
+    if (out.length) out.push(document.createElement("wbr"));
+    out.push(part);
+  }
+  return out;
+}

@@ -79,7 +79,7 @@ async function start(): Promise<void> {
 
   const openDetail = mountDetail(transport);
   mountHeader(transport);
-  mountQueue(openDetail);
+  mountQueue(openDetail, transport);
   mountBins();
   mountThroughput();
   mountSearch(transport, openDetail);
@@ -108,6 +108,7 @@ async function start(): Promise<void> {
     summary: (e) => store.summaryReady(e.path),
     writes_stopped: (reason) => store.stopWrites(reason),
     writes_paused: (reason) => store.pauseWrites(reason),
+    paused: (paused) => store.setPaused(paused),
     summarizer_status: (status) => store.summarizerStatus(status),
     resync: reload,
     connection: (c: Connection) => {

@@ -5,9 +5,13 @@ import { throttled } from "./dom";
 import { FILE_STATES, type AppState, type BinView, type Counts, type Device, type FileState, type IndexLanguage, type Sample, type Summaries } from "./types";
 
 export const MAX_BINS = 64;
+/** The documents/s is measured over at most this much of the latest work. */
+export const RATE_WINDOW_MS = 120_000;
 export const MAX_SAMPLES = 600;
 
 type Topic = "device" | "folders" | "queue" | "bins" | "samples" | "summary" | "languages" | "removed";
+
+const FINISHED = new Set<string>(["done", "failed", "no_text", "skipped"]);
 
 function zeroCounts(): Counts {
   return { waiting: 0, extracting: 0, embedding: 0, done: 0, failed: 0, no_text: 0, skipped: 0 };
@@ -22,6 +26,8 @@ class Store {
   writesStopped: string | null = null;
   /** Why indexing is paused for now; null while it goes on. */
   writesPaused: string | null = null;
+  /** The person paused indexing (POST /api/pause, the app's `pause`): nothing new starts. */
+  paused = false;
   device: Device | null = null;
   folders: string[] = [];
   files = new Map<string, FileState>();
@@ -30,6 +36,12 @@ class Store {
   samples: Sample[] = [];
   /** When the queue last changed, to show that work is moving (or that it is not). */
   lastQueueChange = 0;
+  /** When documents finished lately (the server's clock, ms), for the documents/s and the ETA. */
+  finishedAt: number[] = [];
+  /** When the work now in progress began (the server's clock): the start of the rate's window. */
+  busySince = 0;
+  /** The server's clock minus this page's, from the live events' timestamps. */
+  private skew = 0;
   private listeners = new Map<Topic, Set<() => void>>();
 
   on(topic: Topic, fn: () => void): void {
@@ -55,7 +67,14 @@ class Store {
     this.samples = (s.samples ?? []).slice(-MAX_SAMPLES);
     this.writesStopped = s.writes_stopped ?? null;
     this.writesPaused = s.writes_paused ?? null;
+    this.paused = s.paused === true;
     this.lastQueueChange = Math.max(0, ...[...this.files.values()].map((f) => f.updated_ms || 0));
+    // the rate starts from the documents finished in the last minutes (read as the page's clock)
+    const now = Date.now();
+    const finished = [...this.files.values()].filter((f) => FINISHED.has(f.state) && f.updated_ms && now - f.updated_ms < RATE_WINDOW_MS);
+    this.finishedAt = finished.map((f) => f.updated_ms).sort((a, b) => a - b);
+    this.busySince = this.active() ? Math.min(now, ...[...this.files.values()].map((f) => f.updated_ms || now)) : 0;
+    this.skew = 0;
     this.emit("device", "folders", "queue", "bins", "samples", "languages");
   }
 
@@ -66,6 +85,12 @@ class Store {
 
   pauseWrites(reason: string | null): void {
     this.writesPaused = reason;
+    this.emit("queue");
+  }
+
+  setPaused(paused: boolean): void {
+    if (this.paused === paused) return;
+    this.paused = paused;
     this.emit("queue");
   }
 
@@ -81,6 +106,17 @@ class Store {
 
   file(f: FileState): void {
     const old = this.files.get(f.path);
+    const at = f.updated_ms || this.serverNow();
+    if (f.updated_ms) this.skew = f.updated_ms - Date.now();
+    if (!this.active() && !FINISHED.has(f.state)) {
+      // work starts (again): the rate is measured from here, not across the idle time before
+      this.busySince = at;
+      this.finishedAt = [];
+    }
+    if (FINISHED.has(f.state) && !(old && FINISHED.has(old.state))) {
+      this.finishedAt.push(at);
+      if (this.finishedAt.length > 500) this.finishedAt.splice(0, this.finishedAt.length - 500);
+    }
     if (old && FILE_STATES.includes(old.state)) this.counts[old.state] = Math.max(0, this.counts[old.state] - 1);
     if (FILE_STATES.includes(f.state)) this.counts[f.state] += 1;
     this.files.set(f.path, f);
@@ -138,6 +174,24 @@ class Store {
       this.emit("device");
     }
     this.emit("samples");
+  }
+
+  /** Now on the server's clock (as far as the live events tell). */
+  serverNow(): number {
+    return Date.now() + this.skew;
+  }
+
+  /** Documents finished per second over the last minutes of the work in progress, and the seconds
+   * left for the documents still queued at that pace; null while there is too little to tell. */
+  pace(now = this.serverNow()): { perSecond: number; secondsLeft: number | null } | null {
+    if (!this.busySince && !this.finishedAt.length) return null;
+    const from = Math.max(this.busySince || this.finishedAt[0], now - RATE_WINDOW_MS);
+    const n = this.finishedAt.filter((t) => t >= from).length;
+    const span = (now - from) / 1000;
+    if (n < 2 || span < 2) return null;
+    const perSecond = n / span;
+    const left = this.active();
+    return { perSecond, secondsLeft: left ? left / perSecond : null };
   }
 
   total(): number {

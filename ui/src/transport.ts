@@ -25,6 +25,8 @@ export interface LiveHandlers {
   writes_stopped(reason: string): void;
   /** Indexing paused (why) or resumed (null). */
   writes_paused(reason: string | null): void;
+  /** The person paused indexing (true) or resumed it (false). */
+  paused(paused: boolean): void;
   /** What the summarizer is busy with before it can summarize (fetching, loading its model); null once ready. */
   summarizer_status(status: string | null): void;
   /** The live stream's health; after "live" following a gap the caller should reload the state. */
@@ -45,6 +47,11 @@ export interface Transport {
   /** Forgets documents (or folders of them) for good: no text of them stays in the index. */
   forget(paths: string[]): Promise<{ forgotten: string[] }>;
   addPaths(paths: string[]): Promise<{ queued: number }>;
+  /** Reads a document, or every document under a folder, again, changed or not. */
+  reindex(path: string): Promise<{ queued: number }>;
+  /** Pauses indexing (the files being read finish; nothing new starts) or resumes it. */
+  pause(): Promise<{ paused: boolean }>;
+  resume(): Promise<{ paused: boolean }>;
   /** Browser only: send a dropped or picked file's bytes. */
   upload(file: File): Promise<{ queued: number; path?: string }>;
   search(query: string, k: number, filter?: SearchFilter): Promise<{ hits: Hit[] }>;
@@ -104,6 +111,15 @@ class TauriTransport implements Transport {
   addPaths(paths: string[]) {
     return call<{ queued: number }>("add_paths", { paths });
   }
+  reindex(path: string) {
+    return call<{ queued: number }>("reindex", { path });
+  }
+  pause() {
+    return call<{ paused: boolean }>("pause");
+  }
+  resume() {
+    return call<{ paused: boolean }>("resume");
+  }
   async upload(): Promise<{ queued: number }> {
     throw new ApiError("invalid_input", "uploading bytes is for the browser; in the app files are added by path");
   }
@@ -159,6 +175,7 @@ class TauriTransport implements Transport {
       listen<{ path: string; summary: string | null; error: string | null }>("summary", (e) => h.summary(e.payload)),
       listen<string>("writes_stopped", (e) => h.writes_stopped(e.payload)),
       listen<string | null>("writes_paused", (e) => h.writes_paused(e.payload)),
+      listen<boolean>("paused", (e) => h.paused(e.payload)),
       listen<string | null>("summarizer_status", (e) => h.summarizer_status(e.payload)),
       call<void>("subscribe_samples", { channel }),
     ])
@@ -366,6 +383,15 @@ class HttpTransport implements Transport {
   addPaths(paths: string[]) {
     return this.json<{ queued: number }>("POST", "/api/paths", { paths });
   }
+  reindex(path: string) {
+    return this.json<{ queued: number }>("POST", "/api/reindex", { path });
+  }
+  pause() {
+    return this.json<{ paused: boolean }>("POST", "/api/pause");
+  }
+  resume() {
+    return this.json<{ paused: boolean }>("POST", "/api/resume");
+  }
   async upload(file: File) {
     const res = await this.request("POST", `/api/upload?name=${encodeURIComponent(file.name)}`, file, "application/octet-stream");
     return (await res.json()) as { queued: number; path?: string };
@@ -442,6 +468,9 @@ class HttpTransport implements Transport {
           break;
         case "writes_paused":
           h.writes_paused(payload as string | null);
+          break;
+        case "paused":
+          h.paused(payload === true);
           break;
         case "summarizer_status":
           h.summarizer_status(payload as string | null);

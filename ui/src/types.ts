@@ -117,6 +117,8 @@ export interface AppState {
   writes_stopped?: string | null;
   /** Why indexing is paused for now (the disk is full; it resumes by itself); null while it goes on. */
   writes_paused?: string | null;
+  /** The person paused indexing (nothing new starts until resumed); absent from an older server. */
+  paused?: boolean;
   /** Optional extras a server may send: what the index holds. */
   documents?: number;
   chunks?: number;

@@ -1,7 +1,9 @@
-// One document in a side panel: status, error, summary, and its chunks with their pages.
+// One document in a side panel, a modal dialog: status, error, summary, and its chunks with their
+// pages. Focus moves into it when it opens and back to what opened it when it closes (Escape, the
+// close button, a click beside it).
 
 import { $, h, replace } from "../dom";
-import { basename, bytes, dirname, grouped, STATE_LABEL } from "../format";
+import { basename, breakableName, breakablePath, bytes, dirname, grouped, STATE_LABEL } from "../format";
 import { store } from "../store";
 import type { Transport } from "../transport";
 import type { Chunk, DocumentDetail } from "../types";
@@ -15,16 +17,20 @@ let current: string | null = null;
 export type OpenDetail = (path: string, query?: string, page?: number) => void;
 
 export function mountDetail(t: Transport): OpenDetail {
-  const panel = $("detail");
-  const scrim = $("detail-scrim");
-  scrim.addEventListener("click", () => close());
-  window.addEventListener("keydown", (e) => {
-    if (e.key === "Escape" && !panel.hidden) close();
+  const panel = $("detail") as HTMLDialogElement;
+  // a click on the backdrop reaches the dialog itself, beside its box
+  panel.addEventListener("click", (e) => {
+    if (e.target !== panel) return;
+    const r = panel.getBoundingClientRect();
+    const inside = e.clientX >= r.left && e.clientX <= r.right && e.clientY >= r.top && e.clientY <= r.bottom;
+    if (!inside) close();
   });
+  // Escape (the dialog's cancel) and close() both end here
+  panel.addEventListener("close", closed);
   // a document still moving through the queue is shown again when its state changes
   let lastState = "";
   store.on("queue", () => {
-    if (!current || panel.hidden) return;
+    if (!current || !panel.open) return;
     const f = store.files.get(current);
     if (f && f.state !== lastState) {
       lastState = f.state;
@@ -33,16 +39,38 @@ export function mountDetail(t: Transport): OpenDetail {
   });
   let currentQuery: string | undefined;
   let currentPage: number | undefined;
+  /** What had the focus when the panel opened: it gets it back (or its row, drawn anew since). */
+  let opener: { el: HTMLElement; row: string | null; path: string | null } | null = null;
   // its summary arrived while it is shown
   store.on("summary", () => {
-    if (current && !panel.hidden && store.lastSummary === current) void open(current, currentQuery, currentPage, true);
+    if (current && panel.open && store.lastSummary === current) void open(current, currentQuery, currentPage, true);
   });
 
   function close() {
-    panel.hidden = true;
-    scrim.hidden = true;
+    if (panel.open) panel.close();
+  }
+
+  function closed() {
     panel.classList.remove("open");
     current = null;
+    const back = opener;
+    opener = null;
+    if (!back) return;
+    let target: HTMLElement | null = back.el.isConnected ? back.el : null;
+    if (!target && back.row && back.path !== null) {
+      const row = [...document.querySelectorAll<HTMLElement>(`[data-testid="${back.row}"]`)].find((r) => r.dataset.path === back.path);
+      target = row?.querySelector<HTMLElement>("button") ?? null;
+    }
+    (target ?? ($("search-input") as HTMLElement)).focus({ preventScroll: true });
+  }
+
+  /** Draws the panel's content anew, keeping the focus where it was inside it. */
+  function show(...content: HTMLElement[]) {
+    const active = document.activeElement as HTMLElement | null;
+    const keep = active && panel.contains(active) ? active.dataset.testid : undefined;
+    replace(panel, ...content);
+    const again = keep ? panel.querySelector<HTMLElement>(`[data-testid="${keep}"]`) : null;
+    (again ?? panel.querySelector<HTMLElement>("#detail-title"))?.focus({ preventScroll: true });
   }
 
   async function open(path: string, query?: string, page?: number, quiet = false) {
@@ -50,29 +78,42 @@ export function mountDetail(t: Transport): OpenDetail {
     currentQuery = query;
     currentPage = page;
     lastState = store.files.get(path)?.state ?? "";
-    panel.hidden = false;
-    scrim.hidden = false;
-    requestAnimationFrame(() => panel.classList.add("open"));
-    if (!quiet) replace(panel, head(path, null), h("div", { class: "drawer-body" }, h("div", { class: "loading" }, "Loading…")));
+    if (!panel.open) {
+      const active = document.activeElement as HTMLElement | null;
+      const row = active?.closest<HTMLElement>("[data-path]");
+      opener = active && active !== document.body ? { el: active, row: row?.dataset.testid ?? null, path: row?.dataset.path ?? null } : null;
+      replace(panel, head(path, null), h("div", { class: "drawer-body" }, h("div", { class: "loading" }, "Loading…")));
+      panel.showModal();
+      panel.querySelector<HTMLElement>("#detail-title")?.focus({ preventScroll: true });
+      requestAnimationFrame(() => panel.classList.add("open"));
+    } else if (!quiet) show(head(path, null), h("div", { class: "drawer-body" }, h("div", { class: "loading" }, "Loading…")));
     try {
       const doc = await t.document(path);
       if (current !== path) return;
-      replace(panel, head(path, doc), body(doc, query, page));
+      show(head(path, doc), body(doc, query, page));
     } catch (e) {
       if (current !== path) return;
       const f = store.files.get(path);
-      replace(
-        panel,
+      show(
         head(path, null),
         h(
           "div",
-          { class: "drawer-body" },
+          { class: "drawer-body", tabindex: 0, role: "region", "aria-label": "What is known of it" },
           f ? facts(f.state, f.pages, null, f.chunks) : null,
           f?.error ? h("div", { class: "callout callout-error", "data-testid": "detail-error" }, f.error) : null,
           h("div", { class: "callout" }, e instanceof Error ? e.message : String(e)),
         ),
       );
       if (!quiet && !f) showError(e, "Document");
+    }
+  }
+
+  async function reindex(path: string) {
+    try {
+      const { queued } = await t.reindex(path);
+      toast(queued ? `Re-indexing ${basename(path)}` : `${basename(path)} was not queued again`);
+    } catch (e) {
+      showError(e, "Re-index");
     }
   }
 
@@ -91,15 +132,17 @@ export function mountDetail(t: Transport): OpenDetail {
   }
 
   function head(path: string, doc: DocumentDetail | null): HTMLElement {
+    const unknown = doc === null && !store.files.has(path) ? true : null;
     return h(
       "div",
       { class: "drawer-head" },
       h(
         "div",
         { class: "drawer-title" },
-        h("h2", { "data-testid": "detail-name" }, basename(path)),
-        h("div", { class: "drawer-path", title: path }, dirname(path)),
+        h("h2", { id: "detail-title", "data-testid": "detail-name", tabindex: -1 }, breakableName(basename(path))),
+        h("div", { class: "drawer-path", title: path }, breakablePath(dirname(path))),
       ),
+      h("button", { class: "btn btn-ghost drawer-close", type: "button", "aria-label": "Close", title: "Close (Esc)", "data-testid": "detail-close", onclick: close }, "×"),
       h(
         "div",
         { class: "drawer-actions" },
@@ -110,9 +153,21 @@ export function mountDetail(t: Transport): OpenDetail {
             type: "button",
             "data-testid": "detail-open",
             onclick: () => t.openFile(path).catch((e) => showError(e, "Open")),
-            disabled: doc === null && !store.files.has(path) ? true : null,
+            disabled: unknown,
           },
           "Open file",
+        ),
+        h(
+          "button",
+          {
+            class: "btn",
+            type: "button",
+            "data-testid": "detail-reindex",
+            title: "Read this document again (its passages whose text is unchanged keep their vectors)",
+            onclick: () => void reindex(path),
+            disabled: unknown,
+          },
+          "Re-index",
         ),
         h(
           "button",
@@ -122,11 +177,10 @@ export function mountDetail(t: Transport): OpenDetail {
             "data-testid": "detail-forget",
             title: "Remove this document from the index: its text, vectors and summary (the file stays where it is)",
             onclick: () => void forget(path),
-            disabled: doc === null && !store.files.has(path) ? true : null,
+            disabled: unknown,
           },
           "Remove from index",
         ),
-        h("button", { class: "btn btn-ghost", type: "button", "aria-label": "Close", "data-testid": "detail-close", onclick: close }, "×"),
       ),
     );
   }
@@ -167,7 +221,8 @@ function body(doc: DocumentDetail, query?: string, page?: number): HTMLElement {
   const firstHit = onPage.find((c) => matches(c.text, stems)) ?? onPage[0] ?? chunks.find((c) => matches(c.text, stems));
   const el = h(
     "div",
-    { class: "drawer-body" },
+    // it scrolls: a keyboard reaches it to scroll it
+    { class: "drawer-body", tabindex: 0, role: "region", "aria-label": "Summary and passages" },
     facts(String(doc.state), doc.pages, doc.size, doc.chunks.length, doc.ocrPages),
     // an indexed document's "error" holds its notes (pages read by OCR, the encoding a text was read in,
     // pages that could not be read): said plainly, not in red; a failure's reason stays an error

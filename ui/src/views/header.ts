@@ -1,4 +1,5 @@
-// Top bar (model, device, probe capacity, memory, connection) and the watched-folder strip.
+// Top bar (model, languages, summaries, device, connection; on a narrow window the facts fold away
+// behind a button), the engine's facts (probe capacity, memory) and the watched-folder strip.
 
 import { $, h, icon, replace } from "../dom";
 import { bytes, grouped, percent, shortDir } from "../format";
@@ -8,6 +9,19 @@ import { ask } from "./confirm";
 import { showError, toast } from "./toast";
 
 export function mountHeader(t: Transport): void {
+  const factsToggle = $("facts-toggle");
+  factsToggle.addEventListener("click", () => {
+    const open = factsToggle.getAttribute("aria-expanded") !== "true";
+    factsToggle.setAttribute("aria-expanded", String(open));
+    factsToggle.closest(".topbar")!.classList.toggle("facts-open", open);
+  });
+  // the height of the bars above the cards, so that search and the queue fill the rest of the window
+  const bars = [document.querySelector<HTMLElement>(".topbar")!, document.querySelector<HTMLElement>(".sources")!];
+  const measure = new ResizeObserver(() => {
+    const px = bars.reduce((n, el) => n + el.offsetHeight, 0);
+    document.documentElement.style.setProperty("--chrome", `${px}px`);
+  });
+  bars.forEach((el) => measure.observe(el));
   store.on("device", drawDevice);
   store.on("folders", drawFolders);
   store.on("languages", drawLanguages);
@@ -62,6 +76,15 @@ export function mountHeader(t: Transport): void {
     }
   }
 
+  async function reindex(path: string) {
+    try {
+      const { queued } = await t.reindex(path);
+      toast(queued ? `Re-indexing ${queued} ${queued === 1 ? "document" : "documents"} in ${shortDir(path, 48)}` : `Nothing to re-index in ${shortDir(path, 48)}`);
+    } catch (err) {
+      showError(err, "Re-index");
+    }
+  }
+
   function drawFolders() {
     const list = $("folders");
     if (!store.folders.length) {
@@ -76,12 +99,20 @@ export function mountHeader(t: Transport): void {
           { class: "folder", "data-testid": "folder", "data-path": f, title: f },
           icon(FOLDER, "folder-icon"),
           h("span", { class: "folder-path" }, shortDir(f, 42)),
-          h("button", { class: "folder-remove", type: "button", "aria-label": `Stop watching ${f}`, "data-testid": "folder-remove", onclick: () => remove(f) }, "×"),
+          h(
+            "button",
+            { class: "folder-action", type: "button", "aria-label": `Re-index ${f}`, title: "Re-index: read every document in it again", "data-testid": "folder-reindex", onclick: () => reindex(f) },
+            icon(REINDEX, "folder-action-icon"),
+          ),
+          h("button", { class: "folder-action folder-remove", type: "button", "aria-label": `Stop watching ${f}`, title: "Stop watching", "data-testid": "folder-remove", onclick: () => remove(f) }, "×"),
         ),
       ),
     );
   }
 }
+
+/** Two arrows round: read again. */
+export const REINDEX = "M15.5 8.5A5.5 5.5 0 0 0 5.3 6.2M4.5 11.5a5.5 5.5 0 0 0 10.2 2.3M5 3v3.5h3.5M15 17v-3.5h-3.5";
 
 const FOLDER = "M2.5 5.5a1.5 1.5 0 0 1 1.5-1.5h3.6l1.8 2H16a1.5 1.5 0 0 1 1.5 1.5v7A1.5 1.5 0 0 1 16 16H4a1.5 1.5 0 0 1-1.5-1.5z";
 

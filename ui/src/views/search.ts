@@ -1,7 +1,7 @@
 // Search: a query box (answers as you type, after a pause) and the hits with the query's words marked.
 
 import { $, h, icon, replace } from "../dom";
-import { basename, dirname, shortDir } from "../format";
+import { basename, breakableName, dirname, shortDir } from "../format";
 import type { Transport } from "../transport";
 import { store } from "../store";
 import { ApiError, type Hit, type SearchFilter } from "../types";
@@ -66,6 +66,11 @@ export function mountSearch(t: Transport, openDetail: OpenDetail): void {
   const input = $("search-input") as HTMLInputElement;
   const list = $("search-hits");
   const meta = $("search-meta");
+  // what a screen reader hears when the results change (the visible line carries timings too)
+  const status = $("search-status");
+  const announce = (text: string) => {
+    if (status.textContent !== text) status.textContent = text;
+  };
   const folder = $("filter-folder") as HTMLSelectElement;
   const type = $("filter-type") as HTMLSelectElement;
   const after = $("filter-after") as HTMLInputElement;
@@ -112,8 +117,9 @@ export function mountSearch(t: Transport, openDetail: OpenDetail): void {
     lastQuery = q;
     const mine = ++seq;
     if (!q) {
-      replace(list);
+      replace(list, hint());
       meta.textContent = "";
+      announce("");
       list.parentElement!.classList.remove("has-hits");
       return;
     }
@@ -125,15 +131,27 @@ export function mountSearch(t: Transport, openDetail: OpenDetail): void {
       const ms = performance.now() - started;
       meta.textContent = `${hits.length} ${hits.length === 1 ? "hit" : "hits"} · ${ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`}`;
       draw(hits, q);
+      announce(hits.length ? `${hits.length} ${hits.length === 1 ? "result" : "results"} for “${q}”` : `No results for “${q}”`);
     } catch (e) {
       if (mine !== seq) return;
       meta.textContent = "";
       if (e instanceof ApiError && e.kind === "not_found" && !e.unauthorized) {
+        announce(e.message || "Nothing indexed yet.");
         replace(list, h("li", { class: "empty" }, e.message || "Nothing indexed yet."));
         list.parentElement!.classList.add("has-hits");
       } else showError(e, "Search");
     }
   };
+
+  // what the empty list says before anything is asked
+  const hint = () =>
+    h(
+      "li",
+      { class: "search-hint", "data-testid": "search-hint" },
+      h("p", null, "Type to search every indexed document, by meaning and by keyword; the hits come as you type."),
+      h("p", null, h("kbd", null, "/"), " jumps here · ", h("kbd", null, "Enter"), " searches again · ", h("kbd", null, "Ctrl"), "+", h("kbd", null, "Enter"), " asks the question and answers it with its sources"),
+    );
+  replace(list, hint());
 
   // a document that left the index (deleted, or removed from it) leaves the hits shown
   store.on("removed", () => {
@@ -161,27 +179,35 @@ export function mountSearch(t: Transport, openDetail: OpenDetail): void {
             class: "hit",
             "data-testid": "search-hit",
             "data-path": hit.path,
-            tabindex: 0,
+            // a click anywhere on the hit opens it; its name is the button a keyboard reaches
             onclick: () => openDetail(hit.path, q),
-            onkeydown: (e: Event) => {
-              if ((e as KeyboardEvent).key === "Enter") openDetail(hit.path, q);
-            },
           },
           h(
             "div",
             { class: "hit-head" },
             icon(DOC, "hit-icon"),
-            h("span", { class: "hit-file", "data-testid": "search-hit-file" }, basename(hit.path)),
+            h(
+              "button",
+              {
+                type: "button",
+                class: "hit-file",
+                "data-testid": "search-hit-file",
+                title: hit.path,
+                "aria-label": `${basename(hit.path)}${hit.page !== null && hit.page !== undefined ? `, page ${hit.page}` : ""}: show details`,
+              },
+              breakableName(basename(hit.path)),
+            ),
             hit.page !== null && hit.page !== undefined ? h("span", { class: "hit-page" }, `p. ${hit.page}`) : null,
             hit.ocr ? h("span", { class: "badge-ocr", "data-testid": "search-hit-ocr", title: "This page was read by OCR from its image: words may be misread" }, "OCR") : null,
-            h("span", { class: "hit-dir" }, shortDir(dirname(hit.path), 60)),
-            h("span", { class: "hit-score", title: `score ${(hit.score ?? 0).toFixed(4)}` }, relevance),
+            h("span", { class: "hit-dir path-tail", title: dirname(hit.path) }, h("bdi", null, dirname(hit.path))),
+            h("span", { class: "hit-score", title: `score ${(hit.score ?? 0).toFixed(4)}`, "aria-hidden": "true" }, relevance),
             h(
               "button",
               {
                 class: "btn btn-small",
                 type: "button",
                 "data-testid": "search-hit-open",
+                "aria-label": `Open ${basename(hit.path)}`,
                 onclick: (e: Event) => {
                   e.stopPropagation();
                   t.openFile(hit.path).catch((err) => showError(err, "Open"));

@@ -1,9 +1,11 @@
-// Throughput over time (uPlot): real tokens/s against the tokens the device computed and what padded
-// batches of the same sequences would have cost; bins/s, queue depth and memory as numbers.
+// The Engine panel: throughput over time (uPlot): real tokens/s against the tokens the device
+// computed and what padded batches of the same sequences would have cost; bins/s, queue depth and
+// memory as numbers. The panel folds away (closed by default on a small window, the choice kept),
+// with a one-line brief in its head; the chart carries a text alternative that follows the rate.
 
 import uPlot from "uplot";
 import { $, h, replace } from "../dom";
-import { bytes, compact, rate } from "../format";
+import { bytes, compact, grouped, rate } from "../format";
 import { store } from "../store";
 import type { Sample } from "../types";
 
@@ -37,7 +39,43 @@ function stat(label: string, value: string, unit: string, testid: string, color?
   );
 }
 
+const ENGINE_KEY = "warpfold.engine";
+
+/** Whether the Engine panel starts open: as last chosen, else only on a window with room for it. */
+function engineOpenAtStart(): boolean {
+  let kept: string | null = null;
+  try {
+    kept = localStorage.getItem(ENGINE_KEY);
+  } catch {
+    // storage refused (a private window): decide by the window
+  }
+  if (kept === "open" || kept === "closed") return kept === "open";
+  return window.innerWidth >= 1200 && window.innerHeight >= 760;
+}
+
+function mountEngineToggle(): void {
+  const toggle = $("engine-toggle");
+  const body = $("engine-body");
+  const show = (open: boolean) => {
+    toggle.setAttribute("aria-expanded", String(open));
+    body.hidden = !open;
+    toggle.closest(".engine-card")!.classList.toggle("open", open);
+  };
+  show(engineOpenAtStart());
+  toggle.addEventListener("click", () => {
+    const open = toggle.getAttribute("aria-expanded") !== "true";
+    show(open);
+    try {
+      localStorage.setItem(ENGINE_KEY, open ? "open" : "closed");
+    } catch {
+      // not kept: it opens as the window decides next time
+    }
+    if (open) draw();
+  });
+}
+
 export function mountThroughput(): void {
+  mountEngineToggle();
   store.on("samples", draw);
   store.on("device", draw);
   const el = $("throughput-chart");
@@ -55,12 +93,21 @@ function size(el: HTMLElement) {
   return { width: Math.max(200, el.clientWidth), height: Math.max(160, el.clientHeight) };
 }
 
+/** The chart in words, for those who do not see it: the span, the rates now and the peak. */
+function describe(span: number, real: number, computed: number, padded: number): string {
+  if (!store.samples.some((s) => s.tokens_per_s > 0 || s.computed_per_s > 0)) return "Throughput chart: no work yet.";
+  const peak = Math.max(...store.samples.map((s) => s.tokens_per_s));
+  const over = span >= 90 ? `${Math.round(span / 60)} minutes` : `${Math.max(1, Math.round(span))} seconds`;
+  return `Throughput chart over the last ${over}: ${rate(real, "real tokens/s")} now, peak ${rate(peak, "real tokens/s")}; the device computed ${rate(computed, "tokens/s")}; padded batches would compute ${rate(padded, "tokens/s")}.`;
+}
+
 function draw() {
   const samples = store.samples;
   const real = recent("tokens_per_s");
   const computed = recent("computed_per_s");
   const padded = recent("padded_equivalent_per_s");
   const last = samples[samples.length - 1];
+  // what padded batches would have cost more: a tile only when there was something to save
   const saved = real > 0 && padded > 0 ? padded / real : 0;
   replace(
     $("throughput-stats"),
@@ -69,7 +116,9 @@ function draw() {
     stat("if padded", compact(padded), "tok/s", "stat-padded", "--c-padded", "what padded batches of the same sequences would have computed"),
     stat("bins", compact(recent("bins_per_s")), "/s", "stat-bins", undefined, "bins run per second"),
     stat("queue depth", last ? compact(last.queue_depth) : "0", "", "stat-queue", undefined, "sequences waiting for the engine"),
-    stat("padding saved", saved ? `${saved.toFixed(saved >= 10 ? 0 : 1)}×` : "–", "", "stat-saving", undefined, "padded-equivalent ÷ real tokens: how much more a padded batcher would compute"),
+    saved >= 1.05
+      ? stat("padding saved", `${saved.toFixed(saved >= 10 ? 0 : 1)}×`, "", "stat-saving", undefined, "padded-equivalent ÷ real tokens: how much more a padded batcher would compute for the same sequences")
+      : null,
   );
   const d = store.device;
   const span = samples.length > 1 ? (samples[samples.length - 1].t_ms - samples[0].t_ms) / 1000 : 0;
@@ -79,12 +128,19 @@ function draw() {
   else if (d?.memory_used_bytes) parts.push(`${bytes(d.memory_used_bytes)} device memory in use`);
   $("throughput-sub").textContent = parts.join(" · ");
 
+  // the head of the panel says in a line what the engine does, read while it is folded away too
+  const brief = [real > 0 ? `${rate(real, "tokens/s")} now` : "idle"];
+  if (d) brief.push(`${grouped(d.bin_tokens)}-token bins on ${d.name || (d.kind || "").toUpperCase() || "the device"}`);
+  if (d?.memory_total_bytes) brief.push(`${bytes(d.memory_used_bytes)} of ${bytes(d.memory_total_bytes)} memory`);
+  $("engine-brief").textContent = brief.join(" · ");
+
   const el = $("throughput-chart");
   el.dataset.points = String(samples.length);
   const empty = el.querySelector(".chart-empty") as HTMLElement | null;
   const anyWork = samples.some((s) => s.tokens_per_s > 0 || s.computed_per_s > 0);
   if (empty) empty.hidden = anyWork;
   el.classList.toggle("has-data", samples.length > 0);
+  el.setAttribute("aria-label", describe(span, real, computed, padded));
 
   const data: uPlot.AlignedData = [
     samples.map((s) => s.t_ms / 1000),

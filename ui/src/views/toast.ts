@@ -21,8 +21,28 @@ export function toast(message: string, kind: "info" | "error" = "info", title?: 
     setTimeout(() => el.remove(), 250);
   };
   el.addEventListener("click", close);
-  $("toasts").appendChild(el);
+  where().appendChild(el);
   setTimeout(close, kind === "error" ? 9000 : 3500);
+}
+
+/** The toasts' corner: the page's own, or, while a modal dialog is open (the rest of the page is
+ * inert and behind it then), one inside that dialog, so the message is seen and read out. */
+function where(): HTMLElement {
+  const dialogs = [...document.querySelectorAll<HTMLDialogElement>("dialog[open]")].filter((d) => {
+    try {
+      return d.matches(":modal");
+    } catch {
+      return false;
+    }
+  });
+  const top = dialogs[dialogs.length - 1];
+  if (!top) return $("toasts");
+  let corner = top.querySelector<HTMLElement>(":scope > .toasts");
+  if (!corner) {
+    corner = h("div", { class: "toasts", "aria-live": "polite" });
+    top.appendChild(corner);
+  }
+  return corner;
 }
 
 const KIND_TITLE: Record<string, string> = {
