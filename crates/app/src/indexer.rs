@@ -18,6 +18,9 @@ use warpfold_index::store::Store;
 
 use crate::{App, AppError, Job, QueueState};
 
+/// How long a forget waits for a paused index run before it says to resume first.
+const FORGET_WAITS_FOR_A_RUN: Duration = Duration::from_secs(2);
+
 impl App {
     pub(crate) fn refresh_searcher(&self) {
         match Searcher::open(&self.inner.config.db) {
@@ -154,6 +157,22 @@ impl App {
         } else {
             std::borrow::Cow::Borrowed(&self.inner.config.index_options)
         };
+        let writing = self.inner.writing.lock();
+        let mut collected = collected;
+        if reread {
+            // Only what the app still holds, decided under the lock a forget takes: a folder
+            // removed with its documents since the re-index was asked for is not read back.
+            let roots = self.watched_roots();
+            let store = Store::open_existing(&self.inner.config.db).ok();
+            let (held, gone): (Vec<PathBuf>, Vec<PathBuf>) = std::mem::take(&mut collected.files).into_iter().partition(|file| {
+                roots.iter().any(|root| file.starts_with(root))
+                    || store.as_ref().is_some_and(|s| s.document_state(&file.display().to_string()).ok().flatten().is_some())
+            });
+            for file in gone {
+                self.inner.board.remove(&file.display().to_string());
+            }
+            collected.files = held;
+        }
         let indexed_files = collected.files.clone();
         let report =
             match index_collected(collected, &self.inner.config.db, &self.inner.embedder, &self.inner.config.model, &options, progress) {
@@ -164,6 +183,7 @@ impl App {
                 }
                 Err(e) => return Err(e.into()),
             };
+        drop(writing);
         tracing::info!(
             indexed = report.documents_indexed,
             failed = report.documents_failed,
@@ -206,6 +226,17 @@ impl App {
                 )));
             }
         }
+        // After the index run in progress, if any: it could commit again what is forgotten now.
+        let Some(_writing) = self
+            .inner
+            .writing
+            .try_lock_for(FORGET_WAITS_FOR_A_RUN)
+            .or_else(|| (!self.inner.paused.load(Ordering::Relaxed)).then(|| self.inner.writing.lock()))
+        else {
+            return Err(AppError::InvalidInput(
+                "indexing is paused in the middle of a run that may read these documents: resume it, then forget them".into(),
+            ));
+        };
         let mut store = Store::open_existing(&self.inner.config.db)?;
         let mut documents = Vec::new();
         for path in paths {

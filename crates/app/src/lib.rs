@@ -190,6 +190,9 @@ struct Inner {
     stop: Arc<AtomicBool>,
     /// The person paused indexing: no new file is started until they resume ([`App::set_paused`]).
     paused: Arc<AtomicBool>,
+    /// Held by an index run for its whole length and by a forget: a document forgotten while a run
+    /// is reading it would otherwise be committed again by that run, its text back in the index.
+    writing: Mutex<()>,
     /// Documents to summarize (when summaries are on), a batch per message: the documents of one index run arrive together,
     /// so the summarizer never starts on the first of them alone.
     chat: Option<Sender<summaries::ChatJob>>,
@@ -288,6 +291,7 @@ impl App {
                 writes_paused: Mutex::new(None),
                 stop: Arc::new(AtomicBool::new(false)),
                 paused: Arc::new(AtomicBool::new(false)),
+                writing: Mutex::new(()),
                 chat,
                 summaries_pending: Mutex::new(HashSet::new()),
                 summarizer_status: Mutex::new(None),
