@@ -455,6 +455,37 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       await dialog.waitFor({ state: "hidden" });
     });
 
+    await t.test("the library lists the documents, filtered by type and sorted, and a row opens its detail; files are served by type", async () => {
+      await page.getByTestId("library-button").click();
+      const dialog = page.getByTestId("library-dialog");
+      await dialog.waitFor();
+      await page.getByTestId("library-summary").filter({ hasText: /of \d+ documents?/ }).waitFor();
+      const all = await page.getByTestId("library-row").count();
+      assert.ok(all >= 3, `rows: ${all}`);
+      await page.getByTestId("library-type").selectOption("pdf");
+      await page.waitForFunction(() => [...document.querySelectorAll("[data-testid=library-row]")].every((r) => r.dataset.path.toLowerCase().endsWith(".pdf")));
+      const pdfs = await page.getByTestId("library-row").evaluateAll((rows) => rows.map((r) => r.dataset.path));
+      assert.ok(pdfs.length >= 1 && pdfs.length < all, `${pdfs.length} PDFs of ${all}`);
+      await page.getByTestId("library-order").selectOption("size");
+      await page.getByTestId("library-desc").check();
+      await page.waitForFunction(() => document.querySelector("[data-testid=library-summary]").textContent.includes("of"));
+      await shot(page, "library");
+      const auth = { Authorization: `Bearer ${TOKEN}` };
+      const sizes = (await (await fetch(`${base}/api/library?type=pdf&sort=size&desc=true`, { headers: auth })).json()).documents.map((d) => d.size);
+      assert.deepEqual(sizes, [...sizes].sort((a, b) => b - a), "largest first");
+      // the PDF is served as a PDF, shown inline, sandboxed and never sniffed
+      const file = await fetch(`${base}/api/file?path=${encodeURIComponent(pdfs[0])}`, { headers: auth });
+      assert.equal(file.headers.get("content-type"), "application/pdf");
+      assert.equal(file.headers.get("x-content-type-options"), "nosniff");
+      assert.match(file.headers.get("content-security-policy"), /^sandbox/);
+      assert.match(file.headers.get("content-disposition"), /^inline/);
+      await page.getByTestId("library-row").first().getByRole("button").click();
+      await dialog.waitFor({ state: "hidden" });
+      await page.getByTestId("detail-panel").waitFor();
+      await page.keyboard.press("Escape");
+      await page.getByTestId("detail-panel").waitFor({ state: "hidden" });
+    });
+
     await t.test("light colour scheme", async () => {
       const light = await newPage("light");
       await light.goto(`${base}/?token=${TOKEN}`);

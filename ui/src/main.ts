@@ -15,6 +15,7 @@ import { mountQueue } from "./views/queue";
 import { mountAsk } from "./views/ask";
 import { mountSearch } from "./views/search";
 import { mountSettings } from "./views/settings";
+import { mountLibrary } from "./views/library";
 import { whileStarting } from "./views/starting";
 import { mountThroughput } from "./views/throughput";
 import { showError, whenUnauthorized } from "./views/toast";
@@ -84,6 +85,7 @@ async function start(): Promise<void> {
   mountThroughput();
   mountSearch(transport, openDetail);
   mountSettings(transport);
+  mountLibrary(transport, openDetail);
   mountAsk(transport, openDetail);
   mountDrop(transport);
   store.load(initial);

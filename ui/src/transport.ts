@@ -38,6 +38,27 @@ export interface DropHandlers {
   paths(paths: string[]): void;
 }
 
+/** What the library view asks for (GET /api/library, the app's `library`). */
+export interface LibraryQuery {
+  filter: { folder?: string; extensions: string[]; after?: string; before?: string };
+  order: "name" | "modified" | "size" | "pages" | "indexed";
+  descending: boolean;
+  offset: number;
+  limit: number;
+}
+
+/** One document as the library lists it. */
+export interface LibraryEntry {
+  path: string;
+  status: string;
+  error: string | null;
+  pages: number;
+  size: number;
+  /** Unix seconds; 0 when not known. */
+  modified: number;
+  indexed_at: number;
+}
+
 export interface Transport {
   readonly kind: "tauri" | "http";
   state(): Promise<AppState>;
@@ -49,6 +70,8 @@ export interface Transport {
   addPaths(paths: string[]): Promise<{ queued: number }>;
   /** Reads a document, or every document under a folder, again, changed or not. */
   reindex(path: string): Promise<{ queued: number }>;
+  /** The document library: what the filters let through, sorted, a page at a time. */
+  library(query: LibraryQuery): Promise<{ total: number; documents: LibraryEntry[] }>;
   /** Pauses indexing (the files being read finish; nothing new starts) or resumes it. */
   pause(): Promise<{ paused: boolean }>;
   resume(): Promise<{ paused: boolean }>;
@@ -116,6 +139,11 @@ class TauriTransport implements Transport {
   }
   pause() {
     return call<{ paused: boolean }>("pause");
+  }
+  library(q: LibraryQuery) {
+    const seconds = (day?: string) => (day ? Date.parse(`${day}T00:00:00Z`) / 1000 : null);
+    const filter = { folder: q.filter.folder ?? null, extensions: q.filter.extensions, modified_from: seconds(q.filter.after), modified_before: seconds(q.filter.before) };
+    return call<{ total: number; documents: LibraryEntry[] }>("library", { query: { filter, order: q.order, descending: q.descending, offset: q.offset, limit: q.limit } });
   }
   resume() {
     return call<{ paused: boolean }>("resume");
@@ -388,6 +416,14 @@ class HttpTransport implements Transport {
   }
   pause() {
     return this.json<{ paused: boolean }>("POST", "/api/pause");
+  }
+  library(q: LibraryQuery) {
+    const params = new URLSearchParams({ sort: q.order, desc: String(q.descending), offset: String(q.offset), limit: String(q.limit) });
+    if (q.filter.folder) params.set("folder", q.filter.folder);
+    if (q.filter.extensions.length) params.set("type", q.filter.extensions.join(","));
+    if (q.filter.after) params.set("after", q.filter.after);
+    if (q.filter.before) params.set("before", q.filter.before);
+    return this.json<{ total: number; documents: LibraryEntry[] }>("GET", `/api/library?${params}`);
   }
   resume() {
     return this.json<{ paused: boolean }>("POST", "/api/resume");
