@@ -340,7 +340,10 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       await shot(page, "detail");
       // opened by address with the cookie: sandboxed by the server, no handle back to this tab
       const [popup] = await Promise.all([page.context().waitForEvent("page"), panel.getByTestId("detail-open").click()]);
-      await popup.waitForURL(/\/api\/file\?path=.*tomatoes\.pdf$/, { timeout: 30_000 });
+      // at the hit's page, where the browser's PDF viewer goes by its #page=
+      const hitPage = await page.getByTestId("search-hit").first().evaluate((el) => el.textContent.match(/p\. (\d+)/)?.[1]);
+      assert.ok(hitPage, "the hit names its page");
+      await popup.waitForURL(new RegExp(`/api/file\\?path=.*tomatoes\\.pdf#page=${hitPage}$`), { timeout: 30_000 });
       await popup.setViewportSize({ width: 1000, height: 700 });
       await popup.waitForTimeout(1500); // the PDF viewer draws
       await shot(popup, "open-file");

@@ -82,7 +82,8 @@ export interface Transport {
    * (or error). Resolves once the answer or error has come; rejects when it cannot be asked. */
   ask(question: string, earlier: Turn[], onEvent: (e: AskEvent) => void): Promise<void>;
   document(path: string): Promise<DocumentDetail>;
-  openFile(path: string): Promise<void>;
+  /** Opens the file: a PDF at `page` where the viewer can (the browser's, by its `#page=`). */
+  openFile(path: string, page?: number | null): Promise<void>;
   /** The settings view: settings.json, what runs now, the variables that override the file. */
   settings(): Promise<SettingsView>;
   /** Saves settings.json; they apply when warpfold starts again. */
@@ -460,11 +461,12 @@ class HttpTransport implements Transport {
   async document(path: string): Promise<DocumentDetail> {
     return toDocumentDetail(await this.json<unknown>("GET", `/api/document?path=${encodeURIComponent(path)}`));
   }
-  async openFile(path: string) {
+  async openFile(path: string, page?: number | null) {
     // Opened by address: the session cookie goes with it (same site), the server sends it sandboxed
     // (an origin of its own, no scripts), and the new tab gets no handle back to this one.
     if (!this.proven) throw new ApiError("io", "not connected to the warpfold server: try again once it is live");
-    window.open(`/api/file?path=${encodeURIComponent(path)}`, "_blank", "noopener");
+    const at = page && path.toLowerCase().endsWith(".pdf") ? `#page=${page}` : "";
+    window.open(`/api/file?path=${encodeURIComponent(path)}${at}`, "_blank", "noopener");
   }
 
   subscribe(h: LiveHandlers): () => void {

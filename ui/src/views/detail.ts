@@ -152,7 +152,7 @@ export function mountDetail(t: Transport): OpenDetail {
             class: "btn btn-primary",
             type: "button",
             "data-testid": "detail-open",
-            onclick: () => t.openFile(path).catch((e) => showError(e, "Open")),
+            onclick: () => t.openFile(path, currentPage).catch((e) => showError(e, "Open")),
             disabled: unknown,
           },
           "Open file",

@@ -180,7 +180,7 @@ export function mountSearch(t: Transport, openDetail: OpenDetail): void {
             "data-testid": "search-hit",
             "data-path": hit.path,
             // a click anywhere on the hit opens it; its name is the button a keyboard reaches
-            onclick: () => openDetail(hit.path, q),
+            onclick: () => openDetail(hit.path, q, hit.page ?? undefined),
           },
           h(
             "div",
@@ -210,7 +210,7 @@ export function mountSearch(t: Transport, openDetail: OpenDetail): void {
                 "aria-label": `Open ${basename(hit.path)}`,
                 onclick: (e: Event) => {
                   e.stopPropagation();
-                  t.openFile(hit.path).catch((err) => showError(err, "Open"));
+                  t.openFile(hit.path, hit.page).catch((err) => showError(err, "Open"));
                 },
               },
               "Open",
