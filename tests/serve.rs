@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::common::{cosine, load, minilm_dir, warpfold};
+use warpfold_index::store::Store;
 
 /// The server, killed when dropped.
 pub(crate) struct Server {
@@ -1081,4 +1082,72 @@ fn indexing_pauses_resumes_reindexes_and_the_library_lists_what_the_filters_let_
     assert_eq!((status, body.as_str()), (200, r#"{"queued":1}"#));
     let (status, body) = request(addr, "POST", "/api/reindex", Some("s3cret"), Some(r#"{"path": "/no/such/file.txt"}"#));
     assert_eq!(status, 404, "{body}");
+}
+
+/// The settings ask for another embedding model than the data folder's index was built with (the
+/// settings view's choice, here the flag): the index is set aside under its model's name, and its
+/// documents are embedded again into a new index with the model asked for, their summaries kept.
+/// Before: the app refused to start ("built with the model ...").
+#[test]
+fn a_changed_model_re_embeds_the_data_folders_index_and_keeps_the_old_one() {
+    let models = crate::common::repo().join("models");
+    if !models.join("multilingual-e5-small").is_dir() {
+        eprintln!("skipped: multilingual-e5-small is not installed (`warpfold models fetch multilingual-e5-small`)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data_arg = data.to_str().unwrap();
+    let bakery = {
+        let server = start(&["--data-dir", data_arg, "--model", "all-MiniLM-L6-v2"]);
+        let addr = server.addr.as_str();
+        let (status, stored) = request_bytes(
+            addr,
+            "POST",
+            "/api/upload?name=boulangerie.txt",
+            "s3cret",
+            "La boulangerie du quartier ouvre à six heures et vend des croissants au beurre.".as_bytes(),
+        );
+        assert_eq!(status, 200, "{stored}");
+        request_bytes(addr, "POST", "/api/upload?name=harbour.txt", "s3cret", b"The harbour master opens the lock gates at six.");
+        let documents = || {
+            serde_json::from_str::<serde_json::Value>(&request(addr, "GET", "/api/state", Some("s3cret"), None).1).unwrap()["documents"]
+                .clone()
+        };
+        eventually("both indexed with MiniLM", || documents() == 2);
+        serde_json::from_str::<serde_json::Value>(&stored).unwrap()["path"].as_str().unwrap().to_string()
+    };
+    // A summary made earlier (as the summarizer stores it), which must not be written again.
+    let old_db = data.join("index.db");
+    let store = Store::open_existing(&old_db).unwrap();
+    let hash = store.document_state(&bakery).unwrap().unwrap().content_hash;
+    store
+        .put_summary(&warpfold_index::summaries::StoredSummary {
+            content_hash: hash,
+            model: "a chat model".into(),
+            path: bakery.clone(),
+            summary: "La boulangerie ouvre à six heures.".into(),
+            tokens_in: 20,
+            tokens_out: 8,
+            seconds: 1.0,
+            created_at: 1,
+            check: None,
+        })
+        .unwrap();
+    drop(store);
+
+    let server = start(&["--data-dir", data_arg, "--model", "multilingual-e5-small"]);
+    let addr = server.addr.as_str();
+    let state = || serde_json::from_str::<serde_json::Value>(&request(addr, "GET", "/api/state", Some("s3cret"), None).1).unwrap();
+    assert_eq!(state()["model"], "multilingual-e5-small");
+    eventually("both embedded again", || state()["documents"] == 2);
+    let kept = data.join("index-all-MiniLM-L6-v2.db");
+    let old = Store::open_read_only(&kept).unwrap();
+    assert_eq!(old.model().unwrap().map(|(m, _)| m).as_deref(), Some("all-MiniLM-L6-v2"), "the old index is kept whole");
+    assert_eq!(old.documents().unwrap().len(), 2);
+    let new = Store::open_read_only(&old_db).unwrap();
+    assert_eq!(new.model().unwrap().map(|(m, _)| m).as_deref(), Some("multilingual-e5-small"));
+    assert_eq!(new.summary_for_path(&bakery).unwrap().map(|s| s.summary).as_deref(), Some("La boulangerie ouvre à six heures."));
+    let (_, hits) = request(addr, "GET", "/api/search?q=%C3%A0%20quelle%20heure%20ouvre%20la%20boulangerie&k=1", Some("s3cret"), None);
+    assert!(hits.contains("boulangerie.txt"), "{hits}");
 }

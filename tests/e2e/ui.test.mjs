@@ -434,6 +434,9 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       const dialog = page.getByTestId("settings-dialog");
       await dialog.waitFor();
       assert.equal(await page.getByTestId("settings-data-dir").locator("code").textContent(), tmp);
+      // each pinned model says its size and whether it is here or fetched on first use
+      const minilm = await page.getByTestId("setting-model").locator("option[value='all-MiniLM-L6-v2']").textContent();
+      assert.match(minilm, /all-MiniLM-L6-v2 .* — \d+(\.\d+)? MiB, installed$/);
       await page.getByTestId("setting-ocr_languages").fill("eng+fra");
       await page.getByTestId("setting-summarize").selectOption("false");
       await page.getByTestId("setting-device").selectOption("cpu");

@@ -298,4 +298,14 @@ export interface SettingsView {
   overridden: string[];
   fields: SettingField[];
   restart_needed: boolean;
+  /** The pinned models: role, size, whether installed (else fetched on first use). */
+  models?: ModelChoice[];
+}
+
+export interface ModelChoice {
+  name: string;
+  role: string;
+  size_bytes: number | null;
+  installed: boolean;
+  on_demand: boolean;
 }

@@ -630,6 +630,22 @@ impl App {
         Ok(queued)
     }
 
+    /// Queues every document the index at `old` holds whose file is still there (an index being
+    /// re-embedded with another model: [`launch::launch`]). Returns how many were queued.
+    pub fn index_documents_of(&self, old: &Path) -> Result<usize, AppError> {
+        let store = Store::open_read_only(old)?;
+        let paths: Vec<PathBuf> = store.documents()?.into_iter().map(|d| PathBuf::from(d.path)).filter(|p| p.is_file()).collect();
+        drop(store);
+        // Its summaries come along: they are of the texts, whatever embeds them.
+        Store::open_existing(&self.inner.config.db)?.copy_summaries_from(old)?;
+        if paths.is_empty() {
+            return Ok(0);
+        }
+        let queued = self.queue_waiting(&paths);
+        let _ = self.inner.jobs.send(Job::Index(paths));
+        Ok(queued)
+    }
+
     /// Reads a document, or every document under a folder, again, changed or not: a re-index the
     /// person asked for (after new OCR languages, or a file that failed for a reason now mended).
     /// What it names is checked as [`App::add_paths`] checks it. Returns how many files are queued.

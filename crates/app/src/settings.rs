@@ -91,8 +91,10 @@ pub const FIELDS: &[Field] = &[
         env: "WARPFOLD_MODEL",
         flag: "--model",
         default: "the index's own; a new index: multilingual-e5-small in a non-English locale, else all-MiniLM-L6-v2",
-        meaning: "The embedding model: a pinned model's name or a folder. An index keeps the model it was built with. e5 reads about 100 \
-                  languages; MiniLM reads English only but embeds several times faster on a CPU (BENCHMARKS.md).",
+        meaning: "The embedding model: a pinned model's name or a folder. An index keeps the model it was built with; another pinned \
+                  model named for the data folder's index embeds its documents again at the next start (the old index is kept beside it \
+                  as index-MODEL.db; the queue shows the progress). e5 reads about 100 languages; MiniLM reads English only but embeds \
+                  several times faster on a CPU (BENCHMARKS.md).",
     },
     Field {
         key: "chat_model",

@@ -252,6 +252,27 @@ impl Store {
     }
 
     /// Opens an existing index without writing to it (search, parallel readers).
+    /// Moves the index at `path` to `to` whole: its write-ahead log folded into the file first,
+    /// so the file alone is the index (an index re-embedded with another model keeps the old one
+    /// under a name of its own). `to` must not exist.
+    pub fn set_aside(path: &Path, to: &Path) -> Result<(), StoreError> {
+        let io = |e: std::io::Error| StoreError::Open { path: to.display().to_string(), message: e.to_string() };
+        if to.exists() {
+            return Err(io(std::io::Error::new(std::io::ErrorKind::AlreadyExists, "already exists")));
+        }
+        {
+            let store = Store::open_existing(path)?;
+            store.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        }
+        std::fs::rename(path, to).map_err(io)?;
+        for suffix in ["-wal", "-shm"] {
+            let mut side = path.as_os_str().to_owned();
+            side.push(suffix);
+            let _ = std::fs::remove_file(side);
+        }
+        Ok(())
+    }
+
     pub fn open_existing(path: &Path) -> Result<Store, StoreError> {
         let display = path.display().to_string();
         if !path.exists() {

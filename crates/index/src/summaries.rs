@@ -93,6 +93,32 @@ impl Store {
             > 0)
     }
 
+    /// Copies the summaries another index holds (the one set aside when this index was re-embedded
+    /// with another model): a summary belongs to a text, not to its vectors, so none is written
+    /// again. Those already here are kept. Returns how many were copied.
+    pub fn copy_summaries_from(&self, other: &std::path::Path) -> Result<usize, StoreError> {
+        self.ensure_summaries()?;
+        let conn = self.connection();
+        conn.execute("ATTACH DATABASE ?1 AS other", params![other.display().to_string()])?;
+        let copied = (|| {
+            let has_table: i64 =
+                conn.query_row("SELECT count(*) FROM other.sqlite_master WHERE type = 'table' AND name = 'summaries'", [], |r| r.get(0))?;
+            if has_table == 0 {
+                return Ok(0);
+            }
+            let check = if has_check_column(conn, "other")? { "check_json" } else { "NULL" };
+            conn.execute(
+                &format!(
+                    "INSERT OR IGNORE INTO main.summaries(content_hash, model, path, summary, tokens_in, tokens_out, seconds, created_at, check_json)
+                     SELECT content_hash, model, path, summary, tokens_in, tokens_out, seconds, created_at, {check} FROM other.summaries"
+                ),
+                [],
+            )
+        })();
+        conn.execute("DETACH DATABASE other", [])?;
+        Ok(copied?)
+    }
+
     /// Stores (or replaces) the summary of a text by its content hash and model.
     pub fn put_summary(&self, s: &StoredSummary) -> Result<(), StoreError> {
         self.ensure_summaries()?;

@@ -5,6 +5,7 @@
 // folder is shown, and models are picked by their pinned names.
 
 import { $, h, replace } from "../dom";
+import { bytes } from "../format";
 import type { Transport } from "../transport";
 import type { Settings, SettingsView } from "../types";
 import { showError, toast } from "./toast";
@@ -17,7 +18,7 @@ const EDITED: { key: keyof Settings; label: string; choices?: [string, string][]
   { key: "vram_budget", label: "GPU memory budget" },
   {
     key: "model",
-    label: "Embedding model (new indexes)",
+    label: "Embedding model (a change embeds every document again)",
     choices: [["", "by the system's language"], ["all-MiniLM-L6-v2", "all-MiniLM-L6-v2 (English, fast)"], ["multilingual-e5-small", "multilingual-e5-small (about 100 languages)"]],
   },
   { key: "chat_model", label: "Chat model", choices: [["", "the device's default"], ["fast", "fast (SmolLM2-135M)"]] },
@@ -39,6 +40,13 @@ export function mountSettings(t: Transport): void {
 
   function draw(view: SettingsView): void {
     const controls = new Map<keyof Settings, Control>();
+    // A pinned model's choice says its size and whether it is here or fetched on first use.
+    const described = (name: string, label: string): string => {
+      const m = view.models?.find((x) => x.name === name || (name === "fast" && x.name.startsWith("SmolLM2")));
+      if (!m) return label;
+      const size = m.size_bytes ? `${bytes(m.size_bytes)}, ` : "";
+      return `${label} — ${size}${m.installed ? "installed" : "fetched on first use"}`;
+    };
     const fieldOf = (key: string) => view.fields.find((f) => f.key === key);
     const rows = EDITED.map(({ key, label, choices }) => {
       const id = `setting-${key}`;
@@ -47,7 +55,8 @@ export function mountSettings(t: Transport): void {
       let control: Control;
       if (choices) {
         const known = choices.some(([v]) => v === text) ? choices : [...choices, [text, text] as [string, string]];
-        control = h("select", { id, "data-testid": id }, ...known.map(([v, name]) => h("option", { value: v, selected: v === text }, name)));
+        const label = (v: string, name: string) => (key === "model" || key === "chat_model" ? described(v, name) : name);
+        control = h("select", { id, "data-testid": id }, ...known.map(([v, name]) => h("option", { value: v, selected: v === text }, label(v, name))));
       } else {
         control = h("input", { id, "data-testid": id, type: "text", value: text, placeholder: fieldOf(key)?.default ?? "", spellcheck: "false" });
       }
