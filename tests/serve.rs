@@ -119,6 +119,9 @@ fn the_server_guards_with_its_token_embeds_like_the_engine_and_searches() {
     let hits = &v["hits"];
     assert!(hits[0]["path"].as_str().unwrap().ends_with("tomatoes.pdf"), "{hits:#}");
     assert_eq!(hits[0]["page"], 2);
+    assert_eq!(hits.as_array().unwrap().len(), 2, "k is taken beside the filters");
+    let (status, body) = request(addr, "GET", "/api/search?q=tomatoes&k=3&all_from_document=true&type=pdf", Some("s3cret"), None);
+    assert_eq!(status, 200, "{body}");
     // the words the search matched, stop words left out ("pick", "tomatoes"... not "when")
     let terms: Vec<&str> = hits[0]["terms"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
     assert!(terms.contains(&"picked") || terms.contains(&"tomato"), "{terms:?}");

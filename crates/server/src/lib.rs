@@ -505,6 +505,16 @@ struct SearchQuery {
     q: String,
     #[serde(default = "default_k")]
     k: usize,
+    #[serde(flatten)]
+    filter: FilterParams,
+    /// Rank by score alone (by default one document takes at most two of the first five places).
+    #[serde(default)]
+    all_from_document: bool,
+}
+
+/// Which documents a search or the library takes, as query parameters.
+#[derive(Deserialize)]
+struct FilterParams {
     /// Only documents inside this folder.
     folder: Option<String>,
     /// Only these file types: extensions, comma-separated.
@@ -515,20 +525,34 @@ struct SearchQuery {
     before: Option<String>,
     /// Only chunks in this language (ISO 639-3: deu, fra, jpn; as the state's `languages` list).
     language: Option<String>,
-    /// Rank by score alone (by default one document takes at most two of the first five places).
-    #[serde(default)]
-    all_from_document: bool,
+}
+
+impl FilterParams {
+    fn filter(&self) -> Result<Filter, AppError> {
+        let day = |name: &str, value: &Option<String>| {
+            value
+                .as_deref()
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| day_start(v).map_err(|e| AppError::InvalidInput(format!("{name}: {e}"))))
+                .transpose()
+        };
+        let types =
+            self.types.as_deref().unwrap_or_default().split(',').map(str::trim).filter(|t| !t.is_empty()).map(String::from).collect();
+        Ok(Filter {
+            folder: self.folder.as_deref().map(str::trim).filter(|f| !f.is_empty()).map(Into::into),
+            extensions: types,
+            modified_from: day("after", &self.after)?,
+            modified_before: day("before", &self.before)?,
+            language: self.language.as_deref().map(str::trim).filter(|l| !l.is_empty()).map(String::from),
+        })
+    }
 }
 
 /// `GET /api/library`: the filters of a search, an order and a page.
 #[derive(Deserialize)]
 struct LibraryParams {
-    folder: Option<String>,
-    #[serde(rename = "type")]
-    types: Option<String>,
-    after: Option<String>,
-    before: Option<String>,
-    language: Option<String>,
+    #[serde(flatten)]
+    filter: FilterParams,
     #[serde(default)]
     sort: LibraryOrder,
     #[serde(default)]
@@ -544,18 +568,8 @@ async fn library(State(state): State<Shared>, query: Result<Query<LibraryParams>
             "expected ?[folder=DIR][&type=pdf,md][&after=YYYY-MM-DD][&before=YYYY-MM-DD][&language=deu][&sort=name|modified|size|pages|indexed][&desc=true][&offset=N][&limit=N]".into(),
         ));
     };
-    let search = SearchQuery {
-        q: String::new(),
-        k: 0,
-        folder: p.folder,
-        types: p.types,
-        after: p.after,
-        before: p.before,
-        language: p.language,
-        all_from_document: false,
-    };
-    let filter = match search.options() {
-        Ok(options) => options.filter,
+    let filter = match p.filter.filter() {
+        Ok(filter) => filter,
         Err(e) => return app_error(e),
     };
     let query = LibraryQuery { filter, order: p.sort, descending: p.desc, offset: p.offset, limit: p.limit };
@@ -564,24 +578,9 @@ async fn library(State(state): State<Shared>, query: Result<Query<LibraryParams>
 
 impl SearchQuery {
     fn options(&self) -> Result<SearchOptions, AppError> {
-        let day = |name: &str, value: &Option<String>| {
-            value
-                .as_deref()
-                .filter(|v| !v.trim().is_empty())
-                .map(|v| day_start(v).map_err(|e| AppError::InvalidInput(format!("{name}: {e}"))))
-                .transpose()
-        };
-        let types =
-            self.types.as_deref().unwrap_or_default().split(',').map(str::trim).filter(|t| !t.is_empty()).map(String::from).collect();
         Ok(SearchOptions {
             per_document_in_top_five: if self.all_from_document { None } else { SearchOptions::default().per_document_in_top_five },
-            filter: Filter {
-                folder: self.folder.as_deref().map(str::trim).filter(|f| !f.is_empty()).map(Into::into),
-                extensions: types,
-                modified_from: day("after", &self.after)?,
-                modified_before: day("before", &self.before)?,
-                language: self.language.as_deref().map(str::trim).filter(|l| !l.is_empty()).map(String::from),
-            },
+            filter: self.filter.filter()?,
         })
     }
 }
