@@ -491,6 +491,77 @@ fn currency_word(word: &str) -> Option<&'static str> {
     })
 }
 
+/// A Chinese or Japanese numeral's value: a digit (一 = 1, 〇 = 0), or a multiplier, small (十 百
+/// 千: within a group of four digits) or large (万 億 兆: a whole group).
+#[derive(Clone, Copy, PartialEq)]
+enum CjkNumeral {
+    Digit(u64),
+    Small(u64),
+    Large(u64),
+}
+
+fn cjk_numeral(c: char) -> Option<CjkNumeral> {
+    use CjkNumeral::*;
+    Some(match c {
+        '〇' | '零' => Digit(0),
+        '一' | '壱' => Digit(1),
+        '二' | '弐' | '两' | '兩' => Digit(2),
+        '三' => Digit(3),
+        '四' => Digit(4),
+        '五' => Digit(5),
+        '六' => Digit(6),
+        '七' => Digit(7),
+        '八' => Digit(8),
+        '九' => Digit(9),
+        '十' => Small(10),
+        '百' => Small(100),
+        '千' => Small(1_000),
+        '万' | '萬' => Large(10_000),
+        '億' | '亿' => Large(100_000_000),
+        '兆' => Large(1_000_000_000_000),
+        _ => return None,
+    })
+}
+
+/// The end (in chars) and value of a Chinese or Japanese figure from `k`: numerals and ASCII
+/// digits together ("千四百万" = 14,000,000, "9万8千" = 98,000, "1400万" = 14,000,000). `None`
+/// for numerals that are most often part of a word: without a digit (十分 "enough", 千葉 the
+/// city) or a lone one (一緒 "together").
+fn cjk_figure(chars: &[(usize, char)], k: usize) -> Option<(usize, u64)> {
+    let (mut total, mut section, mut current) = (0u64, 0u64, 0u64);
+    let (mut j, mut numerals, mut digits, mut ascii, mut multiplier) = (k, 0, 0, false, false);
+    while let Some(&(_, c)) = chars.get(j) {
+        match (c.to_digit(10).filter(|_| c.is_ascii_digit()), cjk_numeral(c)) {
+            (Some(d), _) => {
+                ascii = true;
+                current = current.checked_mul(10)?.checked_add(u64::from(d))?;
+            }
+            (None, Some(CjkNumeral::Digit(d))) => {
+                numerals += 1;
+                digits += 1;
+                current = current.checked_mul(10)?.checked_add(d)?;
+            }
+            (None, Some(CjkNumeral::Small(m))) => {
+                numerals += 1;
+                multiplier = true;
+                section = section.checked_add(current.max(1).checked_mul(m)?)?;
+                current = 0;
+            }
+            (None, Some(CjkNumeral::Large(m))) => {
+                numerals += 1;
+                multiplier = true;
+                let group = section + current;
+                total = total.checked_add(group.max(1).checked_mul(m)?)?;
+                (section, current) = (0, 0);
+            }
+            (None, None) => break,
+        }
+        j += 1;
+    }
+    let figure = (ascii && numerals > 0) || (digits > 0 && (multiplier || digits >= 2));
+    figure.then_some((j, total + section + current))
+}
+
 /// Splits text into words, numbers, signs and stops, with their byte ranges.
 fn tokenize(text: &str) -> Vec<Token> {
     let chars: Vec<(usize, char)> = text.char_indices().collect();
@@ -499,7 +570,19 @@ fn tokenize(text: &str) -> Vec<Token> {
     let mut k = 0;
     while k < chars.len() {
         let (start, c) = chars[k];
-        if c.is_ascii_digit() {
+        // A Chinese or Japanese figure, in numerals or digits with them: its value, and for digits
+        // the digits as written too ("9万8千円": 98000, and the 9 and the 8 as they stand).
+        let cjk = (c.is_ascii_digit() || cjk_numeral(c).is_some()).then(|| cjk_figure(&chars, k)).flatten();
+        if let Some((j, value)) = cjk.filter(|&(j, _)| chars[k..j].iter().any(|&(_, c)| cjk_numeral(c).is_some())) {
+            let raw = &text[start..end_of(j)];
+            let mut values = vec![value.to_string()];
+            for digits in raw.split(|c: char| !c.is_ascii_digit()).filter(|d| !d.is_empty()) {
+                values.push(canonical(digits, ""));
+            }
+            values.dedup();
+            tokens.push(Token { kind: Kind::Number(values), text: raw.to_string(), start, end: end_of(j) });
+            k = j;
+        } else if c.is_ascii_digit() {
             // digits, with separators between groups: 2,900  1.450,00  1 250 (no-break spaces)
             let mut j = k;
             let digit_at = |x: usize| chars.get(x).is_some_and(|n| n.1.is_ascii_digit());
@@ -548,6 +631,7 @@ fn tokenize(text: &str) -> Vec<Token> {
                 && (chars[j].1.is_alphanumeric()
                     || (matches!(chars[j].1, '\'' | '’') && chars.get(j + 1).is_some_and(|n| n.1.is_alphabetic())))
                 && !(chars[j].1.is_ascii_digit() && j > k && unspaced(chars[j - 1].1))
+                && !(j > k && cjk_numeral(chars[j].1).is_some() && unspaced(chars[j - 1].1) && cjk_figure(&chars, j).is_some())
             {
                 j += 1;
             }
@@ -1473,6 +1557,12 @@ mod languages {
             ),
             ("家賃は月額9万8千円です。敷金は家賃の2か月分です。", "家賃は月額9万8千円で、敷金は2か月分です。", "家賃は月額9万8千円で、敷金は3か月分です。"),
             ("月租金为6500元，押金为两个月租金。", "月租金为6500元。", "月租金为7500元。"),
+            // figures in numerals, and in digits with numerals: the same value either way
+            ("東京都の人口は千四百万人です。", "東京都の人口は1400万人です。", "東京都の人口は440万人です。"),
+            ("家賃は月額9万8千円です。", "家賃は月額98,000円です。", "家賃は月額89,000円です。"),
+            ("公司有两千三百名员工。", "公司有2300名员工。", "公司有三千二百名员工。"),
+            // numerals inside words are not figures: "enough", the city of Chiba
+            ("千葉の事務所は十分に広いです。", "千葉の事務所は十分広い。", "千葉の事務所は三千平方メートルです。"),
         ];
         for (source, true_summary, false_summary) in cases {
             let source = Source::new(source);
