@@ -49,8 +49,13 @@ fn state(app: Started<'_>) -> AppStateView {
 fn add_folder(window: tauri::WebviewWindow, app: Started<'_>, path: String) -> Result<Vec<String>, AppError> {
     match app.add_folder(&path, Origin::Webview) {
         Err(AppError::PathNotAllowed(_)) => {
-            // The real folder is what is shown and what is watched: no `..` or link to mislead.
-            let real = std::fs::canonicalize(&path).map(|p| p.display().to_string()).unwrap_or(path);
+            // The real folder is what is shown and what is watched: no `~`, `..` or link to
+            // mislead; a folder that cannot be resolved is refused, never shown as typed.
+            let home = warpfold_app::settings::home_dir();
+            let expanded = warpfold_app::paths::expand_home(&path, home.as_deref()).map_err(AppError::InvalidInput)?;
+            let real = std::fs::canonicalize(&expanded)
+                .map(|p| p.display().to_string())
+                .map_err(|_| AppError::NotFound(format!("{path}: no such folder")))?;
             if confirm_watch(&window, &real)? {
                 app.add_folder(&real, Origin::User)
             } else {

@@ -676,7 +676,11 @@ impl App {
     /// never the whole disk or a kernel tree.
     fn named_for_indexing(&self, path: &str, origin: Origin) -> Result<PathBuf, AppError> {
         let canonical = match (std::fs::canonicalize(path), origin) {
-            (Ok(canonical), Origin::Webview) if !self.allowed(&canonical) => return Err(not_chosen(path)),
+            // Nor a hidden file or folder inside a chosen one (`WATCHED/.config/...`), which the
+            // walk of a watched folder leaves alone: the webview may not name it into the index.
+            (Ok(canonical), Origin::Webview) if !self.allowed(&canonical) || files::hidden_within(&canonical, &self.chosen_roots()) => {
+                return Err(not_chosen(path))
+            }
             (Ok(canonical), _) => canonical,
             (Err(_), Origin::Webview) => return Err(not_chosen(path)),
             (Err(e), Origin::User) => return Err(AppError::NotFound(format!("{path}: {e}"))),

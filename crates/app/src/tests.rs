@@ -157,6 +157,24 @@ fn indexing_pauses_and_resumes_and_a_reindex_reads_an_unchanged_file_again() {
     assert!(error.to_string().contains("no file warpfold reads is there"), "{error}");
 }
 
+/// Hidden files and folders inside a watched folder, which its walk leaves alone, are not named
+/// into the index by the webview either (before: `reindex` or `add_paths` of
+/// `WATCHED/.config/token.json` indexed it, and `document` then handed its text to the script).
+#[test]
+fn the_webview_may_not_name_a_hidden_file_inside_a_watched_folder_into_the_index() {
+    let loaded = model();
+    let (app, root, _dirs) = watching_a_new_folder(&loaded);
+    let hidden = root.join(".config");
+    std::fs::create_dir(&hidden).unwrap();
+    std::fs::write(hidden.join("token.json"), r#"{"token": "Pelicanmarmot"}"#).unwrap();
+    for path in [hidden.clone(), hidden.join("token.json")] {
+        let path = path.display().to_string();
+        assert_eq!(app.reindex(&path, Origin::Webview).unwrap_err().kind(), "path_not_allowed", "{path}");
+        assert_eq!(app.add_paths(std::slice::from_ref(&path), Origin::Webview).unwrap_err().kind(), "path_not_allowed", "{path}");
+    }
+    app.stop();
+}
+
 /// A folder typed as a person types it: `~/…` is their home folder (before: "os error 2"), a
 /// missing one says so in words, and `~name` is refused with what to give.
 #[test]
