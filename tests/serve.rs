@@ -1087,10 +1087,11 @@ fn indexing_pauses_resumes_reindexes_and_the_library_lists_what_the_filters_let_
     assert_eq!(status, 404, "{body}");
 }
 
-/// The settings ask for another embedding model than the data folder's index was built with (the
-/// settings view's choice, here the flag): the index is set aside under its model's name, and its
-/// documents are embedded again into a new index with the model asked for, their summaries kept.
-/// Before: the app refused to start ("built with the model ...").
+/// settings.json (the settings view) asks for another embedding model than the data folder's index
+/// was built with: the index is set aside under its model's name, its documents are embedded again
+/// into a new index with the model asked for, their summaries kept, and the old index is removed
+/// once all are. Before: the app refused to start ("built with the model ..."), which a one-off
+/// `--model` still gets.
 #[test]
 fn a_changed_model_re_embeds_the_data_folders_index_and_keeps_the_old_one() {
     let models = crate::common::repo().join("models");
@@ -1139,18 +1140,33 @@ fn a_changed_model_re_embeds_the_data_folders_index_and_keeps_the_old_one() {
         .unwrap();
     drop(store);
 
-    let server = start(&["--data-dir", data_arg, "--model", "multilingual-e5-small"]);
+    // A one-off flag moves nothing: refused with its way out, the index as it was.
+    let out = warpfold()
+        .args(["serve", "--addr", "127.0.0.1:0", "--token", "s3cret", "--data-dir", data_arg, "--model", "multilingual-e5-small"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("built with the model all-MiniLM-L6-v2"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(Store::open_read_only(&old_db).unwrap().model().unwrap().map(|(m, _)| m).as_deref(), Some("all-MiniLM-L6-v2"));
+
+    // The model chosen in the settings (settings.json, as the settings view saves it).
+    std::fs::write(data.join("settings.json"), r#"{"model": "multilingual-e5-small"}"#).unwrap();
+    let server = start(&["--data-dir", data_arg]);
     let addr = server.addr.as_str();
     let state = || serde_json::from_str::<serde_json::Value>(&request(addr, "GET", "/api/state", Some("s3cret"), None).1).unwrap();
     assert_eq!(state()["model"], "multilingual-e5-small");
     eventually("both embedded again", || state()["documents"] == 2);
-    let kept = data.join("index-all-MiniLM-L6-v2.db");
-    let old = Store::open_read_only(&kept).unwrap();
-    assert_eq!(old.model().unwrap().map(|(m, _)| m).as_deref(), Some("all-MiniLM-L6-v2"), "the old index is kept whole");
-    assert_eq!(old.documents().unwrap().len(), 2);
     let new = Store::open_read_only(&old_db).unwrap();
     assert_eq!(new.model().unwrap().map(|(m, _)| m).as_deref(), Some("multilingual-e5-small"));
     assert_eq!(new.summary_for_path(&bakery).unwrap().map(|s| s.summary).as_deref(), Some("La boulangerie ouvre à six heures."));
     let (_, hits) = request(addr, "GET", "/api/search?q=%C3%A0%20quelle%20heure%20ouvre%20la%20boulangerie&k=1", Some("s3cret"), None);
     assert!(hits.contains("boulangerie.txt"), "{hits}");
+    // Every document in the new index: the old one (kept until then) and its marker are gone.
+    let kept = data.join("index-all-MiniLM-L6-v2.db");
+    eventually("the old index removed once all are embedded again", || !kept.exists());
+    assert!(!data.join("index.db.reembedding-from").exists());
 }

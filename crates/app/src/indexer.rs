@@ -184,6 +184,14 @@ impl App {
                 Err(e) => return Err(e.into()),
             };
         drop(writing);
+        // A re-embedding ends once the new index holds every document of the old one.
+        if crate::reembed::pending(&self.inner.config.db).is_some() {
+            match crate::reembed::finish_if_done(&self.inner.config.db) {
+                Ok(true) => tracing::info!("every document is embedded again; the old index is removed"),
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "checking the re-embedding"),
+            }
+        }
         tracing::info!(
             indexed = report.documents_indexed,
             failed = report.documents_failed,
@@ -251,6 +259,19 @@ impl App {
         documents.dedup();
         let forgotten = store.forget_documents(&documents)?;
         drop(store);
+        // The index set aside for a re-embedding holds them too: forgotten there as well, so
+        // neither file keeps their text nor queues them again.
+        if let Some(kept) = crate::reembed::pending(&self.inner.config.db) {
+            let in_kept: Vec<String> = Store::open_existing(&kept)
+                .and_then(|old| Ok(old.documents()?.into_iter().map(|d| d.path).collect::<Vec<_>>()))
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|p| paths.iter().any(|named| Path::new(p).starts_with(named)) && (folders_too || paths.contains(p)))
+                .collect();
+            if let Err(e) = Store::open_existing(&kept).and_then(|mut old| old.forget_documents(&in_kept)) {
+                tracing::warn!(error = %e, "forgetting in the index being embedded again");
+            }
+        }
         for path in &forgotten {
             self.inner.board.remove(path);
         }

@@ -46,26 +46,11 @@ pub fn launch(settings: &Settings, front: Front<'_>) -> Result<App, AppError> {
     options.wrap_device = front.wrap_device;
     let db = settings.db();
     let mut recorded = crate::runtime::recorded_model(&db);
-    // The settings ask for another model than the data folder's index was built with (changed in
-    // the settings view, say): that index is set aside under its model's name and a new one is
-    // filled from the same documents with the model asked for, its progress on the queue. An
-    // index named by the person (`db`) is theirs to manage: it keeps the refusal with its way out.
-    let mut reembed_from = None;
-    if let (Some(asked), Some(built), None) = (&settings.model, &recorded, &settings.db) {
-        let manifest = warpfold_runtime::models::Manifest::embedded();
-        let pinned = manifest.get(asked).ok().filter(|entry| entry.role == "embedding");
-        if let Some(entry) = pinned.filter(|entry| entry.name != *built) {
-            let kept = set_aside_name(&db, built);
-            warpfold_index::store::Store::set_aside(&db, &kept)
-                .map_err(|e| AppError::Internal(format!("setting the index built with {built} aside to re-embed it: {e}")))?;
-            say(&format!(
-                "the index was built with {built}; the settings ask for {}: its documents are embedded again into a new index (the old one is kept as {})",
-                entry.name,
-                kept.display()
-            ));
-            reembed_from = Some(kept);
-            recorded = None;
-        }
+    // settings.json asks for another model than the data folder's index was built with: it is
+    // embedded again ([`crate::reembed`]) once the new model runs.
+    let reembed = crate::reembed::plan(settings, &db, recorded.as_deref());
+    if reembed.is_some() {
+        recorded = None;
     }
     let choice =
         crate::runtime::embedding_model_for_index(settings.model.as_deref().map(Path::new), recorded.as_deref(), front.locale.as_deref());
@@ -78,6 +63,15 @@ pub fn launch(settings: &Settings, front: Front<'_>) -> Result<App, AppError> {
     let mut started = crate::runtime::start_embedder(&options, &dir)?;
     for line in warpfold_runtime::describe_devices(&started.devices) {
         say(&line);
+    }
+    if let Some(plan) = &reembed {
+        let kept = crate::reembed::set_aside(&db, plan)?;
+        say(&format!(
+            "the index was built with {}; the settings ask for {}: its documents are embedded again into a new index (the old one is kept as {} until they all are)",
+            plan.built,
+            plan.wanted,
+            kept.display()
+        ));
     }
     let (model, device, memory) = crate::runtime::app_parts(&mut started);
     let data_dir = settings.data_dir();
@@ -107,23 +101,12 @@ pub fn launch(settings: &Settings, front: Front<'_>) -> Result<App, AppError> {
         AppError::Internal(m) => AppError::Internal(format!("starting on the index {}: {m}", db.display())),
         other => other,
     })?;
-    if let Some(old) = reembed_from {
-        let queued = app.index_documents_of(&old)?;
+    // This start's re-embedding, or one an earlier start did not finish.
+    if crate::reembed::pending(&db).is_some() {
+        let queued = app.continue_reembedding()?;
         say(&format!("{queued} documents queued to be embedded again"));
     }
     Ok(app)
-}
-
-/// Where an index built with `model` is kept when its folder's index is re-embedded: beside it,
-/// named after the model (`index-all-MiniLM-L6-v2.db`), never over another file.
-fn set_aside_name(db: &Path, model: &str) -> PathBuf {
-    let stem = db.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "index".into());
-    let safe: String = model.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
-    (1..)
-        .map(|n| if n == 1 { format!("{stem}-{safe}.db") } else { format!("{stem}-{safe} ({n}).db") })
-        .map(|name| db.with_file_name(name))
-        .find(|candidate| !candidate.exists())
-        .expect("some name is free")
 }
 
 fn settings_error(e: crate::settings::SettingsError) -> AppError {

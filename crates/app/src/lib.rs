@@ -23,6 +23,7 @@ pub mod launch;
 pub mod paths;
 mod policy;
 pub mod queue;
+pub mod reembed;
 pub mod runtime;
 mod sampler;
 pub mod served;
@@ -630,19 +631,23 @@ impl App {
         Ok(queued)
     }
 
-    /// Queues every document the index at `old` holds whose file is still there (an index being
-    /// re-embedded with another model: [`launch::launch`]). Returns how many were queued.
-    pub fn index_documents_of(&self, old: &Path) -> Result<usize, AppError> {
-        let store = Store::open_read_only(old)?;
-        let paths: Vec<PathBuf> = store.documents()?.into_iter().map(|d| PathBuf::from(d.path)).filter(|p| p.is_file()).collect();
-        drop(store);
-        // Its summaries come along: they are of the texts, whatever embeds them.
-        Store::open_existing(&self.inner.config.db)?.copy_summaries_from(old)?;
-        if paths.is_empty() {
-            return Ok(0);
+    /// Queues the documents of the index set aside for a re-embedding ([`reembed`]) that the
+    /// index does not hold yet, after copying its summaries (they are of the texts, whatever
+    /// embeds them; a failure there is logged and costs only summaries). Returns how many.
+    pub fn continue_reembedding(&self) -> Result<usize, AppError> {
+        let db = &self.inner.config.db;
+        let Some(kept) = reembed::pending(db) else { return Ok(0) };
+        let paths = reembed::missing(db, &kept)?;
+        let queued = if paths.is_empty() { 0 } else { self.queue_waiting(&paths) };
+        if !paths.is_empty() {
+            let _ = self.inner.jobs.send(Job::Index(paths));
         }
-        let queued = self.queue_waiting(&paths);
-        let _ = self.inner.jobs.send(Job::Index(paths));
+        if let Err(e) = Store::open_existing(db).and_then(|store| store.copy_summaries_from(&kept)) {
+            tracing::warn!(error = %e, "copying the summaries of the index being embedded again");
+        }
+        if queued == 0 {
+            reembed::finish_if_done(db)?;
+        }
         Ok(queued)
     }
 

@@ -262,13 +262,24 @@ impl Store {
         }
         {
             let store = Store::open_existing(path)?;
-            store.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+            // Busy: another connection (another warpfold on this data folder) holds the log, whose
+            // commits would be lost with it. Nothing is moved.
+            let busy: i64 = store.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
+            if busy != 0 {
+                return Err(StoreError::Open {
+                    path: path.display().to_string(),
+                    message: "another program has this index open (another warpfold?): close it and start again".into(),
+                });
+            }
         }
         std::fs::rename(path, to).map_err(io)?;
+        // The log is empty now (truncated by the checkpoint); the shared-memory file is rebuilt.
         for suffix in ["-wal", "-shm"] {
             let mut side = path.as_os_str().to_owned();
             side.push(suffix);
-            let _ = std::fs::remove_file(side);
+            if std::fs::metadata(&side).is_ok_and(|m| m.len() == 0 || suffix == "-shm") {
+                let _ = std::fs::remove_file(side);
+            }
         }
         Ok(())
     }
