@@ -1043,7 +1043,10 @@ fn a_question_is_answered_between_rounds_of_summaries() {
 fn indexing_pauses_resumes_reindexes_and_the_library_lists_what_the_filters_let_through() {
     let (server, _dir) = fresh(&[]);
     let addr = server.addr.as_str();
-    let (status, body) = request(addr, "POST", "/api/pause", Some("s3cret"), Some(""));
+    // A form post (no JSON) from another page cannot pause it.
+    let (status, body) = request_bytes(addr, "POST", "/api/pause", "s3cret", b"x=1");
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = request(addr, "POST", "/api/pause", Some("s3cret"), Some("{}"));
     assert_eq!((status, body.as_str()), (200, r#"{"paused":true}"#));
     let state = |key: &str| {
         serde_json::from_str::<serde_json::Value>(&request(addr, "GET", "/api/state", Some("s3cret"), None).1).unwrap()[key].clone()
@@ -1058,7 +1061,7 @@ fn indexing_pauses_resumes_reindexes_and_the_library_lists_what_the_filters_let_
     upload("budget.csv", "item;amount\nlock gate repairs;12400\npaint;800\n");
     std::thread::sleep(std::time::Duration::from_millis(1500));
     assert_eq!(state("documents"), 0, "nothing is indexed while paused");
-    assert_eq!(request(addr, "POST", "/api/resume", Some("s3cret"), Some("")).1, r#"{"paused":false}"#);
+    assert_eq!(request(addr, "POST", "/api/resume", Some("s3cret"), Some("{}")).1, r#"{"paused":false}"#);
     eventually("both indexed", || state("documents") == 2);
 
     let library = |query: &str| {

@@ -416,7 +416,7 @@ class HttpTransport implements Transport {
     return this.json<{ queued: number }>("POST", "/api/reindex", { path });
   }
   pause() {
-    return this.json<{ paused: boolean }>("POST", "/api/pause");
+    return this.json<{ paused: boolean }>("POST", "/api/pause", {});
   }
   library(q: LibraryQuery) {
     const params = new URLSearchParams({ sort: q.order, desc: String(q.descending), offset: String(q.offset), limit: String(q.limit) });
@@ -427,7 +427,7 @@ class HttpTransport implements Transport {
     return this.json<{ total: number; documents: LibraryEntry[] }>("GET", `/api/library?${params}`);
   }
   resume() {
-    return this.json<{ paused: boolean }>("POST", "/api/resume");
+    return this.json<{ paused: boolean }>("POST", "/api/resume", {});
   }
   async upload(file: File) {
     const res = await this.request("POST", `/api/upload?name=${encodeURIComponent(file.name)}`, file, "application/octet-stream");

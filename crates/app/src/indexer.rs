@@ -18,6 +18,17 @@ use warpfold_index::store::Store;
 
 use crate::{App, AppError, Job, QueueState};
 
+/// What an index run reads of what was collected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Run {
+    /// All of it: files and folders the person gave (drops, uploads, `add_paths`).
+    Given,
+    /// What a watched folder still holds: its catch-up and settled changes.
+    Watched,
+    /// Every file again, changed or not, of what the app still follows or holds (a re-index).
+    Reread,
+}
+
 /// How long a forget waits for a paused index run before it says to resume first.
 const FORGET_WAITS_FOR_A_RUN: Duration = Duration::from_secs(2);
 
@@ -96,7 +107,7 @@ impl App {
                 }
                 Job::Reindex(paths) => {
                     let present: Vec<PathBuf> = paths.into_iter().filter(|p| std::fs::symlink_metadata(p).is_ok()).collect();
-                    self.index_with(files::collect(&present).unwrap_or_default(), &progress, true)
+                    self.index_with(files::collect(&present).unwrap_or_default(), &progress, Run::Reread)
                 }
                 Job::Settle(paths) => {
                     // A new folder stands for the files in it, each of which must have settled.
@@ -112,7 +123,7 @@ impl App {
                     }
                     let ready = Collected { files: ready.into_iter().filter(|p| p.exists()).collect(), refused };
                     self.queue_collected(&ready);
-                    self.index(ready, &progress)
+                    self.index_with(ready, &progress, Run::Watched)
                 }
                 Job::Remove(path) => self.remove(&path),
                 Job::Rename(from, to) => self.rename(&from, &to),
@@ -144,14 +155,15 @@ impl App {
     }
 
     fn index(&self, collected: Collected, progress: &Progress) -> Result<(), AppError> {
-        self.index_with(collected, progress, false)
+        self.index_with(collected, progress, Run::Given)
     }
 
-    /// Indexes what was collected; `reread`: every file again, changed or not (a re-index).
-    fn index_with(&self, collected: Collected, progress: &Progress, reread: bool) -> Result<(), AppError> {
+    /// Indexes what was collected, as `run` says.
+    fn index_with(&self, collected: Collected, progress: &Progress, run: Run) -> Result<(), AppError> {
         if collected.files.is_empty() && collected.refused.is_empty() {
             return Ok(());
         }
+        let reread = run == Run::Reread;
         let options = if reread {
             std::borrow::Cow::Owned(warpfold_index::pipeline::IndexOptions { reread: true, ..self.inner.config.index_options.clone() })
         } else {
@@ -159,15 +171,14 @@ impl App {
         };
         let writing = self.inner.writing.lock();
         let mut collected = collected;
-        if reread {
-            // Only what the app still holds, decided under the lock a forget takes: a folder
-            // removed with its documents since the re-index was asked for is not read back.
-            let roots = self.watched_roots();
+        if run != Run::Given {
+            // Only what the app still follows or holds, decided under the lock a forget takes: a
+            // folder removed with its documents since its scan or re-index was queued is not read
+            // back into the index.
             let store = Store::open_existing(&self.inner.config.db).ok();
-            let (held, gone): (Vec<PathBuf>, Vec<PathBuf>) = std::mem::take(&mut collected.files).into_iter().partition(|file| {
-                roots.iter().any(|root| file.starts_with(root))
-                    || store.as_ref().is_some_and(|s| s.document_state(&file.display().to_string()).ok().flatten().is_some())
-            });
+            let held = |file: &Path| store.as_ref().is_some_and(|s| s.document_state(&file.display().to_string()).ok().flatten().is_some());
+            let (held, gone): (Vec<PathBuf>, Vec<PathBuf>) =
+                std::mem::take(&mut collected.files).into_iter().partition(|file| self.would_read(file) || (reread && held(file)));
             for file in gone {
                 self.inner.board.remove(&file.display().to_string());
             }
@@ -234,17 +245,27 @@ impl App {
                 )));
             }
         }
-        // After the index run in progress, if any: it could commit again what is forgotten now.
-        let Some(_writing) = self
-            .inner
-            .writing
-            .try_lock_for(FORGET_WAITS_FOR_A_RUN)
-            .or_else(|| (!self.inner.paused.load(Ordering::Relaxed)).then(|| self.inner.writing.lock()))
-        else {
-            return Err(AppError::InvalidInput(
-                "indexing is paused in the middle of a run that may read these documents: resume it, then forget them".into(),
-            ));
-        };
+        let _writing = self.writing_lock()?;
+        self.forget_locked(paths, folders_too)
+    }
+
+    /// The index's write lock, after the index run in progress, if any (it could commit again
+    /// what is forgotten now). A run held by a pause does not end: that is said at once.
+    pub(crate) fn writing_lock(&self) -> Result<parking_lot::MutexGuard<'_, ()>, AppError> {
+        loop {
+            if let Some(guard) = self.inner.writing.try_lock_for(FORGET_WAITS_FOR_A_RUN) {
+                return Ok(guard);
+            }
+            if self.inner.paused.load(Ordering::Relaxed) {
+                return Err(AppError::InvalidInput(
+                    "indexing is paused in the middle of a run that may read these documents: resume it, then forget them".into(),
+                ));
+            }
+        }
+    }
+
+    /// [`Self::forget_under`] once the write lock is held ([`Self::writing_lock`]).
+    pub(crate) fn forget_locked(&self, paths: &[String], folders_too: bool) -> Result<Vec<String>, AppError> {
         let mut store = Store::open_existing(&self.inner.config.db)?;
         let mut documents = Vec::new();
         for path in paths {
@@ -349,7 +370,7 @@ impl App {
     /// indexed (unchanged files are skipped).
     fn catch_up(&self, folder: PathBuf, progress: &Progress) -> Result<(), AppError> {
         self.scan(&folder)?;
-        self.index(files::collect(&[folder]).unwrap_or_default(), progress)
+        self.index_with(files::collect(&[folder]).unwrap_or_default(), progress, Run::Watched)
     }
 
     /// Catches up with changes made while the app was closed: files gone are removed (or, when a

@@ -574,9 +574,12 @@ impl App {
     /// Stops watching a folder and, with `forget`, forgets every document indexed from it for
     /// good ([`App::forget`]). Returns the watched folders left and the documents forgotten.
     pub fn remove_folder_and(&self, path: &str, forget: bool) -> Result<(Vec<String>, Vec<String>), AppError> {
+        // The write lock before anything changes: a forget that cannot be made now (a paused
+        // run) leaves the folder watched, so it can be asked again.
+        let writing = if forget { Some(self.writing_lock()?) } else { None };
         let folders = self.stop_watching(path)?;
         let forgotten = if forget {
-            match self.forget_under(&[path.to_string()], true) {
+            match self.forget_locked(&[path.to_string()], true) {
                 Ok(forgotten) => forgotten,
                 Err(AppError::NotFound(_)) => Vec::new(), // nothing was indexed from it
                 Err(e) => return Err(e),
@@ -584,6 +587,7 @@ impl App {
         } else {
             Vec::new()
         };
+        drop(writing);
         Ok((folders, forgotten))
     }
 
@@ -746,10 +750,9 @@ impl App {
     /// in its order, a page of at most [`MAX_LIBRARY_PAGE`] at a time, with how many there are.
     pub fn library(&self, query: &LibraryQuery) -> Result<LibraryView, AppError> {
         let limit = query.limit.unwrap_or(100).clamp(1, MAX_LIBRARY_PAGE);
-        let searcher = self.inner.searcher.lock();
-        let Some(searcher) = searcher.as_ref() else { return Ok(LibraryView { total: 0, documents: Vec::new() }) };
-        let (total, documents) =
-            warpfold_index::filter::library(searcher.store(), &query.filter, query.order, query.descending, query.offset, limit)?;
+        // A connection of its own: listing a large library does not hold up searches.
+        let Ok(store) = Store::open_read_only(&self.inner.config.db) else { return Ok(LibraryView { total: 0, documents: Vec::new() }) };
+        let (total, documents) = warpfold_index::filter::library(&store, &query.filter, query.order, query.descending, query.offset, limit)?;
         Ok(LibraryView { total, documents })
     }
 
@@ -825,8 +828,10 @@ impl App {
     /// A document the app holds, ready for a browser to open: its type, whether it is a download,
     /// and its bytes (texts decoded as the indexer read them, [`served`]).
     pub fn served_document(&self, path: &str) -> Result<served::ServedFile, AppError> {
-        let (file, size) = self.open_document(path)?;
-        served::serve(Path::new(path), file, size).map_err(|e| AppError::Io(format!("reading {path}: {e}")))
+        // The type of the file itself, not of the name asked for (a link `x.html` to a held text).
+        let checked = self.held_document(path)?;
+        let (file, meta) = files::open_checked(&checked).map_err(|e| AppError::PathNotAllowed(format!("{path}: {e}")))?;
+        served::serve(&checked, file, meta.len()).map_err(|e| AppError::Io(format!("reading {path}: {e}")))
     }
 
     /// A document the app holds that the desktop shell may open in the system viewer.

@@ -675,13 +675,22 @@ async fn reindex(State(state): State<Shared>, body: Result<Json<PathBody>, axum:
     blocking(move || Ok(serde_json::json!({ "queued": state.app.reindex(&body.path, Origin::User)? }))).await
 }
 
-/// Pauses indexing (the files being read finish; nothing new starts) or resumes it.
-async fn pause(State(state): State<Shared>) -> Response {
-    Json(serde_json::json!({ "paused": state.app.set_paused(true) })).into_response()
+/// Pauses indexing (the files being read finish; nothing new starts) or resumes it. The body is
+/// JSON (`{}`), as for every other change: a plain form posted by another page on this machine
+/// cannot send that type, so it cannot pause the app with the person's cookie.
+async fn pause(State(state): State<Shared>, body: Result<Json<serde_json::Value>, axum::extract::rejection::JsonRejection>) -> Response {
+    set_paused(&state, body.is_ok(), true)
 }
 
-async fn resume(State(state): State<Shared>) -> Response {
-    Json(serde_json::json!({ "paused": state.app.set_paused(false) })).into_response()
+async fn resume(State(state): State<Shared>, body: Result<Json<serde_json::Value>, axum::extract::rejection::JsonRejection>) -> Response {
+    set_paused(&state, body.is_ok(), false)
+}
+
+fn set_paused(state: &Shared, json: bool, paused: bool) -> Response {
+    if !json {
+        return app_error(AppError::InvalidInput("expected a JSON body ({}) with Content-Type: application/json".into()));
+    }
+    Json(serde_json::json!({ "paused": state.app.set_paused(paused) })).into_response()
 }
 
 async fn summarize(State(state): State<Shared>, body: Result<Json<PathsBody>, axum::extract::rejection::JsonRejection>) -> Response {

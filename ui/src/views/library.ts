@@ -44,6 +44,8 @@ export function mountLibrary(t: Transport, openDetail: OpenDetail): void {
     const body = h("tbody", { "data-testid": "library-rows" });
     const more = h("button", { type: "button", class: "btn", "data-testid": "library-more", hidden: true }, "Show more");
     let shown = 0;
+    // Filters changed quickly: only the answer to the latest question is shown.
+    let asked = 0;
 
     const query = (offset: number): LibraryQuery => ({
       filter: {
@@ -63,8 +65,10 @@ export function mountLibrary(t: Transport, openDetail: OpenDetail): void {
         shown = 0;
         body.replaceChildren();
       }
+      const mine = ++asked;
       try {
         const page = await t.library(query(shown));
+        if (mine !== asked) return;
         body.append(...page.documents.map(row));
         shown += page.documents.length;
         summary.textContent =
