@@ -752,7 +752,8 @@ impl App {
         let limit = query.limit.unwrap_or(100).clamp(1, MAX_LIBRARY_PAGE);
         // A connection of its own: listing a large library does not hold up searches.
         let Ok(store) = Store::open_read_only(&self.inner.config.db) else { return Ok(LibraryView { total: 0, documents: Vec::new() }) };
-        let (total, documents) = warpfold_index::filter::library(&store, &query.filter, query.order, query.descending, query.offset, limit)?;
+        let (total, documents) =
+            warpfold_index::filter::library(&store, &query.filter, query.order, query.descending, query.offset, limit)?;
         Ok(LibraryView { total, documents })
     }
 
