@@ -992,6 +992,8 @@ fn a_folder_removed_with_its_documents_leaves_no_text_of_them_in_the_index() {
     // no byte of their text in the file (the run waits for the forget or the forget for the run,
     // and a re-index does not read back what the app no longer holds).
     assert_eq!(app.reindex(&root.display().to_string(), Origin::User).unwrap(), 2);
+    // and a catch-up scan of it queued (as a start or a re-armed watch queues one)
+    app.inner.jobs.send(crate::Job::Scan(root.clone())).unwrap();
     let (folders, forgotten) = app.remove_folder_and(&root.display().to_string(), true).unwrap();
     assert!(folders.is_empty());
     assert_eq!(forgotten.len(), 2, "{forgotten:?}");
