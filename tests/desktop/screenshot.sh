@@ -115,11 +115,13 @@ for _ in $(seq 120); do watched && break; sleep 0.25; done
 watched || { echo "desktop dialog: a yes did not watch the folder" >&2; cat "$work/app.log" >&2; exit 1; }
 echo "desktop dialog: $dialog_out; Escape watched nothing, yes watched $(realpath "$work/later")"
 
-# The settings dialog, saved through the desktop's own commands: opened from the header (the first
-# control after the brand), the form's Save reached by keyboard (device, GPU memory, embedding model,
-# chat model, summaries, OCR languages, Close, Save), and settings.json then holds the settings.
+# The settings dialog, saved through the desktop's own commands: opened from the header (the second
+# control after the brand: Library, Settings), the form's Save reached by keyboard (device, GPU
+# memory, embedding model, chat model, summaries, OCR languages, Close, Save), and settings.json
+# then holds the settings.
 settings_out="${out%.png}-settings.png"
 step mousemove 60 30 click 1
+step key Tab
 step key Tab
 step key Return
 sleep 1
