@@ -304,16 +304,8 @@ fn main() {
         })
         .on_window_event(|window, event| {
             if let WindowEvent::DragDrop(DragDropEvent::Drop { paths, .. }) = event {
-                let slot = window.state::<Slot>();
-                let Ok(app) = slot.get() else {
-                    tracing::warn!("files dropped before the app started were not taken");
-                    return;
-                };
-                app.choose(paths);
-                let paths: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-                if let Err(e) = app.add_paths(&paths, Origin::User) {
-                    tracing::warn!(error = %e, "dropped files");
-                }
+                // Dropped while the first start fetches its models: taken once the app is there.
+                window.state::<Slot>().drop_files(paths);
             }
         })
         .invoke_handler(tauri::generate_handler![

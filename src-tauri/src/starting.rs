@@ -28,6 +28,8 @@ use warpfold_runtime::models::{self, Manifest, ModelEntry};
 pub struct Slot {
     app: OnceLock<App>,
     starting: Option<Starting>,
+    /// Files dropped on the window before the app was there: taken once it is.
+    dropped: Mutex<Vec<PathBuf>>,
 }
 
 struct Starting {
@@ -39,7 +41,7 @@ struct Starting {
 
 impl Slot {
     pub fn ready(app: App) -> Slot {
-        let slot = Slot { app: OnceLock::new(), starting: None };
+        let slot = Slot { app: OnceLock::new(), starting: None, dropped: Mutex::default() };
         let _ = slot.app.set(app);
         slot
     }
@@ -47,11 +49,24 @@ impl Slot {
     /// A start that fetches `fetches` into `models` first; [`Slot::started`] or [`Slot::failed`] ends it.
     pub fn fetching(fetches: Vec<ModelEntry>, models: PathBuf) -> Slot {
         let starting = Starting { fetches, models, since: (Instant::now(), SystemTime::now()), failed: Mutex::new(None) };
-        Slot { app: OnceLock::new(), starting: Some(starting) }
+        Slot { app: OnceLock::new(), starting: Some(starting), dropped: Mutex::default() }
     }
 
     pub fn started(&self, app: App) {
         let _ = self.app.set(app);
+        let dropped = std::mem::take(&mut *self.dropped.lock().unwrap_or_else(|e| e.into_inner()));
+        if let (Some(app), false) = (self.app.get(), dropped.is_empty()) {
+            take_dropped(app, &dropped);
+        }
+    }
+
+    /// Files dropped on the window: indexed now, or once the app has started.
+    pub fn drop_files(&self, paths: &[PathBuf]) {
+        let mut waiting = self.dropped.lock().unwrap_or_else(|e| e.into_inner());
+        match self.app.get() {
+            Some(app) => take_dropped(app, paths),
+            None => waiting.extend_from_slice(paths),
+        }
     }
 
     pub fn failed(&self, error: String) {
@@ -96,6 +111,15 @@ impl Slot {
             seconds: starting.since.0.elapsed().as_secs(),
             failed: starting.failed.lock().unwrap_or_else(|e| e.into_inner()).clone(),
         })
+    }
+}
+
+/// The user dropped these files: they are chosen, and indexed.
+fn take_dropped(app: &App, paths: &[PathBuf]) {
+    app.choose(paths);
+    let paths: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    if let Err(e) = app.add_paths(&paths, warpfold_app::Origin::User) {
+        tracing::warn!(error = %e, "dropped files");
     }
 }
 

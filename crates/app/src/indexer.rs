@@ -45,7 +45,12 @@ impl App {
         // within a file or two. Stopping the app ends the hold.
         let (paused, stop) = (self.inner.paused.clone(), self.inner.stop.clone());
         let hold = std::sync::Arc::new(move || paused.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed));
-        let progress = Progress { observer: Some(self.inner.board.clone()), hold: Some(hold), ..Progress::default() };
+        let progress = Progress {
+            observer: Some(self.inner.board.clone()),
+            hold: Some(hold),
+            cancel: Some(self.inner.stop.clone()),
+            ..Progress::default()
+        };
         let mut pending: Vec<Job> = Vec::new();
         let mut settling = Settling::default();
         let mut rearmed = std::time::Instant::now();

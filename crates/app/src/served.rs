@@ -42,9 +42,8 @@ pub fn content_type_of(path: &Path) -> (&'static str, bool) {
         Some(FileKind::Pdf) => ("application/pdf", false),
         Some(FileKind::Text) => match ext.as_str() {
             "md" | "markdown" => ("text/markdown; charset=utf-8", false),
-            "csv" => ("text/csv; charset=utf-8", false),
-            "tsv" => ("text/tab-separated-values; charset=utf-8", false),
-            // Shown as text: a browser's JSON viewer is script, which the sandbox forbids.
+            // Shown as text: browsers download text/csv rather than show it, and a browser's JSON
+            // viewer is script, which the sandbox forbids.
             _ => ("text/plain; charset=utf-8", false),
         },
         Some(FileKind::Image(format)) => match format {
@@ -76,6 +75,10 @@ pub fn serve(path: &Path, mut file: std::fs::File, size: u64) -> std::io::Result
         let (content_type, download) = if text { ("application/octet-stream", true) } else { (content_type, download) };
         return Ok(ServedFile { content_type, download, body: ServedBody::File(file, size) });
     }
+    // One text read and decoded at a time (up to 64 MiB, and its decoded copy): many requests
+    // at once wait their turn instead of each holding its own copies.
+    static DECODING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = DECODING.lock().unwrap_or_else(|e| e.into_inner());
     let mut bytes = Vec::with_capacity(size as usize);
     file.by_ref().take(size).read_to_end(&mut bytes)?;
     Ok(match warpfold_index::text::decode(&bytes) {
@@ -133,7 +136,7 @@ mod tests {
         assert_eq!(content_type_of(Path::new("/d/photo.jpeg")), ("image/jpeg", false));
         assert_eq!(content_type_of(Path::new("/d/fax.tif")), ("image/tiff", true));
         assert_eq!(content_type_of(Path::new("/d/report.pdf")), ("application/pdf", false));
-        assert_eq!(content_type_of(Path::new("/d/table.csv")), ("text/csv; charset=utf-8", false));
+        assert_eq!(content_type_of(Path::new("/d/table.csv")), ("text/plain; charset=utf-8", false), "shown, not downloaded");
         assert_eq!(content_type_of(Path::new("/d/unknown.bin")), ("application/octet-stream", true));
     }
 

@@ -212,6 +212,9 @@ pub struct Progress {
     /// While this says so, no new file is started (the ones being read finish): the person paused
     /// indexing. Asked before each file.
     pub hold: Option<Arc<dyn Fn() -> bool + Send + Sync>>,
+    /// Once this is set, no new file is started (the app is stopping); the files being read
+    /// finish, the rest stay where they were.
+    pub cancel: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Progress {
@@ -593,11 +596,12 @@ pub fn index_collected(
 
     std::thread::scope(|scope| {
         scope.spawn(move || {
+            let cancelled = || progress.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed));
             for file in files {
-                while progress.hold.as_ref().is_some_and(|hold| hold()) {
+                while progress.hold.as_ref().is_some_and(|hold| hold()) && !cancelled() {
                     std::thread::sleep(std::time::Duration::from_millis(100));
                 }
-                if work_tx.send(file).is_err() {
+                if cancelled() || work_tx.send(file).is_err() {
                     break;
                 }
             }
