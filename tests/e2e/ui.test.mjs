@@ -434,6 +434,8 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       const dialog = page.getByTestId("settings-dialog");
       await dialog.waitFor();
       assert.equal(await page.getByTestId("settings-data-dir").locator("code").textContent(), tmp);
+      // the watched folders are listed, with where they are changed
+      assert.match(await page.getByTestId("settings-folders").textContent(), /\/library.*Added and removed in the Watched folders bar/s);
       // each pinned model says its size and whether it is here or fetched on first use
       const minilm = await page.getByTestId("setting-model").locator("option[value='all-MiniLM-L6-v2']").textContent();
       assert.match(minilm, /all-MiniLM-L6-v2 .* — \d+(\.\d+)? MiB, installed$/);

@@ -6,6 +6,7 @@
 
 import { $, h, replace } from "../dom";
 import { bytes } from "../format";
+import { store } from "../store";
 import type { Transport } from "../transport";
 import type { Settings, SettingsView } from "../types";
 import { showError, toast } from "./toast";
@@ -78,6 +79,15 @@ export function mountSettings(t: Transport): void {
       h("h2", { id: "settings-title" }, "Settings"),
       h("p", { class: "setting-help" }, "Kept in ", h("code", null, view.file), ". Every key is in docs/settings.md; variables set where warpfold starts win over the file."),
       h("p", { class: "setting-help", "data-testid": "settings-data-dir" }, "Data folder: ", h("code", null, view.data_folder)),
+      h(
+        "div",
+        { class: "setting", "data-testid": "settings-folders" },
+        h("span", { class: "setting-label" }, "Watched folders"),
+        store.folders.length
+          ? h("ul", { class: "settings-folders" }, ...store.folders.map((f) => h("li", null, h("code", null, f))))
+          : h("p", { class: "setting-help" }, "None yet."),
+        h("p", { class: "setting-help" }, "Added and removed in the Watched folders bar; removing one asks whether its documents leave the index too."),
+      ),
       ...rows,
       status,
       h(
