@@ -471,7 +471,11 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       const all = await page.getByTestId("library-row").count();
       assert.ok(all >= 3, `rows: ${all}`);
       await page.getByTestId("library-type").selectOption("pdf");
-      await page.waitForFunction(() => [...document.querySelectorAll("[data-testid=library-row]")].every((r) => r.dataset.path.toLowerCase().endsWith(".pdf")));
+      // the filtered rows, not the empty table between the question and its answer
+      await page.waitForFunction(() => {
+        const rows = [...document.querySelectorAll("[data-testid=library-row]")];
+        return rows.length > 0 && rows.every((r) => r.dataset.path.toLowerCase().endsWith(".pdf"));
+      });
       const pdfs = await page.getByTestId("library-row").evaluateAll((rows) => rows.map((r) => r.dataset.path));
       assert.ok(pdfs.length >= 1 && pdfs.length < all, `${pdfs.length} PDFs of ${all}`);
       await page.getByTestId("library-order").selectOption("size");
