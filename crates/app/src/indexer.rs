@@ -42,9 +42,9 @@ impl App {
 
     pub(crate) fn run_indexer(&self, jobs: Receiver<Job>) {
         // A pause holds the next file of a run, not only the next run: a folder of thousands stops
-        // within a file or two. Stopping the app ends the hold.
-        let (paused, stop) = (self.inner.paused.clone(), self.inner.stop.clone());
-        let hold = std::sync::Arc::new(move || paused.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed));
+        // within a file or two. Stopping the app cancels what the run has not started.
+        let paused = self.inner.paused.clone();
+        let hold = std::sync::Arc::new(move || paused.load(Ordering::Relaxed));
         let progress = Progress {
             observer: Some(self.inner.board.clone()),
             hold: Some(hold),
@@ -274,8 +274,7 @@ impl App {
         let mut store = Store::open_existing(&self.inner.config.db)?;
         let mut documents = Vec::new();
         for path in paths {
-            let under: Vec<String> =
-                self.indexed_under(&store, Path::new(path))?.into_iter().filter(|d| folders_too || d == path).collect();
+            let under = self.named_documents(&store, path, folders_too)?;
             if under.is_empty() {
                 return Err(AppError::NotFound(format!("{path} is not a document warpfold holds")));
             }
@@ -288,13 +287,14 @@ impl App {
         // The index set aside for a re-embedding holds them too: forgotten there as well, so
         // neither file keeps their text nor queues them again.
         if let Some(kept) = crate::reembed::pending(&self.inner.config.db) {
-            let in_kept: Vec<String> = Store::open_existing(&kept)
-                .and_then(|old| Ok(old.documents()?.into_iter().map(|d| d.path).collect::<Vec<_>>()))
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|p| paths.iter().any(|named| Path::new(p).starts_with(named)) && (folders_too || paths.contains(p)))
-                .collect();
-            if let Err(e) = Store::open_existing(&kept).and_then(|mut old| old.forget_documents(&in_kept)) {
+            let forgotten_there = Store::open_existing(&kept).map_err(AppError::from).and_then(|mut old| {
+                let mut named = Vec::new();
+                for path in paths {
+                    named.extend(self.named_documents(&old, path, folders_too)?);
+                }
+                Ok(old.forget_documents(&named)?)
+            });
+            if let Err(e) = forgotten_there {
                 tracing::warn!(error = %e, "forgetting in the index being embedded again");
             }
         }
@@ -303,6 +303,12 @@ impl App {
         }
         self.refresh_searcher();
         Ok(forgotten)
+    }
+
+    /// The documents of `store` that `path` names: that document, or with `folders_too` every
+    /// document at or under it.
+    fn named_documents(&self, store: &Store, path: &str, folders_too: bool) -> Result<Vec<String>, AppError> {
+        Ok(self.indexed_under(store, Path::new(path))?.into_iter().filter(|d| folders_too || d == path).collect())
     }
 
     /// Indexed documents at or under `path`.

@@ -453,7 +453,7 @@ impl App {
         let saved = settings::Settings::from_file(&self.inner.config.data_dir.join("settings.json"))
             .map_err(|e| AppError::InvalidInput(e.to_string()))?;
         settings::refuse_new_paths(&saved, &wanted).map_err(|e| AppError::PathNotAllowed(e.to_string()))?;
-        let writing = self.inner.settings.lock(); // one writer of settings.json at a time
+        let one_writer = self.inner.settings.lock(); // one writer of settings.json at a time
         let values = serde_json::to_value(&wanted).expect("plain data");
         rewrite_settings_file(&self.inner.config.data_dir, |saved| {
             for (key, value) in values.as_object().expect("a struct").iter() {
@@ -464,7 +464,7 @@ impl App {
                 }
             }
         })?;
-        drop(writing);
+        drop(one_writer);
         self.settings_view()
     }
 
@@ -642,8 +642,9 @@ impl App {
         let db = &self.inner.config.db;
         let Some(kept) = reembed::pending(db) else { return Ok(0) };
         let paths = reembed::missing(db, &kept)?;
-        let queued = if paths.is_empty() { 0 } else { self.queue_waiting(&paths) };
-        if !paths.is_empty() {
+        let queued = paths.len();
+        if queued > 0 {
+            self.queue_waiting(&paths);
             let _ = self.inner.jobs.send(Job::Index(paths));
         }
         if let Err(e) = Store::open_existing(db).and_then(|store| store.copy_summaries_from(&kept)) {
@@ -822,17 +823,22 @@ impl App {
     /// caller streams it, so its size costs no memory. The file is opened at the checked path
     /// without following a link swapped in since the check, and must be regular.
     pub fn open_document(&self, path: &str) -> Result<(std::fs::File, u64), AppError> {
+        self.open_held(path).map(|(_, file, size)| (file, size))
+    }
+
+    /// A document the app holds, opened through its checked path: the path, the file, its size.
+    fn open_held(&self, path: &str) -> Result<(PathBuf, std::fs::File, u64), AppError> {
         let checked = self.held_document(path)?;
-        files::open_checked(&checked).map(|(file, meta)| (file, meta.len())).map_err(|e| AppError::PathNotAllowed(format!("{path}: {e}")))
+        let (file, meta) = files::open_checked(&checked).map_err(|e| AppError::PathNotAllowed(format!("{path}: {e}")))?;
+        Ok((checked, file, meta.len()))
     }
 
     /// A document the app holds, ready for a browser to open: its type, whether it is a download,
     /// and its bytes (texts decoded as the indexer read them, [`served`]).
     pub fn served_document(&self, path: &str) -> Result<served::ServedFile, AppError> {
         // The type of the file itself, not of the name asked for (a link `x.html` to a held text).
-        let checked = self.held_document(path)?;
-        let (file, meta) = files::open_checked(&checked).map_err(|e| AppError::PathNotAllowed(format!("{path}: {e}")))?;
-        served::serve(&checked, file, meta.len()).map_err(|e| AppError::Io(format!("reading {path}: {e}")))
+        let (checked, file, size) = self.open_held(path)?;
+        served::serve(&checked, file, size).map_err(|e| AppError::Io(format!("reading {path}: {e}")))
     }
 
     /// A document the app holds that the desktop shell may open in the system viewer.

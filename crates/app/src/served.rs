@@ -16,7 +16,8 @@ use warpfold_index::formats::Format;
 use warpfold_index::ocr::ImageFormat;
 
 /// Texts larger than this are offered as a download as they are, not decoded in memory.
-pub const MAX_DECODED_TEXT: u64 = 64 << 20;
+/// The indexer's own limit: a text it would not read is not decoded here either.
+pub const MAX_DECODED_TEXT: u64 = warpfold_index::pipeline::DEFAULT_MAX_TEXT_BYTES;
 
 /// A document ready to send.
 pub struct ServedFile {

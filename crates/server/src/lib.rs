@@ -757,7 +757,6 @@ async fn file(State(state): State<Shared>, query: Result<Query<PathBody>, axum::
                     (header::CONTENT_TYPE, served.content_type.to_string()),
                     (header::CONTENT_LENGTH, length.to_string()),
                     (header::CONTENT_SECURITY_POLICY, "sandbox; default-src 'none'; img-src data:; style-src 'unsafe-inline'".to_string()),
-                    (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_string()),
                     (header::CONTENT_DISPOSITION, format!("{disposition}; filename*=UTF-8''{encoded}")),
                 ],
                 body,
