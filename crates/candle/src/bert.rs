@@ -1,4 +1,5 @@
-//! BERT-family encoder (all-MiniLM-L6-v2, BGE, GTE) over packed input.
+//! BERT-family encoder (all-MiniLM-L6-v2, BGE, GTE, and MPNet through [`crate::mpnet`]) over
+//! packed input.
 //!
 //! Written in the style of a candle-transformers model file, with one difference that matters: the
 //! forward takes a flat tape of several sequences (a [`Bin`]) instead of a `(batch, length)` block.
@@ -16,8 +17,11 @@ use serde::Deserialize;
 use warpfold_backend::model_dir::Pooling;
 use warpfold_backend::Bin;
 
+use std::sync::Arc;
+
 use crate::activation::Activation;
 use crate::bert_cpu::{CpuEncoder, CpuLayer, Gemm, LayerParts};
+use crate::mpnet::RelativeBias;
 use crate::stage_profile::{self, time as stage};
 
 /// Mirrors the fields of a BERT `config.json` that the forward uses.
@@ -41,6 +45,9 @@ pub struct Config {
     pub position_embedding_type: String,
     #[serde(default)]
     pub model_type: Option<String>,
+    /// MPNet's relative-position buckets ([`crate::mpnet`]); absent from BERT configs.
+    #[serde(default)]
+    pub relative_attention_num_buckets: Option<usize>,
 }
 
 fn default_act() -> String {
@@ -65,9 +72,15 @@ impl Config {
                 // than return wrong vectors.
                 return Err(format!("model_type {t:?} (RoBERTa position offsets) is not supported yet"));
             }
-            if t != "bert" {
+            if t == "mpnet" && self.relative_attention_num_buckets.is_none_or(|b| b < 4) {
+                return Err("an MPNet config without relative_attention_num_buckets".into());
+            }
+            if t != "bert" && t != "mpnet" {
                 return Err(format!("model_type {t:?} is not a BERT-family encoder"));
             }
+        }
+        if self.max_position_embeddings <= self.position_offset() {
+            return Err(format!("max_position_embeddings {} leaves no position", self.max_position_embeddings));
         }
         if self.position_embedding_type != "absolute" {
             return Err(format!("position_embedding_type {:?} is not supported (only \"absolute\")", self.position_embedding_type));
@@ -79,6 +92,25 @@ impl Config {
             return Err(format!("hidden_size {} is not a multiple of num_attention_heads {}", self.hidden_size, self.num_attention_heads));
         }
         Ok(())
+    }
+
+    /// Whether this is MPNet ([`crate::mpnet`]).
+    pub fn is_mpnet(&self) -> bool {
+        self.model_type.as_deref() == Some("mpnet")
+    }
+
+    /// The position table's row for position 0: MPNet numbers positions from `pad_token_id + 1`.
+    pub fn position_offset(&self) -> usize {
+        if self.is_mpnet() {
+            self.pad_token_id as usize + 1
+        } else {
+            0
+        }
+    }
+
+    /// How many positions a sequence can use: the table's rows from [`Self::position_offset`] on.
+    pub fn max_positions(&self) -> usize {
+        self.max_position_embeddings - self.position_offset()
     }
 }
 
@@ -95,9 +127,16 @@ impl Embeddings {
     fn new(cfg: &Config, vb: VarBuilder) -> Result<Self> {
         let h = cfg.hidden_size;
         let word = candle_nn::embedding(cfg.vocab_size, h, vb.pp("word_embeddings"))?;
-        let position = candle_nn::embedding(cfg.max_position_embeddings, h, vb.pp("position_embeddings"))?;
-        // Every token is segment 0: keep row 0 of the token-type table, added by broadcast.
-        let token_type = vb.pp("token_type_embeddings").get((cfg.type_vocab_size, h), "weight")?.i(0)?;
+        // Row `position_offset` is position 0 (a copy, so the CUDA kernel reads it from its start).
+        let table = vb.pp("position_embeddings").get((cfg.max_position_embeddings, h), "weight")?;
+        let position = Embedding::new(table.narrow(0, cfg.position_offset(), cfg.max_positions())?.copy()?, h);
+        // Every token is segment 0: keep row 0 of the token-type table, added by broadcast (MPNet has
+        // no such table: zeros).
+        let token_type = if cfg.is_mpnet() {
+            Tensor::zeros(h, vb.dtype(), vb.device())?
+        } else {
+            vb.pp("token_type_embeddings").get((cfg.type_vocab_size, h), "weight")?.i(0)?
+        };
         let norm = layer_norm(h, LayerNormConfig { eps: cfg.layer_norm_eps, ..Default::default() }, vb.pp("LayerNorm"))?;
         Ok(Self { word, position, token_type, norm, eps: cfg.layer_norm_eps })
     }
@@ -318,6 +357,10 @@ impl Layer {
             // (n, heads, s, hd) x (n, heads, hd, s) -> (n, heads, s, s)
             let scores = q.matmul(&k.t()?)?;
             let scores = (scores * scale)?;
+            let scores = match &g.bias {
+                Some(bias) => scores.broadcast_add(bias)?,
+                None => scores,
+            };
             let scores = match &g.key_mask {
                 Some(mask) => scores.broadcast_add(mask)?,
                 None => scores,
@@ -362,6 +405,8 @@ struct SlotGroup {
     slot_len: usize,
     /// (n, 1, 1, s): 0 for real keys, -inf for pad keys; `None` when no slot of the run has padding.
     key_mask: Option<Tensor>,
+    /// (1, heads, s, s): MPNet's relative-position bias ([`crate::mpnet::RelativeBias::block`]).
+    bias: Option<Tensor>,
 }
 
 struct SlotGroups {
@@ -371,7 +416,9 @@ struct SlotGroups {
 }
 
 impl SlotGroups {
-    fn new(bin: &Bin, device: &Device) -> Result<Self> {
+    /// The runs of `bin`, each with its slots' relative-position bias in `dtype` where the model
+    /// has one.
+    fn new(bin: &Bin, device: &Device, relative: Option<(&RelativeBias, DType)>) -> Result<Self> {
         let mut groups: Vec<(usize, usize, usize)> = Vec::new();
         for i in 0..bin.num_sequences() {
             let (start, slot, _) = bin.slot(i);
@@ -394,7 +441,8 @@ impl SlotGroups {
                 }
                 Some(Tensor::from_vec(mask, (count, 1, 1, slot_len), device)?)
             };
-            out.push(SlotGroup { start, count, slot_len, key_mask });
+            let bias = relative.map(|(r, dtype)| r.block(slot_len, device, dtype)).transpose()?;
+            out.push(SlotGroup { start, count, slot_len, key_mask, bias });
         }
         Ok(Self { groups: out, flash: None })
     }
@@ -411,6 +459,8 @@ pub struct BertModel {
     staging: crate::staging::Staging,
     /// On the CPU, the layers in their fused form ([`crate::bert_cpu`]); `layers` is then empty.
     cpu: Option<CpuEncoder>,
+    /// MPNet's relative-position bias, which every layer adds to its scores ([`crate::mpnet`]).
+    relative: Option<Arc<RelativeBias>>,
 }
 
 impl BertModel {
@@ -426,6 +476,14 @@ impl BertModel {
                     "no embeddings.word_embeddings.weight (with or without a bert./model. prefix) in the weights".into(),
                 )
             })?;
+        let vb = if cfg.is_mpnet() { vb.rename_f(crate::mpnet::bert_name) } else { vb };
+        let relative = match cfg.relative_attention_num_buckets.filter(|_| cfg.is_mpnet()) {
+            Some(buckets) => {
+                let table = vb.pp("encoder.relative_attention_bias").get((buckets, cfg.num_attention_heads), "weight")?;
+                Some(Arc::new(RelativeBias::new(&table, cfg.max_positions())?))
+            }
+            None => None,
+        };
         let embeddings = Embeddings::new(cfg, vb.pp("embeddings"))?;
         let layers =
             (0..cfg.num_hidden_layers).map(|i| Layer::new(cfg, vb.pp(format!("encoder.layer.{i}")))).collect::<Result<Vec<_>>>()?;
@@ -438,6 +496,7 @@ impl BertModel {
             config: cfg.clone(),
             staging: Default::default(),
             cpu: None,
+            relative,
         })
     }
 
@@ -466,8 +525,14 @@ impl BertModel {
                 )
             })
             .collect::<Result<Vec<_>>>()?;
-        self.cpu =
-            Some(CpuEncoder::new(layers, self.config.hidden_size, self.config.num_attention_heads, self.config.layer_norm_eps, gemm));
+        self.cpu = Some(CpuEncoder::new(
+            layers,
+            self.config.hidden_size,
+            self.config.num_attention_heads,
+            self.config.layer_norm_eps,
+            gemm,
+            self.relative.clone(),
+        ));
         self.layers.clear();
         Ok(self)
     }
@@ -478,14 +543,20 @@ impl BertModel {
 
     /// Whether attention runs through FlashAttention-2: a build with its kernel for this head size
     /// ([`crate::flash`]), a CUDA device and half-precision weights.
+    /// MPNet's relative-position bias is one FlashAttention-2 cannot add, so it never does.
     pub fn uses_flash_attention(&self) -> bool {
-        crate::flash::uses_flash(&self.device, self.head_dim(), self.dtype, false)
+        self.relative.is_none() && crate::flash::uses_flash(&self.device, self.head_dim(), self.dtype, false)
     }
 
     /// Which attention its bins run through, in words, for the device views; on the CPU in bf16 or
     /// bf16x3 it says so.
     pub fn attention(&self) -> String {
-        let attention = crate::flash::describe(&self.device, self.head_dim(), self.dtype, false);
+        let attention = if self.relative.is_some() {
+            let place = if self.device.is_cuda() { "" } else { " (CPU)" };
+            format!("masked attention per slot with MPNet's relative-position bias{place}")
+        } else {
+            crate::flash::describe(&self.device, self.head_dim(), self.dtype, false)
+        };
         match self.cpu.as_ref().and_then(CpuEncoder::reduced_products) {
             Some(products) => format!("{attention}, products in {products} (MKL)"),
             None => attention,
@@ -518,12 +589,12 @@ impl BertModel {
             let max_seqlen = bin.seq_lens.iter().copied().max().unwrap_or(0) as usize;
             SlotGroups { groups: Vec::new(), flash: Some(FlashSlots { cu_seqlens: cu_seqlens.clone(), max_seqlen }) }
         } else {
-            SlotGroups::new(bin, &self.device)?
+            self.slot_groups(bin)?
         };
         #[cfg(not(feature = "flash-attn"))]
         let slots = {
             let _ = cu_seqlens;
-            SlotGroups::new(bin, &self.device)?
+            self.slot_groups(bin)?
         };
         let mut x = stage("embeddings", || self.embeddings.forward(ids, positions))?;
         if let Some(cpu) = &self.cpu {
@@ -533,6 +604,15 @@ impl BertModel {
             x = layer.forward(&x, &slots)?;
         }
         Ok(x)
+    }
+
+    /// The runs of equal slots of `bin` for the candle-op layers (none for the fused CPU layers,
+    /// which find the slots themselves).
+    fn slot_groups(&self, bin: &Bin) -> Result<SlotGroups> {
+        if self.cpu.is_some() {
+            return Ok(SlotGroups { groups: Vec::new(), flash: None });
+        }
+        SlotGroups::new(bin, &self.device, self.relative.as_deref().map(|r| (r, self.dtype)))
     }
 
     /// The bin with every pad and alignment token removed: FlashAttention-2's varlen kernel needs

@@ -38,6 +38,7 @@ use crate::cpu_attention;
 use crate::cpu_ops::{self, Simd};
 use crate::cpu_panels::{Kernel, Panels};
 use crate::mkl::{Mkl, PackedBf16};
+use crate::mpnet::RelativeBias;
 use crate::stage_profile::time as stage;
 
 /// Rows per task of the row phase: large enough for the matmul to run at speed (the `gemm` crate
@@ -374,6 +375,9 @@ pub(crate) struct CpuEncoder {
     eps: f32,
     gemm: Gemm,
     attention: Attention,
+    /// MPNet's relative-position bias, added to every score ([`crate::mpnet`]); with it, attention
+    /// runs as two products (the tiled kernels add no bias).
+    relative: Option<std::sync::Arc<RelativeBias>>,
     /// A bin's q/k/v, context and bf16 q/k/v buffers, kept between bins: fresh ones cost page
     /// faults and the kernel's zeroing of their pages (6% of a bf16 run's cycles in `perf`).
     buffers: std::sync::Mutex<Buffers>,
@@ -387,9 +391,16 @@ struct Buffers {
 }
 
 impl CpuEncoder {
-    pub(crate) fn new(layers: Vec<CpuLayer>, hidden: usize, heads: usize, eps: f64, gemm: Gemm) -> Self {
-        let attention = Attention::for_head(hidden / heads, gemm);
-        Self { layers, hidden, heads, eps: eps as f32, gemm, attention, buffers: Default::default() }
+    pub(crate) fn new(
+        layers: Vec<CpuLayer>,
+        hidden: usize,
+        heads: usize,
+        eps: f64,
+        gemm: Gemm,
+        relative: Option<std::sync::Arc<RelativeBias>>,
+    ) -> Self {
+        let attention = if relative.is_some() { Attention::Products } else { Attention::for_head(hidden / heads, gemm) };
+        Self { layers, hidden, heads, eps: eps as f32, gemm, attention, relative, buffers: Default::default() }
     }
 
     /// How the products run where not in f32: `bf16` ([`Gemm::MklBf16`]) or `bf16x3`
@@ -531,7 +542,13 @@ impl CpuEncoder {
                         scores.resize(real * real, 0.0);
                         // scores (real × real) = Q (real × dh) · Kᵀ
                         self.gemm.run((real, real, dh), (q, 3 * h), (k, 3 * h, true), (scores.as_mut_ptr(), real), false);
-                        for row in scores.chunks_exact_mut(real) {
+                        for (query, row) in scores.chunks_exact_mut(real).enumerate() {
+                            if let Some(relative) = &self.relative {
+                                // softmax(scale · (s + b / scale)) = softmax(scale · s + b).
+                                for (s, b) in row.iter_mut().zip(relative.row(head, query, real)) {
+                                    *s += b / scale;
+                                }
+                            }
                             cpu_ops::softmax(simd, row, real, scale);
                         }
                         // ctx (real × dh) = P (real × real) · V (real × dh)

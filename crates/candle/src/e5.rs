@@ -125,6 +125,7 @@ impl Header {
             pad_token_id,
             position_embedding_type: "absolute".into(),
             model_type: None,
+            relative_attention_num_buckets: None,
         }
     }
 }

@@ -23,6 +23,7 @@ pub mod gguf;
 mod gpu_tests;
 pub mod llama;
 pub mod mkl;
+pub mod mpnet;
 pub mod stage_profile;
 pub mod staging;
 pub mod switches;
@@ -149,7 +150,7 @@ impl BertBackend {
         }
         let model = bert::load(&cfg, files.pooling, &files.weights, files.config.parent(), device, precision)
             .map_err(|e| BackendError::Start(format!("loading {}: {e}", files.name)))?;
-        let max = files.max_seq_length.unwrap_or(cfg.max_position_embeddings).min(cfg.max_position_embeddings);
+        let max = files.max_seq_length.unwrap_or(cfg.max_positions()).min(cfg.max_positions());
         let info = BackendInfo {
             model: format!("bert ({})", files.name),
             device: device_name(device),
@@ -224,7 +225,7 @@ impl Backend for BertBackend {
     fn start(&mut self, bin: &Bin) -> Result<Started, BackendError> {
         validate_bin(bin)?;
         let c = &self.model.config;
-        check_tables(bin, c.max_position_embeddings, c.vocab_size).map_err(BackendError::InvalidBin)?;
+        check_tables(bin, c.max_positions(), c.vocab_size).map_err(BackendError::InvalidBin)?;
         let fetch = self.model.embed(bin).and_then(|t| self.model.fetch_start(&t)).map_err(|e| backend_error(e, bin))?;
         Ok(Started::Pending(Box::new((fetch, bin.computed_tokens()))))
     }

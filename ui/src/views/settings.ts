@@ -20,7 +20,7 @@ const EDITED: { key: keyof Settings; label: string; choices?: [string, string][]
   {
     key: "model",
     label: "Embedding model (a change embeds every document again)",
-    choices: [["", "by the system's language"], ["all-MiniLM-L6-v2", "all-MiniLM-L6-v2 (English, fast)"], ["multilingual-e5-small", "multilingual-e5-small (about 100 languages)"]],
+    choices: [["", "by the system's language"], ["all-MiniLM-L6-v2", "all-MiniLM-L6-v2 (English, fast)"], ["multilingual-e5-small", "multilingual-e5-small (about 100 languages)"], ["all-mpnet-base-v2", "all-mpnet-base-v2 (English, stronger, slower)"]],
   },
   { key: "chat_model", label: "Chat model", choices: [["", "the device's default"], ["fast", "fast (SmolLM2-135M)"]] },
   { key: "summarize", label: "Summarize every document", choices: [["", "the app's default"], ["true", "on"], ["false", "off (only when asked)"]] },
