@@ -178,8 +178,11 @@ export interface SummaryCheck {
   checked: boolean;
   /** The first summary stated something the document does not and was written again. */
   rewritten: boolean;
-  /** Sentences taken out, with what in them the document does not hold. */
-  removed: { sentence: string; items: string[] }[];
+  /**
+   * Sentences taken out, with what in them the document does not hold; `kept`: the sentence shown
+   * in its place, with only a currency sign the document never writes taken off.
+   */
+  removed: { sentence: string; items: string[]; kept?: string }[];
 }
 
 /**

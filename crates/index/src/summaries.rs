@@ -48,6 +48,10 @@ pub struct SummaryCheck {
 pub struct RemovedSentence {
     pub sentence: String,
     pub items: Vec<String>,
+    /// The sentence kept in its place, where taking off what the model added made it true: a
+    /// currency sign the document never writes, on figures it gives bare ("$92.75" for "92.75").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<String>,
 }
 
 pub(crate) const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS summaries(
@@ -207,7 +211,7 @@ mod tests {
             check: Some(SummaryCheck {
                 checked: true,
                 rewritten: true,
-                removed: vec![RemovedSentence { sentence: "Sow them outdoors.".into(), items: vec!["March".into()] }],
+                removed: vec![RemovedSentence { sentence: "Sow them outdoors.".into(), items: vec!["March".into()], kept: None }],
             }),
         };
         store.put_summary(&s).unwrap();

@@ -241,7 +241,7 @@ pub fn checked(text: &str, question: &str, passage: &Passage, n: usize) -> (Opti
         if unsupported.is_empty() {
             kept.push(with_mark(&plain, n));
         } else {
-            removed.push(RemovedSentence { sentence: sentence.to_string(), items: unsupported });
+            removed.push(RemovedSentence { sentence: sentence.to_string(), items: unsupported, kept: None });
         }
     }
     ((!kept.is_empty()).then(|| kept.join(" ")), removed)

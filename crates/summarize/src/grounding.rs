@@ -46,7 +46,9 @@ pub fn unsupported_count(summary: &str, source: &Source) -> usize {
 
 /// `summary` without its sentences that state something `source` does not, and those sentences
 /// with their unsupported items. What is kept keeps its layout (line breaks, lists): only the
-/// removed sentences' text goes, so no two kept sentences are run together into a new one.
+/// removed sentences' text goes, so no two kept sentences are run together into a new one. A
+/// sentence whose only fault is a currency sign the document never writes, on figures it gives
+/// bare, is kept without the sign instead ([`Source::without_guessed_currency`]); its record says so.
 pub fn drop_unsupported(summary: &str, source: &Source) -> (String, Vec<RemovedSentence>) {
     let mut kept = String::with_capacity(summary.len());
     let mut removed = Vec::new();
@@ -59,11 +61,17 @@ pub fn drop_unsupported(summary: &str, source: &Source) -> (String, Vec<RemovedS
         }
         kept.push_str(&summary[at..span.start]);
         at = span.end;
-        // the space after a removed sentence goes with it (not a line break)
-        while summary[at..].starts_with([' ', '\t']) {
-            at += 1;
+        let corrected = source.without_guessed_currency(sentence);
+        match &corrected {
+            Some(corrected) => kept.push_str(corrected),
+            // the space after a removed sentence goes with it (not a line break)
+            None => {
+                while summary[at..].starts_with([' ', '\t']) {
+                    at += 1;
+                }
+            }
         }
-        removed.push(RemovedSentence { sentence: sentence.to_string(), items: unsupported });
+        removed.push(RemovedSentence { sentence: sentence.to_string(), items: unsupported, kept: corrected });
     }
     kept.push_str(&summary[at..]);
     let kept = kept.lines().map(str::trim_end).filter(|l| !l.trim().is_empty()).collect::<Vec<_>>().join("\n");
@@ -215,6 +223,36 @@ impl Source {
 
     fn has_word(&self, word: &str) -> bool {
         self.words.contains(&stem(word))
+    }
+
+    /// `sentence` with its currency signs taken off, when this document writes no currency at all
+    /// (no sign, no currency word) and that makes every item of the sentence supported; `None`
+    /// otherwise.
+    ///
+    /// Why: a receipt that prints "Total paid by card: 92.75" is summarized as "a total of
+    /// $92.75": the figure is the document's, the dollar is the model's guess, and dropping the
+    /// sentence loses the figure a reader wants. Only the sign goes; a figure the document does not
+    /// hold still fails, and so does any sign in a document that names its currency ("$92.75" for
+    /// £92.75 is a wrong fact, not a guess).
+    pub fn without_guessed_currency(&self, sentence: &str) -> Option<String> {
+        let names_currency = self.tokens.iter().any(|t| match &t.kind {
+            Kind::Currency(_) => true,
+            Kind::Word { folded, .. } => currency_word(folded).is_some(),
+            _ => false,
+        });
+        let tokens = tokenize(sentence);
+        let guessed: Vec<&Token> = tokens.iter().filter(|t| matches!(t.kind, Kind::Currency(_))).collect();
+        if names_currency || guessed.is_empty() {
+            return None;
+        }
+        let mut out = String::with_capacity(sentence.len());
+        let mut at = 0;
+        for t in &guessed {
+            out.push_str(&sentence[at..t.start]);
+            at = t.end;
+        }
+        out.push_str(&sentence[at..]);
+        self.unsupported(&out).is_empty().then_some(out)
     }
 
     /// The items of `sentence` this source does not support, as they are written in it.
@@ -1459,6 +1497,32 @@ mod tests {
     }
 
     #[test]
+    fn a_currency_sign_the_document_never_writes_is_taken_off_its_own_figures() {
+        // The bundled receipt scan, as OCR reads it: amounts without a currency.
+        let receipt = Source::new(
+            "Harbour Chandlery, 12 Quay Street. Receipt number 20417, 14 March 2026. Two tins of marine varnish, 18.50 each. \
+             One boat hook, 24.00. A coil of mooring rope, 31.75. Total paid by card: 92.75.",
+        );
+        let summary =
+            "The receipt lists two tins of marine varnish at $18.50 each and a boat hook for $24.00. The total was $92.75, paid by card.";
+        let (kept, removed) = drop_unsupported(summary, &receipt);
+        assert_eq!(
+            kept,
+            "The receipt lists two tins of marine varnish at 18.50 each and a boat hook for 24.00. The total was 92.75, paid by card."
+        );
+        assert_eq!(removed.len(), 2);
+        assert_eq!(removed[1].items, ["$92.75"]);
+        assert_eq!(removed[1].kept.as_deref(), Some("The total was 92.75, paid by card."));
+        // Only the sign goes: a figure the document does not hold still takes the sentence out, and
+        // so does a currency the document writes otherwise.
+        let (kept, removed) = drop_unsupported("The total was $95.00. Rope cost 31.75.", &receipt);
+        assert_eq!((kept.as_str(), removed[0].kept.as_deref()), ("Rope cost 31.75.", None));
+        let pounds = Source::new("Total paid: £92.75 by card.");
+        assert_eq!(pounds.without_guessed_currency("The total was $92.75."), None, "the document names its currency");
+        assert_eq!(receipt.without_guessed_currency("The total was 92.75."), None, "nothing to take off");
+    }
+
+    #[test]
     fn unsupported_sentences_are_dropped_and_kept_aside() {
         let (kept, removed) = drop_unsupported(
             "The tenant pays 1,450 euros a month. The deposit is 2,900 euros per month. Pets need consent.",
@@ -1467,7 +1531,11 @@ mod tests {
         assert_eq!(kept, "The tenant pays 1,450 euros a month. Pets need consent.");
         assert_eq!(
             removed,
-            [RemovedSentence { sentence: "The deposit is 2,900 euros per month.".into(), items: vec!["2,900 euros per month".into()] }]
+            [RemovedSentence {
+                sentence: "The deposit is 2,900 euros per month.".into(),
+                items: vec!["2,900 euros per month".into()],
+                kept: None
+            }]
         );
         // Lines stay lines: a figure at the end of one is not run into the next line's words.
         let source = Source::new("Call 01749 670 442\nMireilles Guest Wi-Fi\nOpen daily 8am-5pm");

@@ -266,6 +266,7 @@ function summary(doc: DocumentDetail): HTMLElement {
   const check = doc.summaryCheck;
   if (doc.summary !== null && doc.summaryState !== "pending") {
     const removed = check?.removed ?? [];
+    const corrected = removed.filter((r) => r.kept).length;
     const status = !check
       ? h("p", { class: "check check-none", "data-testid": "summary-check", "data-check": "unchecked" }, "Not checked against the document (made by an older version).")
       : removed.length
@@ -275,12 +276,21 @@ function summary(doc: DocumentDetail): HTMLElement {
             h(
               "summary",
               null,
-              `Checked against the document: ${removed.length} sentence${removed.length === 1 ? "" : "s"} removed for stating what it does not say`,
+              `Checked against the document: ${removed.length} sentence${removed.length === 1 ? "" : "s"} stated what it does not say` +
+                (corrected === removed.length ? ", kept without the currency it never gives" : corrected ? ` (${corrected} kept without the currency it never gives)` : ": removed"),
             ),
             h(
               "ul",
               null,
-              removed.map((r) => h("li", { "data-testid": "summary-removed" }, h("s", null, r.sentence), h("span", { class: "check-items" }, ` not in the document: ${r.items.join(", ")}`))),
+              removed.map((r) =>
+                h(
+                  "li",
+                  { "data-testid": "summary-removed" },
+                  h("s", null, r.sentence),
+                  h("span", { class: "check-items" }, ` not in the document: ${r.items.join(", ")}`),
+                  r.kept ? h("span", { class: "check-kept", "data-testid": "summary-kept" }, ` — shown as: ${r.kept}`) : null,
+                ),
+              ),
             ),
           )
         : h(
