@@ -1,4 +1,4 @@
-"""Writes a BERT encoder of a real configuration with random f16 weights (model.safetensors) next to
+"""Writes a BERT-family encoder (BERT, MPNet) of a real configuration with random f16 weights (model.safetensors) next to
 that model's own config, tokenizer and sentence-transformers files, on the GPU machine: for speed
 runs when the real weights cannot be carried along (64 MiB per call). Random weights are honest for
 speed (the same shapes, the same kernels); real-weight correctness is checked elsewhere
@@ -10,14 +10,14 @@ import shutil
 import sys
 
 import torch
-from transformers import BertConfig, BertModel
+from transformers import AutoConfig, AutoModel
 
 
 def main(meta, out):
     shutil.copytree(meta, out, dirs_exist_ok=True)
-    config = BertConfig.from_pretrained(meta)
+    config = AutoConfig.from_pretrained(meta)
     torch.manual_seed(0)
-    model = BertModel(config, add_pooling_layer=False).to(torch.float16)
+    model = AutoModel.from_config(config, add_pooling_layer=False).to(torch.float16)
     with torch.no_grad():
         for p in model.parameters():
             if p.dim() >= 2:

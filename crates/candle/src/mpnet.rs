@@ -16,6 +16,9 @@
 //!   varlen kernel takes no such bias, so an MPNet bin runs the masked attention per slot on CUDA
 //!   and the two-product attention on the CPU, both with the bias added to the scores.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use candle_core::{DType, Device, Result, Tensor};
 
 /// The distance at which the buckets stop growing: every key 128 or more tokens away shares one.
@@ -48,6 +51,9 @@ pub struct RelativeBias {
     max_len: usize,
     /// Per head, `2·max_len − 1` values: entry `max_len − 1 + (key − query)`.
     rows: Vec<f32>,
+    /// [`Self::block`]s made so far, by slot length: a model's bins reuse a few dozen slot sizes
+    /// (multiples of the packer's alignment), so each is uploaded once, not once per bin.
+    blocks: Mutex<HashMap<usize, Tensor>>,
 }
 
 impl RelativeBias {
@@ -63,7 +69,7 @@ impl RelativeBias {
                 rows[head * width + offset] = value;
             }
         }
-        Ok(Self { heads, max_len, rows })
+        Ok(Self { heads, max_len, rows, blocks: Mutex::default() })
     }
 
     pub fn heads(&self) -> usize {
@@ -78,15 +84,22 @@ impl RelativeBias {
         &self.rows[start..start + len]
     }
 
-    /// `(1, heads, len, len)` on `device` in `dtype`, added to a slot's scores.
+    /// `(1, heads, len, len)` on `device` in `dtype`, added to a slot's scores. Kept once made: a
+    /// model (one device, one dtype) owns its bias.
     pub fn block(&self, len: usize, device: &Device, dtype: DType) -> Result<Tensor> {
+        let mut blocks = self.blocks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(block) = blocks.get(&len).filter(|b| b.dtype() == dtype && b.device().same_device(device)) {
+            return Ok(block.clone());
+        }
         let mut values = Vec::with_capacity(self.heads * len * len);
         for head in 0..self.heads {
             for query in 0..len {
                 values.extend_from_slice(self.row(head, query, len));
             }
         }
-        Tensor::from_vec(values, (1, self.heads, len, len), device)?.to_dtype(dtype)
+        let block = Tensor::from_vec(values, (1, self.heads, len, len), device)?.to_dtype(dtype)?;
+        blocks.insert(len, block.clone());
+        Ok(block)
     }
 }
 
