@@ -416,9 +416,9 @@ struct SlotGroups {
 }
 
 impl SlotGroups {
-    /// The runs of `bin`, each with its slots' relative-position bias in `dtype` where the model
-    /// has one.
-    fn new(bin: &Bin, device: &Device, relative: Option<(&RelativeBias, DType)>) -> Result<Self> {
+    /// The runs of `bin`, their key masks in `dtype` (the scores' own: f16 on CUDA), each with its
+    /// slots' relative-position bias where the model has one.
+    fn new(bin: &Bin, device: &Device, dtype: DType, relative: Option<&RelativeBias>) -> Result<Self> {
         let mut groups: Vec<(usize, usize, usize)> = Vec::new();
         for i in 0..bin.num_sequences() {
             let (start, slot, _) = bin.slot(i);
@@ -439,9 +439,9 @@ impl SlotGroups {
                 for (n, &r) in real.iter().enumerate() {
                     mask[n * slot_len + r as usize..(n + 1) * slot_len].fill(f32::NEG_INFINITY);
                 }
-                Some(Tensor::from_vec(mask, (count, 1, 1, slot_len), device)?)
+                Some(Tensor::from_vec(mask, (count, 1, 1, slot_len), device)?.to_dtype(dtype)?)
             };
-            let bias = relative.map(|(r, dtype)| r.block(slot_len, device, dtype)).transpose()?;
+            let bias = relative.map(|r| r.block(slot_len, device, dtype)).transpose()?;
             out.push(SlotGroup { start, count, slot_len, key_mask, bias });
         }
         Ok(Self { groups: out, flash: None })
@@ -612,7 +612,7 @@ impl BertModel {
         if self.cpu.is_some() {
             return Ok(SlotGroups { groups: Vec::new(), flash: None });
         }
-        SlotGroups::new(bin, &self.device, self.relative.as_deref().map(|r| (r, self.dtype)))
+        SlotGroups::new(bin, &self.device, self.dtype, self.relative.as_deref())
     }
 
     /// The bin with every pad and alignment token removed: FlashAttention-2's varlen kernel needs

@@ -123,7 +123,7 @@ impl Backend for TightDecoder {
         BackendInfo {
             model: "tiny llama".into(),
             device: "cuda:0".into(),
-            max_sequence_tokens: self.model.config.max_positions(),
+            max_sequence_tokens: self.model.config.max_position_embeddings,
             output_dim: 2,
             pad_token_id: 0,
             attention: String::new(),
