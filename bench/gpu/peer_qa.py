@@ -67,6 +67,20 @@ def passages_of(docs, words):
             for d in docs for n, page in enumerate(d["pages"], 1) for chunk in chunks_of(page, words)]
 
 
+def embed_passages(st, passages, batch):
+    """The passages' vectors, normalized (the vector store)."""
+    return st.encode([p["text"] for p in passages], batch_size=batch, convert_to_numpy=True, normalize_embeddings=True)
+
+
+def nearest(st, vectors, passages, questions, k, batch):
+    """For each question, its `k` passages of highest cosine, best first."""
+    q = st.encode(questions, batch_size=batch, convert_to_numpy=True, normalize_embeddings=True)
+    scores = q @ vectors.T
+    k = min(k, len(passages))
+    top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    return [[passages[j] for j in row[np.argsort(-scores[i, row])]] for i, row in enumerate(top)]
+
+
 def embedder(folder, device):
     """all-MiniLM-L6-v2 as sentence-transformers loads it, in f32 (the carried folder holds f16
     weights); a folder without sentence-transformers' files (modules.json) gets its settings by
@@ -164,19 +178,13 @@ def main():
     ps.sync(device)
     embed_load_s = time.time() - t
     t = time.time()
-    vectors = st.encode([p["text"] for p in passages], batch_size=args.embed_batch, convert_to_numpy=True,
-                        normalize_embeddings=True)
+    vectors = embed_passages(st, passages, args.embed_batch)
     ps.sync(device)
     embed_s = time.time() - t
 
     # Retrieval: the questions embedded, cosine against every passage, the best k.
     t = time.time()
-    q = st.encode([a["question"] for a in asked], batch_size=args.embed_batch, convert_to_numpy=True,
-                  normalize_embeddings=True)
-    scores = q @ vectors.T
-    k = min(args.passages, len(passages))
-    top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-    found = [[passages[j] for j in row[np.argsort(-scores[i, row])]] for i, row in enumerate(top)]
+    found = nearest(st, vectors, passages, [a["question"] for a in asked], args.passages, args.embed_batch)
     retrieval_s = time.time() - t
     del st
     if cuda:

@@ -50,7 +50,6 @@ import time
 import urllib.error
 import urllib.request
 
-import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -134,18 +133,12 @@ def main():
     st = qa.embedder(args.embedder, "cpu")
     embed_load_s = time.time() - t
     t = time.time()
-    vectors = st.encode([p["text"] for p in passages], batch_size=args.embed_batch, convert_to_numpy=True,
-                        normalize_embeddings=True)
+    vectors = qa.embed_passages(st, passages, args.embed_batch)
     embed_s = time.time() - t
 
     # Retrieval: the questions embedded, cosine against every passage, the best k (as peer_qa.py).
     t = time.time()
-    q = st.encode([a["question"] for a in asked], batch_size=args.embed_batch, convert_to_numpy=True,
-                  normalize_embeddings=True)
-    scores = q @ vectors.T
-    k = min(args.passages, len(passages))
-    top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-    found = [[passages[j] for j in row[np.argsort(-scores[i, row])]] for i, row in enumerate(top)]
+    found = qa.nearest(st, vectors, passages, [a["question"] for a in asked], args.passages, args.embed_batch)
     retrieval_s = time.time() - t
     del st
 
