@@ -253,12 +253,15 @@ fn check_line(check: Option<&warpfold_summarize::grounding::SummaryCheck>) -> St
             let items: Vec<String> =
                 c.removed.iter().flat_map(|r| r.items.iter().map(|i| warpfold_app::text::for_terminal(i).into_owned())).collect();
             let kept = c.removed.iter().filter(|r| r.kept.is_some()).count();
-            let fate = match kept {
-                0 => "removed".to_string(),
-                k if k == c.removed.len() => "kept without the currency sign it never writes".to_string(),
-                k => format!("removed ({k} kept without the currency sign it never writes)"),
-            };
-            format!("checked against the document; {} sentence(s) stating what it does not {fate}: {}", c.removed.len(), items.join(", "))
+            let dropped = c.removed.len() - kept;
+            let mut fates = Vec::new();
+            if dropped > 0 {
+                fates.push(format!("{dropped} sentence(s) removed for stating what the document does not"));
+            }
+            if kept > 0 {
+                fates.push(format!("{kept} sentence(s) kept without the currency sign the document never writes"));
+            }
+            format!("checked against the document; {}: {}", fates.join(", "), items.join(", "))
         }
     }
 }
@@ -530,6 +533,30 @@ mod tests {
 
     fn parse(args: &[&str]) -> SummarizeOptions {
         Parsed::try_parse_from(std::iter::once("warpfold").chain(args.iter().copied())).unwrap().model.summary.options()
+    }
+
+    /// The report line says what happened to each sentence the check took out: removed, or kept
+    /// without a currency sign, and which items.
+    #[test]
+    fn the_check_line_says_what_was_removed_and_what_was_kept() {
+        use warpfold_summarize::grounding::{RemovedSentence, SummaryCheck};
+        let removed = |items: &[&str], kept: Option<&str>| RemovedSentence {
+            sentence: "s".into(),
+            items: items.iter().map(|i| i.to_string()).collect(),
+            kept: kept.map(str::to_string),
+        };
+        let check = |removed: Vec<RemovedSentence>| SummaryCheck { checked: true, rewritten: true, removed };
+        assert_eq!(check_line(Some(&check(vec![]))), "checked against the document, written again once");
+        assert_eq!(
+            check_line(Some(&check(vec![removed(&["requires"], None)]))),
+            "checked against the document; 1 sentence(s) removed for stating what the document does not: requires"
+        );
+        assert_eq!(
+            check_line(Some(&check(vec![removed(&["$9.50"], Some("9.50")), removed(&["1 per month"], None)]))),
+            "checked against the document; 1 sentence(s) removed for stating what the document does not, 1 sentence(s) kept \
+             without the currency sign the document never writes: $9.50, 1 per month"
+        );
+        assert_eq!(check_line(None), "not checked against the document");
     }
 
     /// With no flags the options are the summarize crate's defaults (one place for them, which the

@@ -12,6 +12,10 @@
 //! the 3 of "Room 3"). Text is compared folded: case and diacritics ignored. OCR'd text counts as
 //! the source, as it is what the index holds.
 //!
+//! One word beyond figures and names is checked: a requirement ("must", "requires") in a
+//! summary of a document that states none, which is how a small model turns a description into a
+//! rule ([`OBLIGATIONS`]).
+//!
 //! What it cannot see: a true figure put in the wrong place when the words around it match too
 //! ("expedited takes 6-8 weeks" where 6-8 weeks is the standard time). It finds what is not in the
 //! document, not what is misattributed within it.
@@ -186,6 +190,9 @@ pub struct Source {
     tokens: Vec<Token>,
     words: HashSet<String>,
     dates: Vec<Date>,
+    /// Whether the document states any requirement or obligation ([`is_obligation`], or "shall",
+    /// "need"): only then may a summary say that something is required.
+    obliges: bool,
     /// Whether the document is in a language that capitalizes every noun and joins nouns into
     /// compounds (German): a capitalized word is then no sign of a name, and "Urlaub" is supported
     /// by "Urlaubsanspruch".
@@ -202,7 +209,8 @@ impl Source {
         let words = tokens.iter().filter_map(|t| t.word()).map(stem).collect();
         let dates = dates(&tokens).into_iter().map(|(d, _)| d).collect();
         let compounds = warpfold_index::language::detect(text).language.is_some_and(|l| COMPOUNDING.contains(&l));
-        Source { tokens, words, dates, compounds }
+        let obliges = tokens.iter().filter_map(Token::word).any(|w| is_obligation(w) || OBLIGING_TOO.contains(&w));
+        Source { tokens, words, dates, compounds, obliges }
     }
 
     /// Whether a capitalized word of a summary is in the document: as a word, or, in a
@@ -307,6 +315,11 @@ impl Source {
                 names_weight += weight;
                 out.push(Item { text: tokens[i].text.clone(), weight, supported: self.has_name(name) });
             }
+        }
+        // "Observing them requires a pair of binoculars" of a text that says binoculars show
+        // them: a requirement where the document states none is the model's
+        if let Some(t) = tokens.iter().find(|t| t.word().is_some_and(is_obligation)) {
+            out.push(Item { text: t.text.clone(), weight: 1.0, supported: self.obliges });
         }
         out
     }
@@ -422,6 +435,69 @@ fn stem(word: &str) -> String {
     } else {
         w.to_string()
     }
+}
+
+/// Words that say something is required, folded ([`fold`]), in the languages of
+/// tests/data/languages: a small model turns "binoculars show the moons" into "observing them
+/// requires binoculars", and "leave it for an hour" into a rule. Such a word in a summary needs a
+/// document that states some requirement itself; which one it is, the check cannot tell.
+const OBLIGATIONS: &[&str] = &[
+    "must",
+    "require",
+    "requires",
+    "required",
+    "requiring",
+    "requirement",
+    "requirements",
+    "mandatory",
+    "compulsory",
+    "obligatory",
+    "necessary",
+    "obliged",
+    "obligated",
+    // French
+    "doit",
+    "doivent",
+    "obligatoire",
+    "obligatoires",
+    "necessaire",
+    "necessaires",
+    "exige",
+    "exigent",
+    // German
+    "muss",
+    "mussen",
+    "erforderlich",
+    "vorgeschrieben",
+    "verpflichtet",
+    // Spanish
+    "debe",
+    "deben",
+    "obligatorio",
+    "obligatoria",
+    "necesario",
+    "necesaria",
+    "requiere",
+    "requieren",
+    // Russian
+    "должен",
+    "должна",
+    "должны",
+    "обязан",
+    "обязана",
+    "обязательно",
+    "необходимо",
+    "требуется",
+];
+
+/// Words that state a requirement in a document but are too common in summaries' paraphrases to
+/// be checked there ("adults need seven hours" for "want"), and requests ("please sign the form
+/// by April 20": the offer must be accepted by then): they support [`OBLIGATIONS`].
+const OBLIGING_TOO: &[&str] =
+    &["shall", "need", "needs", "needed", "should", "please", "soll", "sollte", "bitte", "devrait", "veuillez", "deberia"];
+
+fn is_obligation(folded: &str) -> bool {
+    OBLIGATIONS.contains(&folded)
 }
 
 /// Number words, English: "two" = 2.
@@ -1394,7 +1470,11 @@ mod tests {
     #[test]
     fn invented_facts_of_every_reported_kind_are_caught_and_true_ones_pass() {
         // a deposit paid once, said to be monthly
-        assert_eq!(unsupported("The landlord must pay a security deposit of 2,900 euros per month.", LEASE), ["2,900 euros per month"]);
+        // ("must" too: this lease states no duty, it says who pays)
+        assert_eq!(
+            unsupported("The landlord must pay a security deposit of 2,900 euros per month.", LEASE),
+            ["2,900 euros per month", "must"]
+        );
         assert!(unsupported("The tenant pays a security deposit of 2900 euros.", LEASE).is_empty());
         assert!(unsupported("The deposit of €2,900 is paid once.", LEASE).is_empty());
         assert!(unsupported("Rent is EUR 1,450 per month, and notice is 3 months.", LEASE).is_empty());
@@ -1596,6 +1676,25 @@ mod tests {
         let lines = key_lines(&document, "");
         assert_eq!(lines.len(), KEY_LINES_MAX);
         assert!(lines.iter().map(|l| l.split_whitespace().count()).sum::<usize>() <= KEY_LINES_MAX_WORDS);
+    }
+
+    /// A requirement the document never states is the model's: the bundled moons sample says
+    /// binoculars show the moons, and "observing them requires binoculars" is not what it says. A
+    /// document that states a requirement of its own supports one in the summary.
+    #[test]
+    fn a_requirement_the_document_never_states_is_unsupported() {
+        const MOONS: &str = "Observing them yourself. A pair of steady binoculars shows the Galilean moons as small points \
+            of light in a line beside Jupiter; their positions change from night to night.";
+        assert_eq!(
+            unsupported("Observing them yourself requires a pair of steady binoculars that show the Galilean moons.", MOONS),
+            ["requires"]
+        );
+        assert_eq!(unsupported("Il est nécessaire d'avoir des jumelles.", MOONS), ["nécessaire"], "folded, in French too");
+        assert!(unsupported("A pair of steady binoculars shows the Galilean moons beside Jupiter.", MOONS).is_empty());
+        let rule = "Tenants must give three months' notice. Pets need the landlord's written consent.";
+        assert!(unsupported("The tenant is required to give three months' notice.", rule).is_empty());
+        assert!(unsupported("Pets require written consent.", "Pets need the landlord's written consent.").is_empty(), "need states one");
+        assert!(unsupported("Adults need seven to nine hours of sleep.", "Most adults want seven to nine hours a night.").is_empty());
     }
 }
 
