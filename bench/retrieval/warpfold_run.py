@@ -27,7 +27,7 @@ of each query) and scored the same way, on the same queries.
 Usage (from the repository root, after `cargo build --release -p warpfold`):
     .venv-retrieval/bin/python bench/retrieval/warpfold_run.py /tmp/retrieval/manpages \\
         [--modes keyword,semantic,hybrid] [--limit N] [--rerank N] [--chunks K] \\
-        [--work DIR] [--out DIR] [--bin PATH] [--device cpu] [--model NAME]
+        [--work DIR] [--out DIR] [--bin PATH] [--device cpu] [--model NAME] [--decoder MODEL.gguf]
 WORK defaults to SET_DIR/warpfold; --out, when given, receives <set>-<mode>[-first<N>].json.
 """
 import argparse
@@ -113,7 +113,7 @@ def search(args, work, queries_file, mode, rerank):
     cmd = [args.bin, *model_flag(args), "--device", args.device, "search", "--queries", queries_file, "--db", os.path.join(work, "index.db"), "--json",
            "--mode", mode, "-k", str(args.chunks)]
     if rerank:
-        cmd += ["--rerank", str(rerank)]
+        cmd += ["--rerank", str(rerank)] + (["--decoder", args.decoder] if args.decoder else [])
     started = time.perf_counter()
     out = run(cmd, stdout=subprocess.PIPE).stdout
     wall = time.perf_counter() - started
@@ -162,6 +162,7 @@ def main():
     p.add_argument("--modes", default="keyword,semantic,hybrid")
     p.add_argument("--limit", type=int, help="search only the first N queries (and score against theirs)")
     p.add_argument("--rerank", type=int, default=0, help="also run each mode with --rerank N")
+    p.add_argument("--decoder", help="the chat model that reranks (a .gguf); default: warpfold's")
     p.add_argument("--chunks", type=int, default=400, help="hits (chunks) asked of warpfold per query")
     p.add_argument("--work")
     p.add_argument("--out", help="folder for <set>-<mode>.json")
