@@ -943,6 +943,7 @@ fn a_question_asked_over_http_streams_its_passages_then_a_cited_answer() {
         (r#"{"question": "  "}"#, "the question is empty"),
         (r#"{"question": "How much?", "passages": 9}"#, "passages must be 1 to 8, not 9"),
         (r#"{"q": "How much?"}"#, "expected {\\\"question\\\""),
+        (r#"{"question": "How much?", "rerank": 41}"#, "at most 40 candidates are judged, not 41"),
     ] {
         let (status, reply) = asked(&server.addr, body);
         assert_eq!(status, 400, "{body}: {reply}");
@@ -979,6 +980,19 @@ fn a_question_asked_over_http_streams_its_passages_then_a_cited_answer() {
     assert!(events[0].1["passages"][0]["path"].as_str().unwrap().ends_with("lease.txt"), "{body}");
     let answer = &events.last().unwrap().1;
     assert!(answer["answer"].as_str().unwrap().contains("15 March 2026"), "{answer}");
+
+    // asked to judge two candidates (a CPU judges none unless asked): the chat model says which
+    // passage it reads, shown again in its order before the answer
+    let (status, body) = asked(&server.addr, r#"{"question": "How much is the security deposit?", "passages": 1, "rerank": 2}"#);
+    assert_eq!(status, 200, "{body}");
+    let events = sse_events(&body);
+    let passages: Vec<&Value> = events.iter().filter(|(n, _)| n == "passages").map(|(_, e)| e).collect();
+    assert_eq!(passages.len(), 2, "found, then judged: {body}");
+    assert!(events.iter().any(|(n, e)| n == "status" && e["status"].as_str().unwrap().starts_with("judging 2 passages")), "{body}");
+    assert_eq!(passages[1]["passages"].as_array().unwrap().len(), 1, "{body}");
+    assert!(passages[1]["passages"][0]["path"].as_str().unwrap().ends_with("lease.txt"), "{body}");
+    let answer = &events.last().unwrap().1;
+    assert!(answer["answer"].as_str().unwrap().contains("2,900 euros"), "{answer}");
 }
 
 /// A question asked while a folder's summaries are being written is answered after the round in

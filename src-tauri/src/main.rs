@@ -157,9 +157,10 @@ fn ask(
     question: String,
     passages: Option<usize>,
     earlier: Option<Vec<Turn>>,
+    rerank: Option<usize>,
     channel: Channel<AskEvent>,
 ) -> Result<(), AppError> {
-    let request = AskRequest { question, passages, earlier: earlier.unwrap_or_default() };
+    let request = AskRequest { question, passages, earlier: earlier.unwrap_or_default(), rerank };
     app.ask(request, Box::new(move |event| drop(channel.send(event))))
 }
 

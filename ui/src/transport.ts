@@ -80,7 +80,7 @@ export interface Transport {
   search(query: string, k: number, filter?: SearchFilter): Promise<{ hits: Hit[] }>;
   /** Asks a question of the documents; `onEvent` gets its passages, status and then its answer
    * (or error). Resolves once the answer or error has come; rejects when it cannot be asked. */
-  ask(question: string, earlier: Turn[], onEvent: (e: AskEvent) => void): Promise<void>;
+  ask(question: string, earlier: Turn[], onEvent: (e: AskEvent) => void, rerank?: number): Promise<void>;
   document(path: string): Promise<DocumentDetail>;
   /** Opens the file: a PDF at `page` where the viewer can (the browser's, by its `#page=`). */
   openFile(path: string, page?: number | null): Promise<void>;
@@ -166,14 +166,14 @@ class TauriTransport implements Transport {
     };
     return call<{ hits: Hit[] }>("search", { query, k, options });
   }
-  async ask(question: string, earlier: Turn[], onEvent: (e: AskEvent) => void): Promise<void> {
+  async ask(question: string, earlier: Turn[], onEvent: (e: AskEvent) => void, rerank?: number): Promise<void> {
     let ended: () => void = () => undefined;
     const done = new Promise<void>((resolve) => (ended = resolve));
     const channel = new Channel<AskEvent>((e) => {
       onEvent(e);
       if (e.event === "answer" || e.event === "error") ended();
     });
-    await call<void>("ask", { question, earlier, channel });
+    await call<void>("ask", { question, earlier, rerank: rerank ?? null, channel });
     await done;
   }
   async document(path: string): Promise<DocumentDetail> {
@@ -443,8 +443,8 @@ class HttpTransport implements Transport {
     if (filter.allFromDocument) params.set("all_from_document", "true");
     return this.json<{ hits: Hit[] }>("GET", `/api/search?${params}`);
   }
-  async ask(question: string, earlier: Turn[], onEvent: (e: AskEvent) => void): Promise<void> {
-    const res = await this.request("POST", "/api/ask", JSON.stringify({ question, earlier }), "application/json");
+  async ask(question: string, earlier: Turn[], onEvent: (e: AskEvent) => void, rerank?: number): Promise<void> {
+    const res = await this.request("POST", "/api/ask", JSON.stringify({ question, earlier, rerank }), "application/json");
     if (!res.body) throw new ApiError("io", "the server sent no answer");
     let ended = false;
     await readEvents(res.body, (_event, data) => {

@@ -21,6 +21,8 @@ use crate::{App, AppError};
 pub const MAX_QUESTION_CHARS: usize = 2_000;
 /// The most passages one question is answered from.
 pub const MAX_PASSAGES: usize = 8;
+/// The most candidates the chat model judges for one question.
+pub const MAX_RERANK: usize = 40;
 /// The most earlier turns sent with a follow-up (only the last is read), and the longest each part.
 pub const MAX_EARLIER_TURNS: usize = 20;
 const MAX_TURN_CHARS: usize = 8_000;
@@ -38,6 +40,11 @@ pub struct AskRequest {
     /// before it.
     #[serde(default)]
     pub earlier: Vec<Turn>,
+    /// How many of the best hits the chat model judges first, reading the best `passages` of them
+    /// (0: none). Default: 20 where the chat model runs on a GPU, none on a CPU
+    /// ([`warpfold_summarize::rerank::default_candidates`]).
+    #[serde(default)]
+    pub rerank: Option<usize>,
 }
 
 impl AskRequest {
@@ -55,6 +62,12 @@ impl AskRequest {
                 return Err(AppError::InvalidInput(format!("passages must be 1 to {MAX_PASSAGES}, not {n}")));
             }
         }
+        if self.rerank.is_some_and(|n| n > MAX_RERANK) {
+            return Err(AppError::InvalidInput(format!(
+                "at most {MAX_RERANK} candidates are judged, not {}",
+                self.rerank.unwrap_or_default()
+            )));
+        }
         if self.earlier.len() > MAX_EARLIER_TURNS {
             return Err(AppError::InvalidInput(format!("at most {MAX_EARLIER_TURNS} earlier turns are taken")));
         }
@@ -66,6 +79,12 @@ impl AskRequest {
 
     fn passage_count(&self) -> usize {
         self.passages.unwrap_or(5)
+    }
+
+    /// How many hits are searched for: the passages read, or the candidates judged when more (the
+    /// GPU's default when not said: the chat model's thread decides whether to judge them).
+    fn candidate_count(&self) -> usize {
+        self.passage_count().max(self.rerank.unwrap_or(warpfold_summarize::rerank::ON_GPU))
     }
 }
 
@@ -126,7 +145,11 @@ pub type AskSink = Box<dyn FnMut(AskEvent) + Send>;
 /// A question found its passages and waits for the chat model.
 pub(crate) struct PendingQuestion {
     request: AskRequest,
+    /// The hits found, best first: the passages read are the first of them, or the best of them
+    /// by the chat model's judgement.
     passages: Vec<Passage>,
+    /// Each passage's snippet, as the asker is shown it.
+    snippets: Vec<String>,
     started: std::time::Instant,
     sink: AskSink,
 }
@@ -138,6 +161,38 @@ impl PendingQuestion {
 
     pub(crate) fn fail(mut self, error: AppError) {
         (self.sink)(AskEvent::Error { error });
+    }
+
+    /// Keeps the passages the model reads: the first [`AskRequest::passage_count`] hits, or, when
+    /// it judges candidates (asked, or by default on a GPU), the best of them by its judgement,
+    /// which the asker is shown again in their new order.
+    fn judge(&mut self, model: &ChatModel, name: &str) -> Result<(), warpfold_summarize::ChatError> {
+        let keep = self.request.passage_count();
+        let candidates = self.request.rerank.unwrap_or_else(|| warpfold_summarize::rerank::default_candidates(model));
+        let mut found: Vec<(Passage, String)> =
+            std::mem::take(&mut self.passages).into_iter().zip(std::mem::take(&mut self.snippets)).collect();
+        if candidates > 0 && found.len() > 1 {
+            found.truncate(candidates.max(keep));
+            self.status(&format!("judging {} passages with {name}", found.len()));
+            // a follow-up is judged with the question before it, as it was searched
+            let question = answer::follow_up_query(&self.request.question, &self.request.earlier);
+            found = warpfold_summarize::rerank::best_of(model, &question, found, |c| c.0.text.as_str(), keep)?.0;
+        }
+        found.truncate(keep);
+        let judged = candidates > 0;
+        (self.passages, self.snippets) = found.into_iter().unzip();
+        if !judged {
+            return Ok(());
+        }
+        let views = self
+            .passages
+            .iter()
+            .zip(&self.snippets)
+            .enumerate()
+            .map(|(i, (p, snippet))| PassageView { n: i + 1, path: p.path.clone(), page: p.page, snippet: snippet.clone() })
+            .collect();
+        (self.sink)(AskEvent::Passages { passages: views });
+        Ok(())
     }
 }
 
@@ -155,15 +210,20 @@ impl App {
         // by score alone: the answer to a question about a long report is often in its third or
         // fourth best passage, which two hits a document in the top five would push out
         let options = SearchOptions { per_document_in_top_five: None, ..SearchOptions::default() };
-        let hits = self.search_with(&query, request.passage_count(), &options)?;
+        let hits = self.search_with(&query, request.candidate_count(), &options)?;
         if hits.is_empty() {
             return Err(AppError::NotFound("nothing is indexed yet: add documents, then ask".into()));
         }
         let passages: Vec<Passage> = hits.iter().map(|h| Passage { path: h.path.clone(), page: h.page, text: h.chunk.clone() }).collect();
-        let views =
-            hits.iter().enumerate().map(|(i, h)| PassageView { n: i + 1, path: h.path.clone(), page: h.page, snippet: h.text.clone() });
+        let views = hits.iter().take(request.passage_count()).enumerate().map(|(i, h)| PassageView {
+            n: i + 1,
+            path: h.path.clone(),
+            page: h.page,
+            snippet: h.text.clone(),
+        });
         sink(AskEvent::Passages { passages: views.collect() });
-        let question = PendingQuestion { request, passages, started, sink };
+        let snippets = hits.iter().map(|h| h.text.clone()).collect();
+        let question = PendingQuestion { request, passages, snippets, started, sink };
         if let Err(unsent) = chat.send(crate::summaries::ChatJob::Ask(Box::new(question))) {
             let crate::summaries::ChatJob::Ask(question) = unsent.0 else { unreachable!("sent a question") };
             question.fail(AppError::Internal("the chat model's thread has stopped".into()));
@@ -173,7 +233,15 @@ impl App {
 
     /// Answers the questions waiting for the chat model, together (their passages prefilled
     /// packed, decoded in one batch); each gets its answer or the error.
-    pub(crate) fn answer_questions(&self, model: &ChatModel, name: &str, mut questions: Vec<PendingQuestion>) {
+    pub(crate) fn answer_questions(&self, model: &ChatModel, name: &str, questions: Vec<PendingQuestion>) {
+        let mut judged = Vec::with_capacity(questions.len());
+        for mut q in questions {
+            match q.judge(model, name) {
+                Ok(()) => judged.push(q),
+                Err(e) => q.fail(AppError::Engine(format!("the chat model failed to judge the passages: {e}"))),
+            }
+        }
+        let mut questions = judged;
         let passages = questions.iter().map(|q| q.passages.len()).sum::<usize>();
         for q in &mut questions {
             q.status(&format!("reading {} passages with {name}", q.passages.len()));
@@ -214,7 +282,7 @@ mod tests {
     use super::*;
 
     fn request(question: &str) -> AskRequest {
-        AskRequest { question: question.into(), passages: None, earlier: Vec::new() }
+        AskRequest { question: question.into(), passages: None, earlier: Vec::new(), rerank: None }
     }
 
     #[test]
@@ -225,6 +293,10 @@ mod tests {
         assert!(err(request(&"why ".repeat(600))).contains("longer than 2000 characters"));
         assert!(err(AskRequest { passages: Some(0), ..request("q") }).contains("1 to 8, not 0"));
         assert!(err(AskRequest { passages: Some(9), ..request("q") }).contains("1 to 8, not 9"));
+        assert!(err(AskRequest { rerank: Some(41), ..request("q") }).contains("at most 40 candidates"));
+        assert_eq!(AskRequest { rerank: Some(0), ..request("q") }.candidate_count(), 5, "none judged: the passages read");
+        assert_eq!(AskRequest { rerank: Some(12), ..request("q") }.candidate_count(), 12);
+        assert_eq!(request("q").candidate_count(), 20, "the chat model's thread decides: enough for a GPU");
         let turn = Turn { question: "q".into(), answer: "a".repeat(MAX_TURN_CHARS + 1) };
         assert!(err(AskRequest { earlier: vec![turn], ..request("q") }).contains("earlier turn is longer"));
         assert_eq!(request("q").passage_count(), 5);

@@ -197,10 +197,10 @@ pub fn answer(index: &AskIndex, chat: &mut ChatSlot, questions: &[&str], passage
     let mut reranked_pairs = 0;
     if rerank > 0 {
         for (question, candidates) in questions.iter().zip(&mut found) {
-            let texts: Vec<&str> = candidates.iter().map(|p| p.text.as_str()).collect();
-            let scores = warpfold_summarize::rerank::relevance(chat, question, &texts)?;
-            reranked_pairs += scores.len();
-            *candidates = warpfold_summarize::rerank::best_first(std::mem::take(candidates), &scores, passages);
+            let (best, judged) =
+                warpfold_summarize::rerank::best_of(chat, question, std::mem::take(candidates), |p| p.text.as_str(), passages)?;
+            reranked_pairs += judged;
+            *candidates = best;
         }
     }
     let reranking = started.elapsed() - retrieval - model_load;

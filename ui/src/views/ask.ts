@@ -34,6 +34,8 @@ export function mountAsk(t: Transport, openDetail: OpenDetail): void {
   const input = $("search-input") as HTMLInputElement;
   const button = $("ask-button") as HTMLButtonElement;
   const panel = $("answer");
+  // "": the app's choice (judged on a GPU); a number: that many candidates judged (0: none)
+  const rerank = $("ask-rerank") as HTMLSelectElement;
   const turns: Turn[] = [];
   let busy = false;
 
@@ -73,6 +75,7 @@ export function mountAsk(t: Transport, openDetail: OpenDetail): void {
     const started = performance.now();
     const earlier = turns.slice(-4);
     try {
+      const judged = rerank.value === "" ? undefined : Number(rerank.value);
       await t.ask(question, earlier, (e: AskEvent) => {
         switch (e.event) {
           case "passages":
@@ -92,7 +95,7 @@ export function mountAsk(t: Transport, openDetail: OpenDetail): void {
             replace(body, h("p", { class: "callout callout-error", "data-testid": "answer-error" }, e.error.message));
             break;
         }
-      });
+      }, judged);
     } catch (e) {
       status.remove();
       const message = e instanceof Error ? e.message : String(e);
