@@ -222,10 +222,15 @@ impl Source {
     /// Whether the document names `currency` anywhere (a sign or a word): a figure it gives without
     /// one may be said with that currency, not with one it never names.
     fn mentions(&self, currency: Option<&'static str>) -> bool {
-        self.tokens.iter().any(|t| match &t.kind {
-            Kind::Currency(c) => Some(*c) == currency,
-            Kind::Word { folded, .. } => currency_word(folded) == currency,
-            _ => false,
+        currency.is_some() && self.currencies().any(|c| Some(c) == currency)
+    }
+
+    /// Every currency the document names, by sign or by word, as often as it does.
+    fn currencies(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.tokens.iter().filter_map(|t| match &t.kind {
+            Kind::Currency(c) => Some(*c),
+            Kind::Word { folded, .. } => currency_word(folded),
+            _ => None,
         })
     }
 
@@ -243,11 +248,7 @@ impl Source {
     /// hold still fails, and so does any sign in a document that names its currency ("$92.75" for
     /// £92.75 is a wrong fact, not a guess).
     pub fn without_guessed_currency(&self, sentence: &str) -> Option<String> {
-        let names_currency = self.tokens.iter().any(|t| match &t.kind {
-            Kind::Currency(_) => true,
-            Kind::Word { folded, .. } => currency_word(folded).is_some(),
-            _ => false,
-        });
+        let names_currency = self.currencies().next().is_some();
         let tokens = tokenize(sentence);
         let guessed: Vec<&Token> = tokens.iter().filter(|t| matches!(t.kind, Kind::Currency(_))).collect();
         if names_currency || guessed.is_empty() {
