@@ -220,7 +220,7 @@ def main():
         "parallel": args.parallel, "slot_ctx": args.slot_ctx, "server_command": " ".join(server.cmd),
         "server_build": props.get("build_info"), "template_same_as_server": template_same,
         "model": os.path.basename(args.gguf), "questions": n, "documents": len(docs), "passages_indexed": len(passages),
-        "passages_per_question": k, "errors": n - len(ok),
+        "passages_per_question": args.passages, "errors": n - len(ok),
         "embed_load_seconds": embed_load_s, "embed_seconds": embed_s, "retrieval_seconds": retrieval_s,
         "load_seconds": load_s, "load_from": "llama-server start to /health ok (mmap of the GGUF, weights repacked)",
         "generation_seconds": gen_s,
