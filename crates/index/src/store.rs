@@ -350,6 +350,10 @@ impl Store {
         // which would lose at most the last few, never corrupt the file).
         self.conn.pragma_update(None, "synchronous", "NORMAL")?;
         self.conn.pragma_update(None, "foreign_keys", "ON")?;
+        // Deleted rows are zeroed by every writer, not only by a forget: a re-indexed document's
+        // earlier version, or full-text segments merged away, would otherwise stay readable on
+        // the file's free pages after the document is forgotten.
+        self.conn.pragma_update(None, "secure_delete", "ON")?;
         Ok(())
     }
 
@@ -724,12 +728,11 @@ impl Store {
 
     /// Forgets documents for good: each one's pages, chunks, full-text rows, the vectors no other
     /// chunk uses and the summaries of its content no other document shares, then nothing of them
-    /// left in the file. Deleted rows are zeroed (`secure_delete`), the full-text index merges its
+    /// left in the file. Deleted rows are zeroed (`secure_delete`, on for every connection), the full-text index merges its
     /// segments (FTS5 keeps a deleted row's words in older segments until they merge), and the
     /// write-ahead log is checkpointed and truncated, so a reader of index.db and its -wal finds no
     /// text of them. Returns the paths it held; a path it did not hold is skipped.
     pub fn forget_documents(&mut self, paths: &[String]) -> Result<Vec<String>, StoreError> {
-        self.conn.pragma_update(None, "secure_delete", "ON")?;
         let mut forgotten = Vec::new();
         for path in paths {
             let content: Option<String> =
@@ -1203,6 +1206,34 @@ mod tests {
         bytes.extend(std::fs::read(dir.path().join("i.db-wal")).unwrap_or_default());
         let lower = String::from_utf8_lossy(&bytes).to_lowercase();
         for word in ["quokkazygote", "marmaladeprotocol", "77341", "secret.txt"] {
+            assert!(!lower.contains(word), "{word:?} is still in the index file");
+        }
+    }
+
+    /// A document re-indexed (its file changed) and then forgotten leaves no text of either
+    /// version: the rows the re-indexing replaced are zeroed when they are deleted, not left on
+    /// the file's free pages for the forget to miss.
+    #[test]
+    fn a_document_reindexed_then_forgotten_leaves_no_text_of_its_earlier_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("i.db");
+        let mut store = Store::open(&db, "m", 2).unwrap();
+        let commit = |store: &mut Store, hash: &str, text: &str| {
+            // Enough chunks that the replaced rows fill whole pages of their own.
+            let chunks: Vec<DocumentChunk> = (0..40).map(|i| chunk(i, &format!("{text} paragraph {i} {}", "filler ".repeat(60)))).collect();
+            let mut record = record("/docs/lettre.txt", hash, chunks);
+            record.pages = vec![format!("page: {text}")];
+            let vectors: Vec<([u8; 32], Vec<f32>)> = record.chunks.iter().map(|c| (c.text_hash, vec![0.5, 0.5])).collect();
+            store.commit_document(&record, &vectors).unwrap();
+        };
+        commit(&mut store, "v1", "Zanzibarquill locativesfirst régularisation");
+        commit(&mut store, "v2", "Xylophonequest the second version");
+        store.forget_documents(&["/docs/lettre.txt".into()]).unwrap();
+        drop(store);
+        let mut bytes = std::fs::read(&db).unwrap();
+        bytes.extend(std::fs::read(dir.path().join("i.db-wal")).unwrap_or_default());
+        let lower = String::from_utf8_lossy(&bytes).to_lowercase();
+        for word in ["zanzibarquill", "locativesfirst", "xylophonequest"] {
             assert!(!lower.contains(word), "{word:?} is still in the index file");
         }
     }
