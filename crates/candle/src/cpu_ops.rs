@@ -541,3 +541,48 @@ mod tests {
         }
     }
 }
+
+/// Where one query head reads its key/value head in a decode step's cache ([`cached_head`]):
+/// every cached row is `stride` floats, this head's part of it starts at `offset`.
+pub(crate) struct CachedHead<'a> {
+    pub(crate) keys: &'a [f32],
+    pub(crate) values: &'a [f32],
+    pub(crate) stride: usize,
+    pub(crate) offset: usize,
+    pub(crate) scale: f32,
+}
+
+simd_kernel! {
+    /// One query head's attention over its sequence's cached keys and values, read in place:
+    /// `out = softmax(scale · q·Kᵀ) · V` over the rows `rows` of the cache. `scores` is scratch,
+    /// at least `rows.len()` long.
+    fn cached_head(q: &[f32], cache: &CachedHead, rows: &[u32], scores: &mut [f32], out: &mut [f32]) {
+        let (hd, stride, offset) = (q.len(), cache.stride, cache.offset);
+        let mut best = f32::NEG_INFINITY;
+        for (s, &row) in scores.iter_mut().zip(rows) {
+            let k = &cache.keys[row as usize * stride + offset..][..hd];
+            let mut lanes = [0f32; 16];
+            for (qc, kc) in q.chunks_exact(16).zip(k.chunks_exact(16)) {
+                for i in 0..16 {
+                    lanes[i] += qc[i] * kc[i];
+                }
+            }
+            let tail: f32 = q.chunks_exact(16).remainder().iter().zip(k.chunks_exact(16).remainder()).map(|(a, b)| a * b).sum();
+            *s = (lanes.iter().sum::<f32>() + tail) * cache.scale;
+            best = best.max(*s);
+        }
+        let mut total = 0f32;
+        for s in scores[..rows.len()].iter_mut() {
+            *s = (*s - best).exp();
+            total += *s;
+        }
+        out.fill(0.0);
+        for (&p, &row) in scores.iter().zip(rows) {
+            let v = &cache.values[row as usize * stride + offset..][..hd];
+            let p = p / total;
+            for (o, &x) in out.iter_mut().zip(v) {
+                *o += p * x;
+            }
+        }
+    }
+}

@@ -303,14 +303,11 @@ impl LlamaModel {
 /// gathered into one packed tape (FA-2's varlen kernel on CUDA, plain attention on the CPU).
 pub(crate) enum CacheReads {
     #[cfg_attr(not(feature = "flash-attn"), allow(dead_code))]
-    Paged {
-        cu_q: Tensor,
-        cu_k: Tensor,
-        table: Tensor,
-        max_k: usize,
-    },
+    Paged { cu_q: Tensor, cu_k: Tensor, table: Tensor, max_k: usize },
     Gathered {
         rows: Tensor,
+        /// The same rows on the host, for the CPU's attention, which reads the pool in place.
+        host_rows: Vec<u32>,
         cu_k: Vec<u32>,
         cu_k_t: Option<(Tensor, Tensor)>,
         max_k: usize,
@@ -356,7 +353,7 @@ impl CacheReads {
         } else {
             None
         };
-        Ok(CacheReads::Gathered { rows: Tensor::from_vec(rows, total, device)?, cu_k, cu_k_t, max_k })
+        Ok(CacheReads::Gathered { rows: Tensor::from_vec(rows.clone(), total, device)?, host_rows: rows, cu_k, cu_k_t, max_k })
     }
 
     /// q (B, heads, hd) against each sequence's keys and values of layer `l`, itself included:
@@ -388,7 +385,10 @@ impl CacheReads {
             }
             #[cfg(not(feature = "flash-attn"))]
             CacheReads::Paged { .. } => unreachable!("the paged path is chosen only in flash-attn builds"),
-            CacheReads::Gathered { rows, cu_k, cu_k_t, max_k } => {
+            CacheReads::Gathered { rows, host_rows, cu_k, cu_k_t, max_k } => {
+                if let Some(out) = attend_in_place_cpu(kp, vp, host_rows, cu_k, q, kv, scale)? {
+                    return Ok(out);
+                }
                 let total = rows.dim(0)?;
                 let k_all = kp.index_select(rows, 0)?.reshape((total, kv, hd))?;
                 let v_all = vp.index_select(rows, 0)?.reshape((total, kv, hd))?;
@@ -415,6 +415,55 @@ impl CacheReads {
             }
         }
     }
+}
+
+/// A decode step's attention on the CPU, each query head against its sequence's keys and values
+/// read where they lie in the pool (f32 only; `None` elsewhere). The gathered path copies every
+/// cached row of every layer into a new tensor, transposes it and runs candle's matmul and softmax
+/// per sequence: 8.6 ms of a 57.6 ms step for one 300-token sequence of Qwen2.5-1.5B on `epyc4`.
+fn attend_in_place_cpu(kp: &Tensor, vp: &Tensor, rows: &[u32], cu_k: &[u32], q: &Tensor, kv: usize, scale: f32) -> Result<Option<Tensor>> {
+    use candle_core::Storage;
+    if !q.device().is_cpu() || kp.dtype() != DType::F32 || vp.dtype() != DType::F32 || q.dtype() != DType::F32 {
+        return Ok(None);
+    }
+    let (b, heads, hd) = q.dims3()?;
+    let rep = heads / kv;
+    let stride = kv * hd;
+    let qs: Vec<f32> = q.contiguous()?.flatten_all()?.to_vec1()?;
+    let (k_storage, k_layout) = kp.storage_and_layout();
+    let (v_storage, v_layout) = vp.storage_and_layout();
+    let (Storage::Cpu(k_cpu), Storage::Cpu(v_cpu)) = (&*k_storage, &*v_storage) else {
+        return Ok(None);
+    };
+    let (Some((k0, k1)), Some((v0, v1))) = (k_layout.contiguous_offsets(), v_layout.contiguous_offsets()) else {
+        return Ok(None);
+    };
+    let keys = &k_cpu.as_slice::<f32>()?[k0..k1];
+    let values = &v_cpu.as_slice::<f32>()?[v0..v1];
+    let mut out = vec![0f32; b * heads * hd];
+    let dst = out.as_mut_ptr() as usize;
+    let simd = crate::cpu_ops::simd();
+    // One item per (sequence, query head); each writes its own hd floats of `out`.
+    let items = b * heads;
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    candle_core::utils::barrier_pool().execute(|_| {
+        let mut scores = Vec::new();
+        loop {
+            let item = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if item >= items {
+                break;
+            }
+            let (seq, head) = (item / heads, item % heads);
+            let seq_rows = &rows[cu_k[seq] as usize..cu_k[seq + 1] as usize];
+            scores.resize(seq_rows.len(), 0f32);
+            // SAFETY: item `item` alone writes out[item·hd .. (item+1)·hd]; `out` outlives the call.
+            let o = unsafe { std::slice::from_raw_parts_mut((dst as *mut f32).add(item * hd), hd) };
+            let query = &qs[item * hd..(item + 1) * hd];
+            let cache = crate::cpu_ops::CachedHead { keys, values, stride, offset: (head / rep) * hd, scale };
+            crate::cpu_ops::cached_head(simd, query, &cache, seq_rows, &mut scores, o);
+        }
+    });
+    Ok(Some(Tensor::from_vec(out, (b, heads, hd), q.device())?))
 }
 
 #[cfg(test)]
@@ -477,5 +526,48 @@ mod model_tests {
             spares.into_iter().for_each(|c| pool.release(c));
             assert_eq!(pool.free_blocks(), pool.total_blocks(), "{name}");
         }
+    }
+}
+
+#[cfg(test)]
+mod cpu_attention_tests {
+    use super::*;
+
+    /// Two sequences whose cached rows are scattered over the pool, grouped-query heads (three
+    /// query heads per key/value head): each query head's output is the softmax-weighted sum of
+    /// its own sequence's values, computed here the plain way.
+    #[test]
+    fn decode_attention_reads_each_sequence_rows_in_place() {
+        let (kv, rep, hd, pool_rows) = (2, 3, 40, 50);
+        let heads = kv * rep;
+        let device = Device::Cpu;
+        let kp = Tensor::randn(0f32, 1f32, (pool_rows, kv * hd), &device).unwrap();
+        let vp = Tensor::randn(0f32, 1f32, (pool_rows, kv * hd), &device).unwrap();
+        let q = Tensor::randn(0f32, 1f32, (2, heads, hd), &device).unwrap();
+        let rows: Vec<u32> = vec![7, 3, 31, 32, 33, 12, 48, 0, 1];
+        let cu_k = [0u32, 4, 9];
+        let scale = 0.3f32;
+        let out = attend_in_place_cpu(&kp, &vp, &rows, &cu_k, &q, kv, scale).unwrap().expect("f32 on the CPU");
+        let (k, v, q, out) =
+            (kp.to_vec2::<f32>().unwrap(), vp.to_vec2::<f32>().unwrap(), q.to_vec3::<f32>().unwrap(), out.to_vec3::<f32>().unwrap());
+        for seq in 0..2 {
+            let mine = &rows[cu_k[seq] as usize..cu_k[seq + 1] as usize];
+            for h in 0..heads {
+                let g = (h / rep) * hd;
+                let scores: Vec<f32> =
+                    mine.iter().map(|&r| (0..hd).map(|i| q[seq][h][i] * k[r as usize][g + i]).sum::<f32>() * scale).collect();
+                let best = scores.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+                let weights: Vec<f32> = scores.iter().map(|s| (s - best).exp()).collect();
+                let total: f32 = weights.iter().sum();
+                for i in 0..hd {
+                    let want: f32 = mine.iter().zip(&weights).map(|(&r, w)| w / total * v[r as usize][g + i]).sum();
+                    assert!((out[seq][h][i] - want).abs() < 1e-5, "sequence {seq}, head {h}, dim {i}: {} against {want}", out[seq][h][i]);
+                }
+            }
+        }
+        // bf16 pools are left to the gathered path
+        let half = kp.to_dtype(DType::BF16).unwrap();
+        let q16 = Tensor::zeros((2, heads, hd), DType::F32, &device).unwrap();
+        assert!(attend_in_place_cpu(&half, &half, &rows, &cu_k, &q16, kv, scale).unwrap().is_none());
     }
 }

@@ -24,6 +24,7 @@ mod gpu_tests;
 pub mod llama;
 pub mod mkl;
 pub mod mpnet;
+pub mod quant_rows;
 pub mod stage_profile;
 pub mod staging;
 pub mod switches;

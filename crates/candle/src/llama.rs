@@ -296,7 +296,14 @@ impl Module for Proj {
             }
             Proj::Dense(l) => l.forward(x),
             Proj::Quant { weight, bias } => {
-                let y = weight.forward(x)?;
+                let few = match weight {
+                    QMatMul::QTensor(q) if x.device().is_cpu() => crate::quant_rows::matmul_few_rows(q, x)?,
+                    _ => None,
+                };
+                let y = match few {
+                    Some(y) => y,
+                    None => weight.forward(x)?,
+                };
                 match bias {
                     Some(b) => y.broadcast_add(b),
                     None => Ok(y),
