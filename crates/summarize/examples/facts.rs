@@ -6,7 +6,11 @@
 //! documents per minute. One JSON line per document and a summary line; BENCHMARKS.md quotes them.
 //!
 //!     cargo run --release -p warpfold-summarize --example facts -- MODEL.gguf [--cuda] [--ids a,b] [--english] [--out FILE]
-//!         [--texts FILE] [--write-texts FILE]
+//!         [--texts FILE] [--write-texts FILE] [--score FILE]
+//!
+//! `--score FILE` measures summaries written elsewhere (JSON lines `{"id", "summary"}`, e.g. a peer's)
+//! with the same yardsticks, without a model: what they state that the document does not hold (as
+//! the check sees it, and by the cruder look), the key facts kept, mean length.
 //!
 //! `--write-texts FILE` writes the documents' source texts (the scans read back by OCR) as JSON
 //! lines and stops; `--texts FILE` reads them from there instead of reading the scans again (a
@@ -52,6 +56,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             writeln!(out, "{}", serde_json::json!({ "id": d.id, "text": t }))?;
         }
         return Ok(());
+    }
+    if let Some(file) = flag("--score") {
+        return score(&file, &docs, &texts);
     }
     let chat = ChatModel::load(std::path::Path::new(model), &device)?;
     let mut summarizer = Summarizer::new(&chat, SummarizeOptions::from_vars(|k| std::env::var(k).ok())?)?;
@@ -107,5 +114,41 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
     writeln!(out, "{summary}")?;
     eprintln!("{summary:#}");
+    Ok(())
+}
+
+/// `--score FILE`: the yardsticks above, on summaries written elsewhere; one JSON line per
+/// document of the set that FILE summarizes, then the totals.
+fn score(file: &str, docs: &[fact_documents::FactDocument], texts: &[String]) -> Result<(), Box<dyn std::error::Error>> {
+    let mut written = std::collections::HashMap::new();
+    for line in std::fs::read_to_string(file)?.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        if let (Some(id), Some(summary)) = (v["id"].as_str(), v["summary"].as_str()) {
+            written.insert(id.to_string(), summary.to_string());
+        }
+    }
+    let (mut scored, mut invented, mut crude_any, mut kept, mut stated, mut words, mut recall_sum) = (0, 0, 0, 0, 0, 0, 0.0);
+    for (doc, text) in docs.iter().zip(texts) {
+        let Some(summary) = written.get(&doc.id) else { continue };
+        let source = Source::new(text);
+        let unsupported: Vec<String> = grounding::check(summary, &source).into_iter().flat_map(|s| s.unsupported).collect();
+        let crude = fact_documents::unsupported_numbers_and_names(summary, text);
+        let facts = doc.key_facts_kept(summary);
+        scored += 1;
+        invented += usize::from(!unsupported.is_empty());
+        crude_any += usize::from(!crude.is_empty());
+        kept += facts;
+        stated += doc.facts.len();
+        recall_sum += facts as f64 / doc.facts.len().max(1) as f64;
+        words += summary.split_whitespace().count();
+        println!("{}", serde_json::json!({ "id": doc.id, "key_facts": facts, "of": doc.facts.len(), "unsupported": unsupported, "crude_unsupported": crude }));
+    }
+    let n = scored.max(1) as f64;
+    let totals = serde_json::json!({
+        "scored": file, "documents": scored, "invented": invented as f64 / n, "crude": crude_any as f64 / n,
+        "key_facts_kept": kept, "key_facts_stated": stated, "mean_recall": recall_sum / n, "mean_words": words as f64 / n,
+    });
+    println!("{totals}");
+    eprintln!("{totals:#}");
     Ok(())
 }
