@@ -43,9 +43,9 @@ echo "=== index the QA documents"
 rm -f /tmp/qa.db*
 /usr/bin/time -f "index: wall %e s" $W --device cuda index /tmp/qa/docs --db /tmp/qa.db 2>&1 | tail -2
 cp /tmp/qa/pages.jsonl "$OUT/qa-pages.jsonl"
-echo "=== ask: 105 questions, 5 best hits"
+echo "=== ask: 105 questions, 5 best hits, no reranking"
 /usr/bin/time -f "wall %e s, max RSS %M KiB" $W --device cuda ask --db /tmp/qa.db --questions tests/data/qa/questions.jsonl \
-  --decoder $Q > "$OUT/qa-answers.jsonl" 2> "$OUT/qa-ask.err"; tail -2 "$OUT/qa-ask.err"
+  --decoder $Q --rerank 0 > "$OUT/qa-answers.jsonl" 2> "$OUT/qa-ask.err"; tail -2 "$OUT/qa-ask.err"
 echo "=== ask: 105 questions, the 5 best of 20 reranked"
 /usr/bin/time -f "wall %e s, max RSS %M KiB" $W --device cuda ask --db /tmp/qa.db --questions tests/data/qa/questions.jsonl \
   --decoder $Q --rerank 20 > "$OUT/qa-answers-rerank.jsonl" 2> "$OUT/qa-rerank.err"; tail -2 "$OUT/qa-rerank.err"

@@ -41,8 +41,9 @@ pub struct AskArgs {
     /// Rerank this many of the best hits with the chat model (it judges whether each answers the
     /// question) and read the best `--passages` of them; 0: read the best hits as found. Costs a
     /// prefill of every candidate: cheap on a GPU, about a second a candidate on a laptop CPU.
-    #[arg(long, default_value_t = 0, value_name = "CANDIDATES")]
-    pub rerank: usize,
+    /// Default: as the app asks, 20 on a GPU and none on a CPU.
+    #[arg(long, value_name = "CANDIDATES")]
+    pub rerank: Option<usize>,
     /// Print one JSON object: {"answer", "citations": [{"n", "path", "page", "text"}], "answerable", "removed", ...}.
     #[arg(long)]
     pub json: bool,
@@ -185,15 +186,24 @@ pub struct Answered {
 }
 
 /// Answers `questions` from the index: the best `passages` hits of each are found (with `rerank`
-/// above zero: that many candidates, the best `passages` of them by the chat model's judgement),
-/// then the chat model (loaded on first use) reads them all together, batched.
-pub fn answer(index: &AskIndex, chat: &mut ChatSlot, questions: &[&str], passages: usize, rerank: usize) -> Result<Answered> {
+/// above zero: that many candidates, the best `passages` of them by the chat model's judgement;
+/// `None`: the device's default, [`warpfold_summarize::rerank::default_candidates`], as in the
+/// app), then the chat model (loaded on first use) reads them all together, batched.
+pub fn answer(index: &AskIndex, chat: &mut ChatSlot, questions: &[&str], passages: usize, rerank: Option<usize>) -> Result<Answered> {
     let started = Instant::now();
+    // The device's default is known once the model is loaded: then it is loaded first.
+    let rerank = match rerank {
+        Some(candidates) => candidates,
+        None => warpfold_summarize::rerank::default_candidates(&chat.get()?.0),
+    };
+    let mut model_load = started.elapsed();
+    let searching = Instant::now();
     let candidates = passages.max(rerank);
     let mut found: Vec<Vec<Passage>> = questions.iter().map(|q| index.passages(q, candidates)).collect::<Result<_>>()?;
-    let retrieval = started.elapsed();
+    let retrieval = searching.elapsed();
+    let loading = Instant::now();
     let (chat, model) = chat.get()?;
-    let model_load = started.elapsed() - retrieval;
+    model_load += loading.elapsed();
     let mut reranked_pairs = 0;
     if rerank > 0 {
         for (question, candidates) in questions.iter().zip(&mut found) {

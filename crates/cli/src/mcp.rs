@@ -339,7 +339,7 @@ impl McpServer {
 
     fn ask(&mut self, question: &str, passages: usize) -> ToolResult {
         let index = self.index.get()?;
-        let answered = ask::answer(index, &mut self.chat, &[question], passages, 0).map_err(|e| format!("{e:#}"))?;
+        let answered = ask::answer(index, &mut self.chat, &[question], passages, None).map_err(|e| format!("{e:#}"))?;
         let a = &answered.answers[0];
         let mut text = a.answer.clone();
         if !a.citations.is_empty() {

@@ -141,7 +141,10 @@ fn score(file: &str, docs: &[fact_documents::FactDocument], texts: &[String]) ->
         stated += doc.facts.len();
         recall_sum += facts as f64 / doc.facts.len().max(1) as f64;
         words += summary.split_whitespace().count();
-        println!("{}", serde_json::json!({ "id": doc.id, "key_facts": facts, "of": doc.facts.len(), "unsupported": unsupported, "crude_unsupported": crude }));
+        println!(
+            "{}",
+            serde_json::json!({ "id": doc.id, "key_facts": facts, "of": doc.facts.len(), "unsupported": unsupported, "crude_unsupported": crude })
+        );
     }
     let n = scored.max(1) as f64;
     let totals = serde_json::json!({
