@@ -6,11 +6,13 @@
 //! documents per minute. One JSON line per document and a summary line; BENCHMARKS.md quotes them.
 //!
 //!     cargo run --release -p warpfold-summarize --example facts -- MODEL.gguf [--cuda] [--ids a,b] [--english] [--out FILE]
-//!         [--texts FILE] [--write-texts FILE] [--score FILE]
+//!         [--texts FILE] [--write-texts FILE] [--score FILE [--requote]]
 //!
 //! `--score FILE` measures summaries written elsewhere (JSON lines `{"id", "summary"}`, e.g. a peer's)
 //! with the same yardsticks, without a model: what they state that the document does not hold (as
-//! the check sees it, and by the cruder look), the key facts kept, mean length.
+//! the check sees it, and by the cruder look), the key facts kept, mean length. With `--requote`,
+//! the quoted key lines of summaries this example wrote are chosen again by today's
+//! `grounding::key_lines`, for the same model text: how a change to the choice moves the facts kept.
 //!
 //! `--write-texts FILE` writes the documents' source texts (the scans read back by OCR) as JSON
 //! lines and stops; `--texts FILE` reads them from there instead of reading the scans again (a
@@ -58,7 +60,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     if let Some(file) = flag("--score") {
-        return score(&file, &docs, &texts);
+        return score(&file, &docs, &texts, args.iter().any(|a| a == "--requote"));
     }
     let chat = ChatModel::load(std::path::Path::new(model), &device)?;
     let mut summarizer = Summarizer::new(&chat, SummarizeOptions::from_vars(|k| std::env::var(k).ok())?)?;
@@ -119,7 +121,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// `--score FILE`: the yardsticks above, on summaries written elsewhere; one JSON line per
 /// document of the set that FILE summarizes, then the totals.
-fn score(file: &str, docs: &[fact_documents::FactDocument], texts: &[String]) -> Result<(), Box<dyn std::error::Error>> {
+fn score(file: &str, docs: &[fact_documents::FactDocument], texts: &[String], requote: bool) -> Result<(), Box<dyn std::error::Error>> {
     let mut written = std::collections::HashMap::new();
     for line in std::fs::read_to_string(file)?.lines().filter(|l| !l.trim().is_empty()) {
         let v: serde_json::Value = serde_json::from_str(line)?;
@@ -130,6 +132,13 @@ fn score(file: &str, docs: &[fact_documents::FactDocument], texts: &[String]) ->
     let (mut scored, mut invented, mut crude_any, mut kept, mut stated, mut words, mut recall_sum) = (0, 0, 0, 0, 0, 0, 0.0);
     for (doc, text) in docs.iter().zip(texts) {
         let Some(summary) = written.get(&doc.id) else { continue };
+        let requoted;
+        let summary = if requote {
+            requoted = grounding::with_key_lines(text, grounding::written_part(summary));
+            &requoted
+        } else {
+            summary
+        };
         let source = Source::new(text);
         let unsupported: Vec<String> = grounding::check(summary, &source).into_iter().flat_map(|s| s.unsupported).collect();
         let crude = fact_documents::unsupported_numbers_and_names(summary, text);

@@ -109,7 +109,8 @@ pub const KEY_LINES_MAX_WORDS: usize = 110;
 /// the document cannot misstate it, and it is where a reader would look for the figure anyway.
 pub fn key_lines(document: &str, summary: &str) -> Vec<String> {
     let whole = Source::new(document);
-    let candidates: Vec<(usize, String)> = sentences(document)
+    let reflowed = rejoin_cut_lines(document);
+    let candidates: Vec<(usize, String)> = sentences(&reflowed)
         .into_iter()
         .map(|s| s.trim_start_matches(['-', '*', '•', '–', ' ']).split_whitespace().collect::<Vec<_>>().join(" "))
         .enumerate()
@@ -152,14 +153,63 @@ pub fn key_lines(document: &str, summary: &str) -> Vec<String> {
 
 /// Whether a line of a document reads as a statement when quoted alone: 4 to 45 words, at least
 /// three of them words of letters, more letters than digits, no rule of dashes or dots (a table's
-/// or an OCR'd form's), and not a heading that ends with a colon.
+/// or an OCR'd form's), not a heading that ends with a colon, not a line cut mid-phrase (a PDF's
+/// line or a list item that goes on in the next: it ends on a comma or a word like "and" or
+/// "including") and no identifier of a program or file format (`MASK_OFFSET`, `<MIME>`: a
+/// specification's table row).
 fn quotable(line: &str) -> bool {
     let words = line.split_whitespace().count();
     let wordy = line.split_whitespace().filter(|w| w.chars().filter(|c| c.is_alphabetic()).count() >= 2).count();
     let letters = line.chars().filter(|c| c.is_alphabetic()).count();
     let digits = line.chars().filter(|c| c.is_numeric()).count();
     let rule = line.as_bytes().windows(4).any(|w| w.iter().all(|&b| b == w[0] && b.is_ascii_punctuation()));
-    (4..=45).contains(&words) && wordy >= 3 && letters > 2 * digits && !rule && !line.ends_with(':')
+    let identifier = line.split_whitespace().any(|w| {
+        let inner = w.trim_matches(|c: char| !c.is_alphanumeric());
+        // an address in angle brackets is a sender's, not a placeholder
+        inner.contains('_') || (w.contains('<') && w.contains('>') && !w.contains('@'))
+    });
+    (4..=45).contains(&words) && wordy >= 3 && letters > 2 * digits && !rule && !line.ends_with(':') && !identifier && !cut_mid_phrase(line)
+}
+
+/// `document` with a line joined to the next where a sentence wraps: the line has no full stop,
+/// colon or semicolon at its end and the next begins with a small letter, or the line stops
+/// mid-phrase ([`cut_mid_phrase`]) and the next begins with a figure. A PDF's or a scan's lines
+/// wrap inside sentences, and a sentence is quoted whole or not at all.
+fn rejoin_cut_lines(document: &str) -> String {
+    let mut out = String::with_capacity(document.len());
+    let mut lines = document.lines().peekable();
+    while let Some(line) = lines.next() {
+        out.push_str(line);
+        let next = lines.peek().and_then(|next| next.trim_start().chars().next());
+        let open = !line.trim_end().ends_with(['.', '!', '?', ':', ';']);
+        let wraps = next.is_some_and(|c| (c.is_lowercase() && open) || (c.is_numeric() && cut_mid_phrase(line)));
+        out.push(if wraps { ' ' } else { '\n' });
+    }
+    out
+}
+
+/// Words a statement does not end on, beyond the stop words: it goes on in the next line.
+const CONTINUING: &[&str] = &["including", "such", "per", "between", "than", "both", "either", "whether", "while"];
+
+/// Whether `line` stops where its phrase goes on: on a comma, an opening bracket or a hyphen, or,
+/// without a full stop, on a function word ("and", "the", "including"). An item of a list ends
+/// on a semicolon, with or without "and" after it, and is whole.
+fn cut_mid_phrase(line: &str) -> bool {
+    let line = line.trim_end();
+    // a word hyphenated at the line's end ("inter-"), not a dash set apart ("Hallam Freight -")
+    let hyphenated = line.ends_with(['-', '–']) && line.chars().rev().nth(1).is_some_and(char::is_alphanumeric);
+    if hyphenated || line.ends_with([',', '(', '/', '&']) {
+        return true;
+    }
+    if line.ends_with([';', '.', '!', '?', ')', '…', '"', '»', '”']) {
+        return false;
+    }
+    let (before, last) = line.rsplit_once(char::is_whitespace).unwrap_or(("", line));
+    let last = last.to_lowercase();
+    // a figure ends a row well ("Flat 3"), though one character counts as a stop word
+    let function_word =
+        last.chars().all(char::is_alphabetic) && (warpfold_index::stopwords::is_stopword(&last) || CONTINUING.contains(&last.as_str()));
+    function_word && !before.trim_end().ends_with(';')
 }
 
 /// What the model wrote of a summary [`with_key_lines`] made: the text before the quoted lines.
@@ -1668,6 +1718,43 @@ mod tests {
         assert_eq!(written_part(&full), summary);
         assert_eq!(written_part(&with_key_lines(document, "")), "");
         assert_eq!(written_part(summary), summary);
+    }
+
+    /// A technical document's rows of a table and lines cut off mid-phrase are not quoted as its
+    /// statements (a 17-page specification's summary quoted both), its whole sentences are.
+    #[test]
+    fn key_lines_leave_out_table_rows_of_identifiers_and_lines_cut_mid_phrase() {
+        let document = "The Shared MIME-info Database specification, version 0.21, was published on 2 October 2018.\n\
+            4 CARD32 MASK_OFFSET (0 if no mask)\n\
+            <MIME>/MEDIA/SUBTYPE.xml (one file for each MIME type, giving details about the type, including\n\
+            KDE and GNOME merged their databases into the Shared MIME-info Database in 2002 and\n\
+            Applications written for GNOME, KDE and ROX read the same 3 files.";
+        let lines = key_lines(document, "");
+        assert_eq!(
+            lines,
+            [
+                "The Shared MIME-info Database specification, version 0.21, was published on 2 October 2018.",
+                "Applications written for GNOME, KDE and ROX read the same 3 files.",
+            ]
+        );
+        assert!(quotable("The rent is 1,180 euros per month (paid in advance)"), "a statement without its full stop still reads");
+        assert!(quotable("Keys are handed over at Flat 3"), "a figure ends a row");
+        assert!(quotable("out today: 23 late: Hallam Freight -"), "a dash set apart ends a whiteboard's row");
+        assert!(!quotable("the tenant pays the deposit to the inter-"));
+        assert!(!quotable("The deposit is 2,900 euros and"));
+        assert!(quotable("a full refund of £1,249.00 to my debit card; and"), "an item of a list");
+        assert!(quotable("From: Benedetta Oyelowo-Frisch <b.oyelowo-frisch@marrowind.example>"));
+        // a sentence a PDF wrapped over two lines is quoted whole
+        let wrapped = "Notice to residents\nFlats 14 and 15 only: the contractor needs access to your airing cupboard between\n9am and 1pm on 3 March 2026.\n\
+            Note: checking the first 128 bytes of a file for control characters is a good way to guess\n\
+            whether it is text, as version 0.21 says.";
+        assert_eq!(
+            key_lines(wrapped, ""),
+            [
+                "Flats 14 and 15 only: the contractor needs access to your airing cupboard between 9am and 1pm on 3 March 2026.",
+                "Note: checking the first 128 bytes of a file for control characters is a good way to guess whether it is text, as version 0.21 says."
+            ]
+        );
     }
 
     #[test]
