@@ -372,6 +372,12 @@ impl Source {
         if let Some(t) = tokens.iter().find(|t| t.word().is_some_and(is_obligation)) {
             out.push(Item { text: t.text.clone(), weight: 1.0, supported: self.obliges });
         }
+        // "… to regulate the body clock and improve overall health" of a text that never speaks
+        // of health: a benefit the model adds
+        for t in tokens.iter().filter(|t| t.word().is_some_and(|w| BENEFITS.contains(&w))) {
+            let word = t.word().unwrap_or_default();
+            out.push(Item { text: t.text.clone(), weight: 1.0, supported: self.has_word(word) });
+        }
         out
     }
 
@@ -546,6 +552,25 @@ const OBLIGATIONS: &[&str] = &[
 /// by April 20": the offer must be accepted by then): they support [`OBLIGATIONS`].
 const OBLIGING_TOO: &[&str] =
     &["shall", "need", "needs", "needed", "should", "please", "soll", "sollte", "bitte", "devrait", "veuillez", "deberia"];
+
+/// Benefits a small model adds to advice ("… and improve overall health", "… boosts
+/// productivity"), folded ([`fold`]): such a word in a summary needs the document to say it.
+const BENEFITS: &[&str] = &[
+    "health",
+    "healthy",
+    "healthier",
+    "wellbeing",
+    "wellness",
+    "productivity",
+    "productive",
+    "happiness",
+    // French, German, Spanish
+    "sante",
+    "gesundheit",
+    "gesund",
+    "salud",
+    "saludable",
+];
 
 fn is_obligation(folded: &str) -> bool {
     OBLIGATIONS.contains(&folded)
@@ -1764,6 +1789,21 @@ mod tests {
         let lines = key_lines(&document, "");
         assert_eq!(lines.len(), KEY_LINES_MAX);
         assert!(lines.iter().map(|l| l.split_whitespace().count()).sum::<usize>() <= KEY_LINES_MAX_WORDS);
+    }
+
+    /// A benefit the document never names is the model's: the bundled sleep sample says a fixed
+    /// wake-up time "steadies the body clock", and "improves overall health" is not what it says.
+    #[test]
+    fn a_benefit_the_document_never_names_is_unsupported() {
+        const SLEEP: &str = "Most adults need seven to nine hours a night. Keeping the same wake-up time every day, \
+            even at weekends, steadies the body clock more than any other habit.";
+        assert_eq!(
+            unsupported("Keeping the same wake-up time helps regulate the body clock and improve overall health.", SLEEP),
+            ["health"]
+        );
+        assert!(unsupported("Keeping the same wake-up time steadies the body clock.", SLEEP).is_empty());
+        let named = "Regular sleep is good for your health and keeps you productive.";
+        assert!(unsupported("Sleep is good for health and keeps you productive.", named).is_empty(), "its own words");
     }
 
     /// A requirement the document never states is the model's: the bundled moons sample says
