@@ -21,6 +21,10 @@ Steps, for one set:
 5. nDCG@10, RR@10 (reported as MRR@10) and R@100 (recall@100) from ir-measures, as bm25.py
    computes them, over the queries searched (all of qrels.tsv, or the first --limit queries).
 
+--index-only stops after step 2; --index-built skips step 2 and searches the index found in WORK
+(one built on another machine: a hit maps back by its file name, so the folder it was built from
+does not matter).
+
 With --rerank N each mode is also run with `--rerank N` (the chat model judges the first N hits
 of each query) and scored the same way, on the same queries.
 
@@ -168,6 +172,9 @@ def main():
     p.add_argument("--out", help="folder for <set>-<mode>.json")
     p.add_argument("--bin", default="./target/release/warpfold")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--index-only", action="store_true", help="write the documents and build the index, search nothing")
+    p.add_argument("--index-built", action="store_true",
+                   help="search WORK/index.db as it is (built elsewhere, e.g. on the GPU machine: bench/gpu/run-indexes.sh)")
     p.add_argument("--model", help="embedding model (a pinned name such as multilingual-e5-small, or a folder); "
                    "default: warpfold's own. Its index goes to SET_DIR/warpfold-MODEL and its results to <set>-MODEL-<mode>.json")
     args = p.parse_args()
@@ -191,7 +198,13 @@ def main():
         qrels = [q for q in qrels if q.query_id in wanted]
 
     names = write_docs(corpus, work)
-    indexed = index(args, work)
+    if args.index_built:
+        with open(os.path.join(work, "index.json")) as f:
+            indexed = json.load(f)
+    else:
+        indexed = index(args, work)
+    if args.index_only:
+        return
     about = machine()
     rows = []
     for mode in args.modes.split(","):
