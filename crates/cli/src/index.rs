@@ -233,15 +233,15 @@ fn read_queries(file: &Path) -> Result<Vec<Query>> {
 
 /// The index `search` reads: one database, or several shards searched as their merge.
 enum Opened {
-    One(Box<Searcher>),
-    Shards(Box<ShardSearcher>),
+    One(Searcher),
+    Shards(ShardSearcher),
 }
 
 impl Opened {
     fn open(dbs: &[PathBuf]) -> Result<Opened> {
         Ok(match dbs {
-            [db] => Opened::One(Box::new(Searcher::open(db)?)),
-            _ => Opened::Shards(Box::new(ShardSearcher::open(dbs)?)),
+            [db] => Opened::One(Searcher::open(db)?),
+            _ => Opened::Shards(ShardSearcher::open(dbs)?),
         })
     }
 

@@ -8,8 +8,7 @@
 //!   character offsets.
 //! - [`store`]: the SQLite index (documents, pages, chunks, embeddings by text hash, FTS5).
 //! - [`keyword`]: BM25 keyword and phrase rankings over the store's FTS5 index; [`segment`]: words
-//!   in scripts written without spaces (Chinese, Japanese, Korean) cut into character pairs for it;
-//!   [`document_keyword`]: BM25 over whole documents, counted from the same index.
+//!   in scripts written without spaces (Chinese, Japanese, Korean) cut into character pairs for it.
 //! - [`language`]: each chunk's and query's language, and how much an embedding model counts in
 //!   it when rankings are fused.
 //! - [`summaries`]: document summaries in the index, by content hash and model.
@@ -28,7 +27,6 @@
 
 pub mod chunk;
 pub mod docgen;
-pub mod document_keyword;
 pub mod extract;
 pub mod files;
 pub mod filter;

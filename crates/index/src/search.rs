@@ -3,18 +3,13 @@
 //!
 //! Why both: embeddings find paraphrases and miss rare exact terms (names, codes, numbers); BM25 is
 //! the reverse. Reciprocal rank fusion merges rankings without having to calibrate a cosine
-//! against a BM25 score: a chunk ranked r-th by a method earns 1/(60 + r) from it. Rankings of
-//! chunks take part: nearest embeddings, BM25 (chunks with all the words first), and exact-phrase
+//! against a BM25 score: a chunk ranked r-th by a method earns 1/(60 + r) from it. Three rankings
+//! take part: nearest embeddings, BM25 (chunks with all the words first), and exact-phrase
 //! matches. The third matters for the common "I remember this sentence" query: a 256-token chunk's
 //! embedding is dominated by its other 240 tokens, so the chunk quoting the sentence can rank
 //! tenth by cosine; the phrase ranking puts it first. It votes with half a ranking's weight
 //! ([`PHRASE_WEIGHT`]): a chunk holding the phrase holds all its words, so at full weight the
-//! same evidence voted twice against the meaning ranking. A fourth ranks whole documents by BM25
-//! ([`crate::document_keyword`]), each as its chunk where the query's words weigh most, at a
-//! quarter of a vote ([`DOCUMENT_WEIGHT`]): a query's words spread over a page find the page though
-//! no chunk of it holds them all. The keyword ranking alone ([`Ranking::Keyword`]) stays BM25 over
-//! chunks: fused with the document ranking at half a vote it gained 0.007–0.023 nDCG@10 in German
-//! and English and lost 0.020–0.024 in French and Chinese.
+//! same evidence voted twice against the meaning ranking.
 //!
 //! Two rules then shape the list ([`SearchOptions`]). Diversity: a document of many similar
 //! chunks (a manual, a long contract) would otherwise fill the first screen with near-copies of one
@@ -45,12 +40,6 @@ pub const RRF_K: f64 = 60.0;
 /// German) but lost up to 0.007 elsewhere, and the sets cannot show what it is for: their queries
 /// are removed from their documents, so an exact phrase there can only match another page.
 pub const PHRASE_WEIGHT: f64 = 0.5;
-
-/// The whole-document keyword ranking's weight in hybrid fusion ([`crate::document_keyword`]).
-/// Measured at 0.25 and 0.5 on the nine known-item sets with multilingual-e5-small (BENCHMARKS.md,
-/// "Search in other languages"): at 0.25, nDCG@10 +0.008 to +0.013 in German, French and Chinese,
-/// within 0.002 elsewhere except Italian (-0.017, 78 queries); at 0.5 it lost more in the others.
-pub const DOCUMENT_WEIGHT: f64 = 0.25;
 
 /// All stored embeddings in one flat, normalized array: a query is one pass over memory.
 pub struct VectorIndex {
@@ -244,15 +233,11 @@ impl Ranking {
         semantic: &'a [i64],
         keyword: &'a [i64],
         phrase: &'a [i64],
-        documents: &'a [i64],
         semantic_weights: impl FnOnce() -> Result<Vec<f64>, StoreError>,
     ) -> Result<Vec<WeightedRanking<'a>>, StoreError> {
         let full = |list: &'a [i64]| (list, vec![1.0; list.len()]);
-        let weighed = |list: &'a [i64], weight: f64| (list, vec![weight; list.len()]);
         Ok(match self {
-            Ranking::Hybrid => {
-                vec![(semantic, semantic_weights()?), full(keyword), weighed(phrase, PHRASE_WEIGHT), weighed(documents, DOCUMENT_WEIGHT)]
-            }
+            Ranking::Hybrid => vec![(semantic, semantic_weights()?), full(keyword), (phrase, vec![PHRASE_WEIGHT; phrase.len()])],
             Ranking::Keyword => vec![full(keyword)],
             Ranking::Semantic => vec![full(semantic)],
         })
@@ -331,31 +316,10 @@ pub(crate) fn depth(k: usize) -> usize {
     (k * 4).max(50)
 }
 
-/// The keyword half, best first each, among the chunks of `admitted` only (all when `None`).
-#[derive(Default)]
-pub(crate) struct KeywordRankings {
-    /// Chunks by BM25, those holding every word first.
-    pub keyword: Vec<i64>,
-    /// Chunks holding the exact phrase.
-    pub phrase: Vec<i64>,
-    /// Documents by BM25 over their whole text, each as one of its chunks.
-    pub documents: Vec<i64>,
-}
-
-/// `ranking`'s keyword rankings: those [`Ranking::lists`] fuses.
-fn keyword_rankings(
-    store: &Store,
-    query: &str,
-    k: usize,
-    admitted: Option<&HashSet<i64>>,
-    ranking: Ranking,
-) -> Result<KeywordRankings, StoreError> {
-    let hybrid = ranking == Ranking::Hybrid;
-    Ok(KeywordRankings {
-        keyword: store.keyword_search_among(query, depth(k), admitted)?,
-        phrase: store.phrase_search_among(query, depth(k), admitted)?,
-        documents: if hybrid { store.document_keyword_search_among(query, depth(k), admitted)? } else { Vec::new() },
-    })
+/// The keyword half: BM25 (all words first) and exact phrase, best first, among the chunks of
+/// `admitted` only (all when `None`).
+fn keyword_rankings(store: &Store, query: &str, k: usize, admitted: Option<&HashSet<i64>>) -> Result<(Vec<i64>, Vec<i64>), StoreError> {
+    Ok((store.keyword_search_among(query, depth(k), admitted)?, store.phrase_search_among(query, depth(k), admitted)?))
 }
 
 /// Where [`fuse`] reads the chunks it ranked: one index, or several shards searched together.
@@ -386,8 +350,6 @@ pub(crate) struct Rankings {
     pub nearest: Vec<(i64, f32)>,
     pub keyword: Vec<i64>,
     pub phrase: Vec<i64>,
-    /// Documents by BM25 over their whole text, each as one chunk ([`crate::document_keyword`]).
-    pub documents: Vec<i64>,
     /// How much the nearest vectors count for this query ([`query_weight`]), times each chunk's
     /// own weight.
     pub query_weight: f64,
@@ -403,12 +365,12 @@ pub(crate) fn fuse(
     k: usize,
     per_document_in_top_five: Option<usize>,
 ) -> Result<Vec<Hit>, StoreError> {
-    let Rankings { nearest, keyword, phrase, documents, query_weight } = rankings;
+    let Rankings { nearest, keyword, phrase, query_weight } = rankings;
     let cosines: HashMap<i64, f32> = nearest.iter().copied().collect();
     let semantic: Vec<i64> = nearest.iter().map(|(id, _)| *id).collect();
     let mut order = Diversified::new(per_document_in_top_five, k);
     let weights = || store.semantic_weights(&semantic).map(|w| w.into_iter().map(|w| w * query_weight).collect());
-    let lists = ranking.lists(&semantic, keyword, phrase, documents, weights)?;
+    let lists = ranking.lists(&semantic, keyword, phrase, weights)?;
     for (id, score) in weighted_rank_fusion(&lists) {
         if order.is_full() {
             break;
@@ -462,8 +424,8 @@ pub fn hybrid_search_with(
     let query_weight = query_weight(&store.model()?.map(|(name, _)| name).unwrap_or_default(), query, store.english_share()?);
     let ranking = Ranking::Hybrid.for_weight(query_weight);
     let nearest = if ranking.uses_vectors() { vectors.top_among(query_vector, depth(k), admitted.as_ref()) } else { Vec::new() };
-    let KeywordRankings { keyword, phrase, documents } = keyword_rankings(store, query, k, admitted.as_ref(), ranking)?;
-    fuse(store, query, &Rankings { nearest, keyword, phrase, documents, query_weight }, ranking, k, options.per_document_in_top_five)
+    let (keyword, phrase) = keyword_rankings(store, query, k, admitted.as_ref())?;
+    fuse(store, query, &Rankings { nearest, keyword, phrase, query_weight }, ranking, k, options.per_document_in_top_five)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -540,7 +502,7 @@ impl Searcher {
             let keyword_store = &self.keyword_store;
             let keywords = scope.spawn(move || {
                 if ranking.uses_keywords() {
-                    keyword_rankings(&keyword_store.lock(), query, k, admitted, ranking)
+                    keyword_rankings(&keyword_store.lock(), query, k, admitted)
                 } else {
                     Ok(Default::default())
                 }
@@ -550,8 +512,8 @@ impl Searcher {
             (nearest, keywords.join().expect("keyword search does not panic"))
         });
         let nearest = nearest.map_err(SearchError::Embed)?;
-        let KeywordRankings { keyword, phrase, documents } = keywords?;
-        let rankings = Rankings { nearest, keyword, phrase, documents, query_weight };
+        let (keyword, phrase) = keywords?;
+        let rankings = Rankings { nearest, keyword, phrase, query_weight };
         Ok(fuse(&self.store, query, &rankings, ranking, k, options.per_document_in_top_five)?)
     }
 }

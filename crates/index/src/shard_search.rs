@@ -19,11 +19,9 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use rusqlite::{params, OptionalExtension};
 
-use crate::document_keyword::{query_terms, rank_documents, ChunkDocuments, DocumentWords};
 use crate::filter::{admitted_chunks, Filter};
 use crate::keyword::{fts_groups, fts_phrase};
 use crate::merge::{common_model, open_shard, winners, MergeError};
@@ -31,10 +29,9 @@ use crate::search::{depth, fuse, ChunkSource, Hit, Ranking, Rankings, SearchErro
 use crate::stem::QueryStems;
 use crate::store::{decode_vector, Store, StoreError, StoredChunk};
 
-/// FTS5's BM25 constants (`fts5Bm25Function` in SQLite's fts5_aux.c), also those of the
-/// whole-document ranking ([`crate::document_keyword`]).
-pub(crate) const K1: f64 = 1.2;
-pub(crate) const B: f64 = 0.75;
+/// FTS5's BM25 constants (`fts5Bm25Function` in SQLite's fts5_aux.c).
+const K1: f64 = 1.2;
+const B: f64 = 0.75;
 
 /// A chunk across shards: the shard's position in the list, then its id in that shard.
 const SHARD_SHIFT: u32 = 40;
@@ -136,9 +133,6 @@ pub struct ShardSearcher {
     english_share: f64,
     /// The stemmers of the shards' languages, as the merge's [`Store::query_stems`].
     query_stems: QueryStems,
-    /// Each visible chunk's document and each visible document's tokens (its chunks' together),
-    /// by their keys.
-    documents: Arc<ChunkDocuments>,
 }
 
 impl ShardSearcher {
@@ -241,19 +235,7 @@ impl ShardSearcher {
             model_name,
             english_share,
             query_stems,
-            documents: Default::default(),
         };
-        let mut documents = ChunkDocuments::default();
-        for (position, shard) in searcher.shards.iter().enumerate() {
-            let ChunkDocuments { document_of, tokens } = shard.store.read_chunk_documents()?;
-            for (chunk, document) in document_of {
-                if !shard.hidden.contains(&chunk) {
-                    documents.document_of.insert(key(position, chunk), key(position, document));
-                    documents.tokens.insert(key(position, document), tokens[&document]);
-                }
-            }
-        }
-        searcher.documents = Arc::new(documents);
         for shard in &searcher.shards {
             let (rows, tokens) = shard.totals()?;
             let mut hidden_tokens = 0;
@@ -470,61 +452,12 @@ impl ShardSearcher {
         };
         let (keyword, phrase) =
             if ranking.uses_keywords() { self.keyword_rankings(query, k, admitted.as_ref())? } else { Default::default() };
-        let documents = if ranking == Ranking::Hybrid {
-            rank_documents(self, &query_terms(query, &self.query_stems), depth(k), admitted.as_ref())?
-        } else {
-            Vec::new()
-        };
-        let mut hits = fuse(
-            self,
-            query,
-            &Rankings { nearest, keyword, phrase, documents, query_weight },
-            ranking,
-            k,
-            options.per_document_in_top_five,
-        )?;
+        let mut hits =
+            fuse(self, query, &Rankings { nearest, keyword, phrase, query_weight }, ranking, k, options.per_document_in_top_five)?;
         for hit in &mut hits {
             hit.chunk_id = split_key(hit.chunk_id).1;
         }
         Ok(hits)
-    }
-}
-
-/// The whole-document ranking over the shards' visible documents, as over their merge.
-impl DocumentWords for ShardSearcher {
-    fn chunk_documents(&self) -> Result<Arc<ChunkDocuments>, StoreError> {
-        Ok(self.documents.clone())
-    }
-
-    fn chunks_holding(&self, term: &str) -> Result<usize, StoreError> {
-        let mut holding = 0;
-        for shard in &self.shards {
-            holding += shard.store.chunks_holding(term)?;
-            // Copies another shard holds newer are not searched: not counted either, as in the merge.
-            if !shard.hidden.is_empty() {
-                let hidden = shard.store.term_occurrences(term)?.into_iter().filter(|(chunk, _)| shard.hidden.contains(chunk)).count();
-                holding -= hidden;
-            }
-        }
-        Ok(holding)
-    }
-
-    fn occurrences(&self, term: &str) -> Result<Vec<(i64, f64)>, StoreError> {
-        let mut all = Vec::new();
-        for (position, shard) in self.shards.iter().enumerate() {
-            all.extend(shard.store.term_occurrences(term)?.into_iter().map(|(chunk, count)| (key(position, chunk), count)));
-        }
-        Ok(all)
-    }
-
-    fn document_path(&self, document: i64) -> Result<String, StoreError> {
-        let (position, id) = split_key(document);
-        self.shards[position].store.document_path(id)
-    }
-
-    fn chunk_ordinal(&self, chunk: i64) -> Result<i64, StoreError> {
-        let (position, id) = split_key(chunk);
-        self.shards[position].store.chunk_ordinal(id)
     }
 }
 
@@ -581,12 +514,7 @@ mod tests {
     #[test]
     fn searching_shards_together_gives_the_hits_of_their_merge() {
         let dir = tempfile::tempdir().unwrap();
-        // Enough words that each is in fewer than half of the chunks (the document ranking reads
-        // only those).
-        let words = [
-            "heron", "lantern", "harbour", "amber", "fox", "kettle", "thyme", "river", "stone", "the", "willow", "copper", "meadow",
-            "sparrow", "granite", "ferry", "orchard", "quarry", "beacon", "saffron", "tundra", "walnut", "glacier", "pebble",
-        ];
+        let words = ["heron", "lantern", "harbour", "amber", "fox", "kettle", "thyme", "river", "stone", "the"];
         let mut x = 7u64;
         let mut next = |n: usize| {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -646,22 +574,6 @@ mod tests {
                 assert_eq!(got, expected, "{query:?}, k = {k}");
                 assert!(!expected.is_empty() || query == "nothing matches");
                 assert_eq!(shards.keyword_rankings(query, k, None).unwrap().0.len(), merged.keyword_search(query, depth(k)).unwrap().len());
-                // The whole-document ranking: the same documents, each as the same chunk.
-                let place = |chunk: Option<StoredChunk>| chunk.map(|c| (c.path, c.char_start));
-                let expected: Vec<_> = merged
-                    .document_keyword_search_among(query, depth(k), None)
-                    .unwrap()
-                    .iter()
-                    .map(|id| place(merged.chunk(*id).unwrap()))
-                    .collect();
-                let terms = query_terms(query, &shards.query_stems);
-                let got: Vec<_> = rank_documents(&shards, &terms, depth(k), None)
-                    .unwrap()
-                    .iter()
-                    .map(|key| place(ChunkSource::chunk(&shards, *key).unwrap()))
-                    .collect();
-                assert_eq!(got, expected, "{query:?}, k = {k}");
-                assert!(!expected.is_empty() || query == "nothing matches");
                 for options in &options {
                     let expected = strip(hybrid_search_with(&merged, &vectors, query, &q, k, options).unwrap());
                     let got = strip(shards.search_with(query, k, options, |_| Ok(q.clone())).unwrap());

@@ -132,9 +132,6 @@ pub struct Store {
     /// The stemmers of the index's languages for keyword queries ([`Store::query_stems`]), with
     /// the highest chunk id when they were read: new chunks may bring a new language.
     query_stems: parking_lot::Mutex<Option<(i64, crate::stem::QueryStems)>>,
-    /// Each chunk's document and each document's tokens, for the document ranking
-    /// ([`crate::document_keyword`]), with the highest chunk id and the chunk count when read.
-    pub(crate) chunk_documents: parking_lot::Mutex<Option<crate::document_keyword::CachedChunkDocuments>>,
 }
 
 fn encode_vector(v: &[f32]) -> Vec<u8> {
@@ -243,7 +240,7 @@ impl Store {
         // and its full-text postings fit a page where 4 KiB pages spill into overflow pages, and a
         // commit writes a third as many pages (half the writer's time, `examples/commit_cost.rs`).
         conn.pragma_update(None, "page_size", 16_384).map_err(|e| open_error(&display, e))?;
-        let store = Store { conn, path: display, query_stems: Default::default(), chunk_documents: Default::default() };
+        let store = Store { conn, path: display, query_stems: Default::default() };
         store.configure()?;
         store.create_schema()?;
         // The writer's page cache: 64 MiB rather than SQLite's 2 MiB. Inserting into the chunk and
@@ -294,7 +291,7 @@ impl Store {
         }
         let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
             .map_err(|e| open_error(&display, e))?;
-        let store = Store { conn, path: display, query_stems: Default::default(), chunk_documents: Default::default() };
+        let store = Store { conn, path: display, query_stems: Default::default() };
         store.configure()?;
         store.check_schema()?;
         Ok(store)
@@ -313,7 +310,7 @@ impl Store {
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
         let plain = Connection::open_with_flags(path, flags).map_err(|e| open_error(&display, e)).and_then(|conn| {
-            let store = Store { conn, path: display.clone(), query_stems: Default::default(), chunk_documents: Default::default() };
+            let store = Store { conn, path: display.clone(), query_stems: Default::default() };
             register_functions(&store.conn)?;
             store.conn.busy_timeout(std::time::Duration::from_secs(30))?;
             store.check_schema()?;
@@ -325,7 +322,7 @@ impl Store {
             Err(_) => {
                 let uri = format!("file:{}?immutable=1", uri_path(path));
                 let conn = Connection::open_with_flags(uri, flags).map_err(|e| open_error(&display, e))?;
-                let store = Store { conn, path: display, query_stems: Default::default(), chunk_documents: Default::default() };
+                let store = Store { conn, path: display, query_stems: Default::default() };
                 register_functions(&store.conn)?;
                 store.check_schema()?;
                 Ok(store)
