@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use candle_core::quantized::{gguf_file, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
-use warpfold_candle::quant_rows::matmul_few_rows;
+use warpfold_candle::quant_rows::matmul_one_row;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -60,7 +60,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             };
             let plain = time(&|_, mm| mm.forward(&x).map(|_| true))?;
             let repacked = time(&|t, _| Ok(QTensor::gemv_fused_shared_lhs(&[t], &x)?.is_some()))?;
-            let ours = time(&|t, _| Ok(matmul_few_rows(t, &x)?.is_some()))?;
+            let ours = time(&|t, _| Ok(matmul_one_row(t, &x)?.is_some()))?;
             println!(
                 "{kind:12} {dtypes:?} n={n:5} k={k:5} x{} m={m:4}: QMatMul {} | repacked {} | warpfold {}",
                 tensors.len(),

@@ -296,11 +296,11 @@ impl Module for Proj {
             }
             Proj::Dense(l) => l.forward(x),
             Proj::Quant { weight, bias } => {
-                let few = match weight {
-                    QMatMul::QTensor(q) if x.device().is_cpu() => crate::quant_rows::matmul_few_rows(q, x)?,
+                let one_row = match weight {
+                    QMatMul::QTensor(q) if x.device().is_cpu() => crate::quant_rows::matmul_one_row(q, x)?,
                     _ => None,
                 };
-                let y = match few {
+                let y = match one_row {
                     Some(y) => y,
                     None => weight.forward(x)?,
                 };

@@ -25,7 +25,7 @@ pub const MAX_ROWS: usize = 1;
 
 /// `x` (m, k) times the transpose of `weight` (n, k): (m, n), or `None` when this path does not
 /// apply (not the CPU, not f32, more than [`MAX_ROWS`] rows, a block type it does not take).
-pub fn matmul_few_rows(weight: &QTensor, x: &Tensor) -> Result<Option<Tensor>> {
+pub fn matmul_one_row(weight: &QTensor, x: &Tensor) -> Result<Option<Tensor>> {
     if !x.device().is_cpu() || x.dtype() != DType::F32 || x.rank() != 2 {
         return Ok(None);
     }
@@ -103,7 +103,7 @@ mod tests {
     /// For every block type it takes, the product is candle's own,
     /// and more rows than that, or a bf16 input, are left to candle.
     #[test]
-    fn a_few_rows_give_what_candle_gives() {
+    fn one_row_gives_what_candle_gives() {
         let device = Device::Cpu;
         let (n, k) = (40, 512);
         let w = Tensor::randn(0f32, 1f32, (n, k), &device).unwrap();
@@ -111,7 +111,7 @@ mod tests {
             let q = QTensor::quantize(&w, dtype).unwrap();
             for m in [1, MAX_ROWS] {
                 let x = Tensor::randn(0f32, 1f32, (m, k), &device).unwrap();
-                let ours = matmul_few_rows(&q, &x).unwrap().expect("taken");
+                let ours = matmul_one_row(&q, &x).unwrap().expect("taken");
                 let theirs = QMatMul::from_qtensor(QTensor::quantize(&w, dtype).unwrap()).unwrap().forward(&x).unwrap();
                 assert_eq!(ours.dims(), [m, n]);
                 let diff = (ours - &theirs).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
@@ -121,8 +121,8 @@ mod tests {
         }
         let q = QTensor::quantize(&w, GgmlDType::Q4K).unwrap();
         let many = Tensor::randn(0f32, 1f32, (MAX_ROWS + 1, k), &device).unwrap();
-        assert!(matmul_few_rows(&q, &many).unwrap().is_none());
+        assert!(matmul_one_row(&q, &many).unwrap().is_none());
         let half = Tensor::randn(0f32, 1f32, (1, k), &device).unwrap().to_dtype(DType::BF16).unwrap();
-        assert!(matmul_few_rows(&q, &half).unwrap().is_none());
+        assert!(matmul_one_row(&q, &half).unwrap().is_none());
     }
 }
