@@ -41,6 +41,14 @@ unpack_minilm() { mkdir -p /tmp/wf-models && xz -dc "$1" | tar -C /tmp/wf-models
 # Ends the run when MiniLM is not unpacked (the models call of run-app-window.sh does it).
 need_minilm() { [ -d /tmp/wf-models/all-MiniLM-L6-v2 ] || { echo "no model: run the models call first"; exit 1; }; }
 
+# The stream of bench/gpu/pack-languages.sh, opened: the known-item sets into /tmp/sets,
+# multilingual-e5-small (and MiniLM, when packed) into /tmp/wf-models.
+open_sets() {
+  mkdir -p /tmp/sets /tmp/wf-models/multilingual-e5-small
+  xz -dc $ST/sets.tar.xz | tar -C /tmp/sets -xf -
+  mv $ST/e5-small-q4.bin /tmp/wf-models/multilingual-e5-small/
+  [ ! -f $ST/minilm-f16.tar.xz ] || unpack_minilm $ST/minilm-f16.tar.xz
+}
 # The models' metadata (.gpu/meta.tar.xz: tokenizers and configs, no weights) into /tmp/meta.
 unpack_meta() { mkdir -p /tmp/meta && xz -dc .gpu/meta.tar.xz | tar -C /tmp/meta -xf -; }
 # /tmp/corpus-model: MiniLM's tokenizer and config with an empty weights file, all `warpfold corpus`

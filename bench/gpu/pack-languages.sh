@@ -4,6 +4,7 @@
 # relevance judgements stay here, where the runs are scored), multilingual-e5-small's file and the
 # CUDA binary (scripts/gpu/build-cuda.sh).
 #   SETS="manpages manpages-de ..." to choose the sets (default: every built one under /tmp/retrieval)
+#   MINILM=1 to pack all-MiniLM-L6-v2 in f16 too (bench/gpu/run-indexes.sh indexes with both models)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 R=${RETRIEVAL_DIR:-/tmp/retrieval}
@@ -19,5 +20,12 @@ for s in $sets; do mkdir -p "$stage/$s" && cp "$R/$s/corpus.jsonl" "$R/$s/querie
 tar -C "$stage" -cf - $sets | xz -T2 -6 > "$dir/sets.tar.xz" && rm -rf "$stage"
 cp .gpu/warpfold.xz .gpu/run-on-gpu-machine.sh "$dir/"
 ln -f "$E5" "$dir/e5-small-q4.bin" 2>/dev/null || cp "$E5" "$dir/"
+minilm=()
+if [ "${MINILM:-0}" = 1 ]; then
+  stage=$(mktemp -d) && cp -r models/all-MiniLM-L6-v2 "$stage/" && rm "$stage/all-MiniLM-L6-v2/model.safetensors"
+  python3 bench/gpu/to_f16.py models/all-MiniLM-L6-v2/model.safetensors "$stage/all-MiniLM-L6-v2/model.safetensors"
+  tar -C "$stage" -cf - all-MiniLM-L6-v2 | xz -T2 -6 > "$dir/minilm-f16.tar.xz" && rm -rf "$stage"
+  minilm=(minilm-f16.tar.xz)
+fi
 du -sh "$dir"/*
-bash bench/gpu/stream.sh pack "$dir" run-on-gpu-machine.sh sets.tar.xz warpfold.xz e5-small-q4.bin
+bash bench/gpu/stream.sh pack "$dir" run-on-gpu-machine.sh sets.tar.xz "${minilm[@]}" warpfold.xz e5-small-q4.bin

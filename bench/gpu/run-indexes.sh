@@ -2,7 +2,8 @@
 # The known-item sets indexed on the card with multilingual-e5-small and all-MiniLM-L6-v2
 # (bench/retrieval/warpfold_run.py --index-only), and the index files brought back, so that every
 # ranking is measured on the build machine's CPU on the same indexes (warpfold_run.py --index-built).
-# Calls within the machine's warm time, one per part of bench/gpu/pack-indexes.sh's stream:
+# Calls within the machine's warm time, one per part of the stream `MINILM=1 bash
+# bench/gpu/pack-languages.sh` packs (the sets, both models and the CUDA binary):
 #   bash bench/gpu/run-indexes.sh put       # each part but the last
 #   bash bench/gpu/run-indexes.sh run       # with the last: opens the stream, indexes every set, packs
 #                                           # the indexes (one xz tar in 15 MB pieces) and brings back four
@@ -10,12 +11,6 @@
 # On the build machine: cat indexes-* | xz -dc | tar -C /tmp/retrieval -xf -
 . "$(dirname "$0")/env.sh"
 stage=${1:-run}
-opened() {
-  mkdir -p /tmp/sets /tmp/wf-models/multilingual-e5-small
-  xz -dc $ST/sets.tar.xz | tar -C /tmp/sets -xf -
-  mv $ST/e5-small-q4.bin /tmp/wf-models/multilingual-e5-small/
-  unpack_minilm $ST/minilm-f16.tar.xz
-}
 # The next four pieces of the indexes (15 MB each: what one call can bring back) into $OUT.
 bring_back() {
   for piece in $(ls /tmp/back | head -4); do mv /tmp/back/$piece "$OUT/"; done
@@ -26,7 +21,7 @@ if [ "$stage" = back ]; then
   bring_back
   exit
 fi
-stream_stage indexes "$stage" opened
+stream_stage indexes "$stage" open_sets
 host_info
 echo "=== warm-up (candle's PTX compiled on a fresh machine)"
 t=$(date +%s); echo '{"text": "warm up"}' | $W --device cuda --model multilingual-e5-small embed > /dev/null; echo "warm-up $(( $(date +%s) - t )) s"

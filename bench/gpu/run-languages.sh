@@ -8,12 +8,7 @@
 #   bash bench/gpu/run-languages.sh run     # with the last: opens the stream, runs every set
 . "$(dirname "$0")/env.sh"
 stage=${1:-run}
-opened() {
-  mkdir -p /tmp/sets /tmp/wf-models/multilingual-e5-small
-  xz -dc $ST/sets.tar.xz | tar -C /tmp/sets -xf -
-  mv $ST/e5-small-q4.bin /tmp/wf-models/multilingual-e5-small/
-}
-stream_stage languages "$stage" opened
+stream_stage languages "$stage" open_sets
 host_info
 echo "=== warm-up (candle's PTX compiled on a fresh machine)"
 t=$(date +%s); echo '{"text": "warm up"}' | $W --device cuda --model multilingual-e5-small embed > /dev/null; echo "warm-up $(( $(date +%s) - t )) s"
