@@ -21,7 +21,7 @@ Steps, for one set:
 5. nDCG@10, RR@10 (reported as MRR@10) and R@100 (recall@100) from ir-measures, as bm25.py
    computes them, over the queries searched (all of qrels.tsv, or the first --limit queries).
 
---index-only stops after step 2; --index-built skips step 2 and searches the index found in WORK
+--index-only stops after step 2; --index-built skips steps 1 and 2 and searches the index found in WORK
 (one built on another machine: a hit maps back by its file name, so the folder it was built from
 does not matter).
 
@@ -66,12 +66,18 @@ def file_name(doc_id):
     return "".join(chr(b) if SAFE.fullmatch(bytes([b])) else "%%%02X" % b for b in doc_id.encode("utf-8")) + ".txt"
 
 
-def write_docs(corpus, work):
-    """WORK/docs/*.txt and WORK/docs.tsv (name, id), unless docs.tsv already lists the corpus."""
-    docs, mapping = os.path.join(work, "docs"), os.path.join(work, "docs.tsv")
+def doc_names(corpus):
+    """{file name: document id} of the corpus."""
     names = {file_name(d["id"]): d["id"] for d in corpus}
     if len(names) != len(corpus):
         sys.exit("two document ids map to one file name")
+    return names
+
+
+def write_docs(corpus, work):
+    """WORK/docs/*.txt and WORK/docs.tsv (name, id), unless docs.tsv already lists the corpus."""
+    docs, mapping = os.path.join(work, "docs"), os.path.join(work, "docs.tsv")
+    names = doc_names(corpus)
     if os.path.exists(mapping):
         with open(mapping, encoding="utf-8") as f:
             if dict(l.rstrip("\n").split("\t", 1) for l in f if l.strip()) == names:
@@ -197,11 +203,12 @@ def main():
         wanted = {q["id"] for q in queries}
         qrels = [q for q in qrels if q.query_id in wanted]
 
-    names = write_docs(corpus, work)
     if args.index_built:
+        names = doc_names(corpus)
         with open(os.path.join(work, "index.json")) as f:
             indexed = json.load(f)
     else:
+        names = write_docs(corpus, work)
         indexed = index(args, work)
     if args.index_only:
         return

@@ -374,8 +374,7 @@ impl Source {
         }
         // "… to regulate the body clock and improve overall health" of a text that never speaks
         // of health: a benefit the model adds
-        for t in tokens.iter().filter(|t| t.word().is_some_and(|w| BENEFITS.contains(&w))) {
-            let word = t.word().unwrap_or_default();
+        for (t, word) in tokens.iter().filter_map(|t| t.word().filter(|w| BENEFITS.contains(w)).map(|w| (t, w))) {
             out.push(Item { text: t.text.clone(), weight: 1.0, supported: self.has_word(word) });
         }
         out
