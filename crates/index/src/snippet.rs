@@ -15,6 +15,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::segment::{is_unspaced, word_tokens};
 use crate::stopwords::is_stopword;
 
 /// A snippet's length in bytes, give or take the word it ends on.
@@ -58,15 +59,61 @@ pub(crate) fn same_stem(a: &str, b: &str) -> bool {
         || (short.chars().count() >= 4 && long.starts_with(short) && long.chars().count() - short.chars().count() <= LONGEST_ENDING)
 }
 
-/// The query's words a snippet is placed by and marks: lowercase, each once, stopwords left out.
+/// The query's words a snippet is placed by and marks: lowercase, each once, stopwords left out. A
+/// word in a script written without spaces counts as the character pairs the keyword index holds
+/// it as ([`crate::segment::word_tokens`]: `総務部` as `総務` and `務部`), found inside the chunk's
+/// runs of such text; pairs of Hiragana alone (particles and endings: `について`) are left out like
+/// stopwords, unless the query has nothing else.
 pub fn query_terms(query: &str) -> Vec<String> {
     let mut terms: Vec<String> = Vec::new();
-    for word in query.split(|c: char| !c.is_alphanumeric()).map(str::to_lowercase) {
-        if !is_stopword(&word) && !terms.contains(&word) {
-            terms.push(word);
+    let mut kana: Vec<String> = Vec::new();
+    for word in query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase) {
+        for token in word_tokens(&word) {
+            let term = token.text();
+            let list = if term.chars().all(is_hiragana) { &mut kana } else { &mut terms };
+            if !is_stopword(term) && !list.iter().any(|t| t == term) {
+                list.push(term.to_string());
+            }
         }
     }
-    terms
+    if terms.is_empty() {
+        kana
+    } else {
+        terms
+    }
+}
+
+fn is_hiragana(c: char) -> bool {
+    ('\u{3040}'..='\u{309F}').contains(&c)
+}
+
+/// Whether `term` (of [`query_terms`]) is written without spaces: found as a part of a run of such
+/// text, not as a whole word.
+fn is_unspaced_term(term: &str) -> bool {
+    term.chars().all(is_unspaced)
+}
+
+/// A run of letters and digits cut where it passes between a script written without spaces and
+/// one written with them (`iphone用` as `iphone` and `用`): (byte offset in the run, piece,
+/// whether it is unspaced).
+fn script_pieces(run: &str) -> impl Iterator<Item = (usize, &str, bool)> {
+    let mut start = 0;
+    let mut chars = run.char_indices().peekable();
+    std::iter::from_fn(move || {
+        let (_, first) = chars.next()?;
+        let unspaced = is_unspaced(first);
+        let mut end = run.len();
+        while let Some(&(i, c)) = chars.peek() {
+            if is_unspaced(c) != unspaced {
+                end = i;
+                break;
+            }
+            chars.next();
+        }
+        let piece = (start, &run[start..end], unspaced);
+        start = end;
+        Some(piece)
+    })
 }
 
 /// Characters that end a sentence when whitespace (or the text's end) follows them.
@@ -162,7 +209,8 @@ struct Candidate {
 /// The snippet of `chunk` for `query` (see the module docs).
 pub fn snippet(chunk: &str, query: &str) -> Snippet {
     let wanted = query_terms(query);
-    // Every whole-word occurrence of a query term in the chunk.
+    // Every occurrence of a query term in the chunk: a whole word, or a part of a run of text
+    // written without spaces.
     let mut found: Vec<Found> = Vec::new();
     let mut terms: Vec<String> = Vec::new();
     let mut word_start = None;
@@ -170,11 +218,18 @@ pub fn snippet(chunk: &str, query: &str) -> Snippet {
         match (c.is_alphanumeric(), word_start) {
             (true, None) => word_start = Some(i),
             (false, Some(start)) => {
-                let word = chunk[start..i].to_lowercase();
-                if let Some(term) = wanted.iter().position(|w| same_stem(w, &word)).filter(|_| !is_stopword(&word)) {
-                    found.push(Found { at: start, term });
-                    if !terms.contains(&word) {
-                        terms.push(word);
+                for (offset, piece, unspaced) in script_pieces(&chunk[start..i]) {
+                    if unspaced {
+                        find_unspaced(piece, start + offset, &wanted, &mut found, &mut terms);
+                        continue;
+                    }
+                    let word = piece.to_lowercase();
+                    let term = wanted.iter().position(|w| !is_unspaced_term(w) && same_stem(w, &word));
+                    if let Some(term) = term.filter(|_| !is_stopword(&word)) {
+                        found.push(Found { at: start + offset, term });
+                        if !terms.contains(&word) {
+                            terms.push(word);
+                        }
                     }
                 }
                 word_start = None;
@@ -231,6 +286,41 @@ pub fn snippet(chunk: &str, query: &str) -> Snippet {
         text.push('…');
     }
     Snippet { text, anchor, terms }
+}
+
+/// The query's unspaced terms where they occur in `piece` (a run of text written without spaces
+/// at byte `at` of the chunk), added to `found`; the words to mark are the stretches they cover,
+/// overlapping matches joined (`総務` and `務部` mark `総務部`), less the Hiragana at their ends
+/// (the particle a pair such as `部の` takes in).
+fn find_unspaced(piece: &str, at: usize, wanted: &[String], found: &mut Vec<Found>, terms: &mut Vec<String>) {
+    let mut stretch: Option<(usize, usize)> = None;
+    let mark = |(s, e): (usize, usize), terms: &mut Vec<String>| {
+        let trimmed = piece[s..e].trim_matches(is_hiragana);
+        let word = if trimmed.is_empty() { &piece[s..e] } else { trimmed };
+        if !terms.iter().any(|t| t == word) {
+            terms.push(word.to_string());
+        }
+    };
+    for (i, _) in piece.char_indices() {
+        for (term, text) in wanted.iter().enumerate().filter(|(_, w)| is_unspaced_term(w)) {
+            if !piece[i..].starts_with(text.as_str()) {
+                continue;
+            }
+            found.push(Found { at: at + i, term });
+            let end = i + text.len();
+            stretch = match stretch {
+                Some((s, e)) if i < e => Some((s, e.max(end))),
+                Some(done) => {
+                    mark(done, terms);
+                    Some((i, end))
+                }
+                None => Some((i, end)),
+            };
+        }
+    }
+    if let Some(done) = stretch {
+        mark(done, terms);
+    }
 }
 
 /// The span shown for a whole sentence `s..e`: from its start, filled with what follows it; when
@@ -330,6 +420,29 @@ mod tests {
         assert!(sentences("").is_empty() && sentences(" \n\n ").is_empty());
     }
 
+    /// Chinese and Japanese write no spaces between words, so a query word is a part of a long
+    /// run of text. The snippet used to look for it as a whole run, never found it, and showed
+    /// the chunk's start.
+    #[test]
+    fn a_snippet_finds_words_inside_text_written_without_spaces() {
+        let notice = format!(
+            "{}ご不明な点は総務部の山田までご連絡ください。{}",
+            "本日は設備点検のため、午前九時から正午まで全館で停電いたします。".repeat(6),
+            "エレベーターは点検中も使用できません。".repeat(4)
+        );
+        let s = snippet(&notice, "総務部の連絡先");
+        assert!(notice[s.anchor..].starts_with("総務部の山田"), "anchored at {:?}", &notice[s.anchor..]);
+        assert!(s.text.starts_with("…ご不明な点は総務部の山田までご連絡ください。"), "{}", s.text);
+        assert_eq!(s.terms, vec!["総務部", "連絡"], "stretches of matched pairs, their particles left out");
+        let report = format!("{}上海的交通网络在过去十年中扩展了一倍。{}", "会议讨论了年度预算。".repeat(12), "其他事项。".repeat(10));
+        let s = snippet(&report, "交通网");
+        assert!(s.text.contains("上海的交通网络在过去十年中扩展了一倍。"), "{}", s.text);
+        assert_eq!(s.terms, vec!["交通网"]);
+        assert_eq!(query_terms("東京について"), vec!["東京", "京に"], "Hiragana pairs alone are like stopwords");
+        assert_eq!(query_terms("について"), vec!["につ", "つい", "いて"], "unless the query has nothing else");
+        assert_eq!(query_terms("iPhone用 ケース"), vec!["iphone", "用", "ケー", "ース"]);
+    }
+
     #[test]
     fn a_snippet_starts_after_a_multi_byte_space() {
         // French typography: a no-break space before ':' and a narrow one inside numbers. The
@@ -353,9 +466,14 @@ mod tests {
         }
     }
 
-    /// The byte range of the alphanumeric run starting at `at`.
-    fn word_at(text: &str, at: usize) -> &str {
-        let end = text[at..].char_indices().find(|(_, c)| !c.is_alphanumeric()).map_or(text.len(), |(i, _)| at + i);
+    /// The letters and digits starting at `at` in one kind of script (written with spaces or
+    /// without: `iphone` of `iphone用`).
+    fn piece_at(text: &str, at: usize) -> &str {
+        let unspaced = text[at..].chars().next().is_some_and(is_unspaced);
+        let end = text[at..]
+            .char_indices()
+            .find(|&(_, c)| !c.is_alphanumeric() || is_unspaced(c) != unspaced)
+            .map_or(text.len(), |(i, _)| at + i);
         &text[at..end]
     }
 
@@ -363,8 +481,9 @@ mod tests {
         #![proptest_config(warpfold_testkit::cases(10_000))]
 
         /// On text of every script: never a panic, the anchor on a character boundary at a query
-        /// word when the chunk holds one, the snippet made of the chunk's own words around it,
-        /// and the words to mark the chunk's own, none a stopword.
+        /// word when the chunk holds one (a whole word, or a part of text written without
+        /// spaces), the snippet made of the chunk's own words around it, and the words to mark
+        /// the chunk's own, none a stopword.
         #[test]
         fn snippets_cut_text_of_every_script_at_character_boundaries(
             chunk in warpfold_testkit::text(120),
@@ -373,12 +492,19 @@ mod tests {
             let s = snippet(&chunk, &query);
             proptest::prop_assert!(s.anchor <= chunk.len() && chunk.is_char_boundary(s.anchor));
             let wanted = query_terms(&query);
-            let words: Vec<String> = chunk.split(|c: char| !c.is_alphanumeric()).map(str::to_lowercase).collect();
-            if words.iter().any(|w| wanted.iter().any(|q| same_stem(q, w))) {
-                let at = word_at(&chunk, s.anchor).to_lowercase();
-                proptest::prop_assert!(wanted.iter().any(|q| same_stem(q, &at)), "anchor {} at {at:?}", s.anchor);
+            let (unspaced, spaced): (Vec<&String>, Vec<&String>) = wanted.iter().partition(|t| t.chars().all(is_unspaced));
+            let words: Vec<String> = chunk
+                .char_indices()
+                .filter(|&(i, c)| c.is_alphanumeric() && !chunk[..i].chars().next_back().is_some_and(|p| p.is_alphanumeric() && is_unspaced(p) == is_unspaced(c)))
+                .map(|(i, _)| piece_at(&chunk, i).to_lowercase())
+                .collect();
+            let holds_spaced = words.iter().any(|w| !is_stopword(w) && spaced.iter().any(|q| same_stem(q, w)));
+            if holds_spaced || unspaced.iter().any(|q| chunk.contains(q.as_str())) {
+                let at = piece_at(&chunk, s.anchor).to_lowercase();
+                let at_term = spaced.iter().any(|q| same_stem(q, &at)) || unspaced.iter().any(|q| chunk[s.anchor..].starts_with(q.as_str()));
+                proptest::prop_assert!(at_term, "anchor {} at {at:?}", s.anchor);
                 if at.len() <= 60 {
-                    proptest::prop_assert!(s.text.contains(word_at(&chunk, s.anchor)), "{:?} lacks the anchor's word", s.text);
+                    proptest::prop_assert!(s.text.contains(piece_at(&chunk, s.anchor)), "{:?} lacks the anchor's word", s.text);
                 }
             }
             let inner = s.text.strip_prefix('…').unwrap_or(&s.text);
@@ -387,7 +513,8 @@ mod tests {
                 proptest::prop_assert!(chunk.contains(word), "{word:?} is not the chunk's");
             }
             for term in &s.terms {
-                proptest::prop_assert!(words.contains(term) && !is_stopword(term), "{term:?}");
+                let the_chunks = words.contains(term) || (term.chars().all(is_unspaced) && chunk.contains(term.as_str()));
+                proptest::prop_assert!(the_chunks && !is_stopword(term), "{term:?}");
             }
         }
     }

@@ -152,40 +152,116 @@ pub fn key_lines(document: &str, summary: &str) -> Vec<String> {
 }
 
 /// Whether a line of a document reads as a statement when quoted alone: 4 to 45 words, at least
-/// three of them words of letters, more letters than digits, no rule of dashes or dots (a table's
-/// or an OCR'd form's), not a heading that ends with a colon, not a line cut mid-phrase (a PDF's
-/// line or a list item that goes on in the next: it ends on a comma or a word like "and" or
-/// "including") and no identifier of a program or file format (`MASK_OFFSET`, `<MIME>`: a
-/// specification's table row).
+/// three of them words of two letters or more written as prose writes words (not `other.x`, a
+/// program's output), more letters than digits, no rule of dashes or dots (a table's or an OCR'd form's), not a heading that ends
+/// with a colon, not a line cut mid-phrase (a PDF's line or a list item that goes on in the next:
+/// it ends on a comma or a word like "and" or "including"), no identifier of a program or file
+/// format (`MASK_OFFSET`, `<MIME>`: a specification's table row), no code (`len=3`, TeX's
+/// `$\backslash$`, a program's output such as `r 42 s 47 other.x 66`) and not the text of a
+/// licence the document carries ([`licence_text`]).
 fn quotable(line: &str) -> bool {
     let words = line.split_whitespace().count();
-    let wordy = line.split_whitespace().filter(|w| w.chars().filter(|c| c.is_alphabetic()).count() >= 2).count();
+    let wordy = line.split_whitespace().filter(|w| is_plain_word(w) && w.chars().filter(|c| c.is_alphabetic()).count() >= 2).count();
     let letters = line.chars().filter(|c| c.is_alphabetic()).count();
     let digits = line.chars().filter(|c| c.is_numeric()).count();
     let rule = line.as_bytes().windows(4).any(|w| w.iter().all(|&b| b == w[0] && b.is_ascii_punctuation()));
     let identifier = line.split_whitespace().any(|w| {
         let inner = w.trim_matches(|c: char| !c.is_alphanumeric());
         // an address in angle brackets is a sender's, not a placeholder
-        inner.contains('_') || (w.contains('<') && w.contains('>') && !w.contains('@'))
+        inner.contains('_') || (w.contains('<') && w.contains('>') && !w.contains('@')) || is_code(w)
     });
-    (4..=45).contains(&words) && wordy >= 3 && letters > 2 * digits && !rule && !line.ends_with(':') && !identifier && !cut_mid_phrase(line)
+    (4..=45).contains(&words)
+        && wordy >= 3
+        && letters > 2 * digits
+        && !rule
+        && !line.ends_with(':')
+        && !identifier
+        && !cut_mid_phrase(line)
+        && !licence_text(line)
+}
+
+/// Whether `word` is written as prose writes words: the punctuation around it aside, letters and
+/// digits with at most an apostrophe, a hyphen or a slash inside (`d’avril`, `one-time`, `IPv4`,
+/// `and/or`); not `other.y.y1` or `ir@brightwater.example`.
+fn is_plain_word(word: &str) -> bool {
+    let inner = word.trim_matches(|c: char| !c.is_alphanumeric());
+    !inner.is_empty() && inner.chars().all(|c| c.is_alphanumeric() || matches!(c, '\'' | '’' | '-' | '\u{2010}' | '/'))
+}
+
+/// Whether `word` is code rather than prose: a backslash or a brace (TeX, C), `=` joined to what
+/// it assigns (`len=3`, `value="…"`) or a scope (`::`). A spaced `=` (`1 EUR = 1.08 USD`) is
+/// prose, and so is an arrow (a whiteboard's `8,000 -> 12,000`).
+fn is_code(word: &str) -> bool {
+    word.contains(['\\', '{', '}']) || word.contains("::") || (word.contains('=') && word.len() > 1)
+}
+
+/// Phrases only the text of a licence uses (the GNU licences, Apache, Creative Commons): a
+/// manual that carries one quoted "A Front-Cover Text may be at most 5 words" among its key lines.
+const LICENCE_PHRASES: &[&str] = &[
+    "this License",
+    "the License",
+    "Free Documentation License",
+    "General Public License",
+    "Invariant Section",
+    "Cover Text",
+    "Modified Version",
+    "relicensing",
+    "WITHOUT ANY WARRANTY",
+    "MERCHANTABILITY",
+    "Creative Commons",
+];
+
+/// Whether `line` is a sentence of a licence's text ([`LICENCE_PHRASES`]): what the document's
+/// author copied in, not what the document says.
+fn licence_text(line: &str) -> bool {
+    LICENCE_PHRASES.iter().any(|p| line.contains(p))
 }
 
 /// `document` with a line joined to the next where a sentence wraps: the line has no full stop,
 /// colon or semicolon at its end and the next begins with a small letter, or the line stops
 /// mid-phrase ([`cut_mid_phrase`]) and the next begins with a figure. A PDF's or a scan's lines
-/// wrap inside sentences, and a sentence is quoted whole or not at all.
+/// wrap inside sentences, and a sentence is quoted whole or not at all. A word hyphenated across
+/// the wrap is joined without its hyphen when the document writes it whole elsewhere
+/// (`man-`/`agement` as `management`), and with it otherwise (`well-`/`known` as `well-known`).
 fn rejoin_cut_lines(document: &str) -> String {
+    let mut whole_words: Option<HashSet<String>> = None;
     let mut out = String::with_capacity(document.len());
     let mut lines = document.lines().peekable();
+    // whether this line goes on the last one's hyphenated word: its indent goes
+    let mut glued = false;
     while let Some(line) = lines.next() {
-        out.push_str(line);
-        let next = lines.peek().and_then(|next| next.trim_start().chars().next());
+        out.push_str(if glued { line.trim_start() } else { line });
+        let next_line = lines.peek().map(|next| next.trim_start());
+        let next = next_line.and_then(|next| next.chars().next());
         let open = !line.trim_end().ends_with(['.', '!', '?', ':', ';']);
         let wraps = next.is_some_and(|c| (c.is_lowercase() && open) || (c.is_numeric() && cut_mid_phrase(line)));
-        out.push(if wraps { ' ' } else { '\n' });
+        glued = false;
+        match hyphenated_head(line).filter(|_| wraps && next.is_some_and(char::is_lowercase)) {
+            Some(head) => {
+                let tail: String = next_line.unwrap_or_default().chars().take_while(|c| c.is_alphabetic()).collect();
+                let joined = format!("{head}{tail}").to_lowercase();
+                let words = whole_words.get_or_insert_with(|| {
+                    document.split(|c: char| !c.is_alphabetic()).filter(|w| w.chars().count() > 3).map(str::to_lowercase).collect()
+                });
+                // the line's trailing space goes, and its hyphen too where the word is whole
+                out.truncate(out.trim_end().len());
+                if words.contains(&joined) {
+                    out.pop();
+                }
+                glued = true;
+            }
+            None => out.push(if wraps { ' ' } else { '\n' }),
+        }
     }
     out
+}
+
+/// The letters before the hyphen `line` ends on when it ends on a word hyphenated across the
+/// wrap (`man-`), not on a dash set apart (`Hallam Freight -`).
+fn hyphenated_head(line: &str) -> Option<&str> {
+    let word = line.trim_end().strip_suffix(['-', '\u{2010}'])?;
+    let head = &word[word.trim_end_matches(char::is_alphabetic).len()..];
+    (!head.is_empty()).then_some(head)
 }
 
 /// Words a statement does not end on, beyond the stop words: it goes on in the next line.
@@ -1779,6 +1855,41 @@ mod tests {
                 "Note: checking the first 128 bytes of a file for control characters is a good way to guess whether it is text, as version 0.21 says."
             ]
         );
+    }
+
+    /// A real manual (libtasn1's, 36 pages of pdfTeX) had these quoted under its summary: a
+    /// program's output, TeX-escaped code, two sentences of the licence it carries, and a word
+    /// hyphenated across a line read as "man- agement".
+    #[test]
+    fn key_lines_leave_out_code_program_output_and_licence_text() {
+        for line in [
+            "r 42 s 47 other.x 66 other.y y1 other.y.y1 15 z (NULL)",
+            "value=\"$\\backslash$x01$\\backslash$x02$\\backslash$x03\" , len=3 -> three bytes octet string",
+            "A Front-Cover Text may be at most 5 words, and a Back-Cover Text may be at most 25 words.",
+            "CC-BY-SA on the same site at any time before August 1, 2009, provided the MMC is eligible for relicensing.",
+            "You may copy and distribute the Document in any medium, provided that this License is reproduced.",
+        ] {
+            assert!(!quotable(line), "{line}");
+        }
+        for line in [
+            "Le loyer d’avril, soit 850 € par mois, sera réglé comme d’habitude le 5 avril.",
+            "All invoices of March 2026 use 1 EUR = 1.08 USD as the rate.",
+            "Your driving License expires on 3 May 2027 and costs £34.50 to renew.",
+            "The library was first released in 2002 and is used by GnuTLS.",
+        ] {
+            assert!(quotable(line), "{line}");
+        }
+        let manual = "Libtasn1 provides Abstract Syntax Notation One (ASN.1) parsing and structures man-\n\
+            agement, and DER encoding and decoding functions since version 4.0 of 2014.\n\
+            Memory management is left to the caller.\n\
+            It was written by Fabio Fiorina, a well-\n  known author of 3 libraries.";
+        let reflowed = rejoin_cut_lines(manual);
+        assert!(reflowed.contains("parsing and structures management, and DER"), "{reflowed}");
+        assert!(
+            reflowed.contains("a well-known author of 3 libraries."),
+            "a word the document never writes whole keeps its hyphen: {reflowed}"
+        );
+        assert_eq!(rejoin_cut_lines("Item 2026-\n03 arrived."), "Item 2026- 03 arrived.\n", "figures are never joined");
     }
 
     #[test]

@@ -22,17 +22,37 @@ export function queryStems(query: string): string[] {
   return [...new Set(words.map((w) => (w.length > 4 ? w.replace(/(es|s)$/, "") : w)))];
 }
 
-/** The text with each word the search matched (`terms`, lower case) in <mark>. */
+/** Chinese, Japanese and Korean letters: their words are parts of runs written without spaces. */
+const UNSPACED = /[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=Hangul}]/u;
+
+/**
+ * The text with each word the search matched (`terms`, lower case) in <mark>: whole words, and in
+ * text written without spaces the matched stretches inside a run (`総務部` of `総務部の山田`).
+ */
 export function markedTerms(text: string, terms: string[]): (string | HTMLElement)[] {
   const wanted = new Set(terms.map((t) => t.toLowerCase()));
+  const parts = terms.filter((t) => UNSPACED.test(t)).sort((a, b) => b.length - a.length);
   const out: (string | HTMLElement)[] = [];
   let last = 0;
+  const mark = (at: number, word: string) => {
+    if (at > last) out.push(text.slice(last, at));
+    out.push(h("mark", null, word));
+    last = at + word.length;
+  };
   for (const m of text.matchAll(/[\p{L}\p{M}\p{N}]+/gu)) {
-    if (!wanted.has(m[0].toLowerCase())) continue;
-    const i = m.index ?? 0;
-    if (i > last) out.push(text.slice(last, i));
-    out.push(h("mark", null, m[0]));
-    last = i + m[0].length;
+    const at = m.index ?? 0;
+    if (wanted.has(m[0].toLowerCase())) {
+      mark(at, m[0]);
+      continue;
+    }
+    if (!parts.length || !UNSPACED.test(m[0])) continue;
+    for (let i = 0; i < m[0].length; ) {
+      const part = parts.find((p) => m[0].startsWith(p, i));
+      if (part) {
+        mark(at + i, part);
+        i += part.length;
+      } else i++;
+    }
   }
   if (last < text.length) out.push(text.slice(last));
   return out;
