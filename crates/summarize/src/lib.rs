@@ -9,6 +9,8 @@
 //! - [`grounding`]: every summary checked against its document: each figure, date and name it
 //!   states must be there; one that is not gets the summary written again with a stricter
 //!   instruction, and a sentence still stating one is dropped (and kept aside, shown).
+//! - [`letter`]: who wrote a letter and to whom, told to the model with it, so it does not take
+//!   the name heading the letter for the one who writes.
 //! - [`cached`]: summaries kept in the index, by content hash and model, for every front.
 //! - [`generate`]: generation's policy over the model's packed prefill and batched decode step:
 //!   continuous batching, key/value-cache admission, sampling and repetition controls.
@@ -25,6 +27,7 @@ pub mod cached;
 pub mod chat;
 pub mod generate;
 pub mod grounding;
+pub mod letter;
 pub mod mapreduce;
 pub mod output;
 pub mod rerank;
@@ -363,7 +366,13 @@ pub fn instruction(task: &Task, style: PromptStyle) -> String {
         ),
         TaskKind::Combine => format!("The following are summaries of consecutive parts of one document. {combine}: {facts}."),
     };
-    format!("{head}{}\n\n{}", in_its_language(&task.text), task.text)
+    // who wrote a letter and to whom, for a whole one: a small model takes the first name it
+    // meets for the one who acts ([`letter`])
+    let parties = match task.kind {
+        TaskKind::Whole => letter::letter_parties(&task.text).map(|p| p.sentence()).unwrap_or_default(),
+        _ => String::new(),
+    };
+    format!("{head}{parties}{}\n\n{}", in_its_language(&task.text), task.text)
 }
 
 /// " Write the summary in French.": a document in another language than English is summarized
@@ -740,6 +749,15 @@ mod tests {
             document: 0, kind: TaskKind::Combine, text: "借主は入居前に家賃二か月分の敷金を貸主に支払います。".into()
         };
         assert!(instruction(&japanese, PromptStyle::Detailed).contains("Write the summary in Japanese."));
+        // a letter's writer and recipient are told before it, in a whole document's prompt
+        let letter =
+            "Madame Claire Dubois\n12 rue des Lilas\n\nMadame,\n\nJe résilie le bail de l'appartement que je loue depuis 2021.\n\n\
+            Veuillez agréer, Madame, mes salutations.\n\nJulien Moreau";
+        let told = instruction(&Task { document: 0, kind: TaskKind::Whole, text: letter.into() }, PromptStyle::Detailed);
+        assert!(
+            told.contains("as stated. This letter was written by Julien Moreau and is addressed to Claire Dubois. Write the summary in French.\n\nMadame Claire"),
+            "{told}"
+        );
         let part = Task { document: 0, kind: TaskKind::Part { level: 0, index: 1, of: 3 }, text: "T".into() };
         assert!(instruction(&part, PromptStyle::Brief)
             .starts_with("Summarize the following text, part 2 of 3 of a longer document, in a few sentences. Keep its key facts"));
