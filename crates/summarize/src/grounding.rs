@@ -131,10 +131,10 @@ pub fn key_lines(document: &str, summary: &str) -> Vec<String> {
             .map(|(i, s)| {
                 let new: f32 = known.items(s).iter().filter(|it| !it.supported).map(|it| it.weight).sum();
                 // a sentence reads better quoted than a row of a table or a heading
-                let whole_sentence = s.ends_with(['.', '!', '?', ')']);
+                let whole_sentence = s.ends_with(['.', '!', '?', ')', '。', '！', '？', '）', '」']);
                 (if whole_sentence { new } else { new * 0.75 }, *i, s)
             })
-            .filter(|(score, _, s)| *score >= 3.0 && words + s.split_whitespace().count() <= KEY_LINES_MAX_WORDS)
+            .filter(|(score, _, s)| *score >= 3.0 && words + reading_words(s) <= KEY_LINES_MAX_WORDS)
             // the highest score; the earlier sentence on a tie
             .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
         let Some((_, i, s)) = best else { break };
@@ -142,7 +142,7 @@ pub fn key_lines(document: &str, summary: &str) -> Vec<String> {
             refused.push(i);
             continue;
         }
-        words += s.split_whitespace().count();
+        words += reading_words(s);
         covered.push('\n');
         covered.push_str(s);
         chosen.push((i, s.clone()));
@@ -151,7 +151,23 @@ pub fn key_lines(document: &str, summary: &str) -> Vec<String> {
     chosen.into_iter().map(|(_, s)| s).collect()
 }
 
-/// Whether a line of a document reads as a statement when quoted alone: 4 to 45 words, at least
+/// How many words `text` reads as: its words between spaces, a run of Chinese or Japanese (written
+/// without spaces) counted as a word per two characters.
+fn reading_words(text: &str) -> usize {
+    text.split_whitespace()
+        .map(|w| {
+            let unspaced = w.chars().filter(|&c| warpfold_index::segment::is_unspaced(c)).count();
+            if unspaced == 0 {
+                1
+            } else {
+                unspaced.div_ceil(2)
+            }
+        })
+        .sum()
+}
+
+/// Whether a line of a document reads as a statement when quoted alone: 4 to 45 words
+/// ([`reading_words`]), at least
 /// three of them words of two letters or more written as prose writes words (not `other.x`, a
 /// program's output), more letters than digits, no rule of dashes or dots (a table's or an OCR'd form's), not a heading that ends
 /// with a colon, not a line cut mid-phrase (a PDF's line or a list item that goes on in the next:
@@ -160,8 +176,11 @@ pub fn key_lines(document: &str, summary: &str) -> Vec<String> {
 /// `$\backslash$`, a program's output such as `r 42 s 47 other.x 66`) and not the text of a
 /// licence the document carries ([`licence_text`]).
 fn quotable(line: &str) -> bool {
-    let words = line.split_whitespace().count();
-    let wordy = line.split_whitespace().filter(|w| is_plain_word(w) && w.chars().filter(|c| c.is_alphabetic()).count() >= 2).count();
+    let words = reading_words(line);
+    // Chinese and Japanese letters count as words too, two to a word
+    let unspaced_letters = line.chars().filter(|&c| warpfold_index::segment::is_unspaced(c)).count();
+    let wordy = line.split_whitespace().filter(|w| is_plain_word(w) && w.chars().filter(|c| c.is_alphabetic()).count() >= 2).count()
+        + unspaced_letters / 2;
     let letters = line.chars().filter(|c| c.is_alphabetic()).count();
     let digits = line.chars().filter(|c| c.is_numeric()).count();
     let rule = line.as_bytes().windows(4).any(|w| w.iter().all(|&b| b == w[0] && b.is_ascii_punctuation()));
@@ -274,10 +293,10 @@ fn cut_mid_phrase(line: &str) -> bool {
     let line = line.trim_end();
     // a word hyphenated at the line's end ("inter-"), not a dash set apart ("Hallam Freight -")
     let hyphenated = line.ends_with(['-', '–']) && line.chars().rev().nth(1).is_some_and(char::is_alphanumeric);
-    if hyphenated || line.ends_with([',', '(', '/', '&']) {
+    if hyphenated || line.ends_with([',', '(', '/', '&', '、', '，', '（']) {
         return true;
     }
-    if line.ends_with([';', '.', '!', '?', ')', '…', '"', '»', '”']) {
+    if line.ends_with([';', '.', '!', '?', ')', '…', '"', '»', '”', '。', '！', '？', '）', '」']) {
         return false;
     }
     let (before, last) = line.rsplit_once(char::is_whitespace).unwrap_or(("", line));
@@ -1433,6 +1452,20 @@ fn dates(tokens: &[Token]) -> Vec<(Date, std::ops::Range<usize>)> {
                 }
             }
         }
+        // 2026年5月1日, 6月30日, 2026年5月 (Chinese and Japanese; 号 is Chinese for the day): the
+        // number, then the word the run of characters after it begins with
+        let unit = |k: usize, units: &[char]| tokens.get(k).is_some_and(|t| t.text.starts_with(units));
+        let year = year_at(i).filter(|_| unit(i + 1, &['年']));
+        let m_at = if year.is_some() { i + 2 } else { i };
+        if let Some(m) = tokens.get(m_at).and_then(integer).filter(|m| (1..=12).contains(m) && unit(m_at + 1, &['月'])) {
+            let day = tokens.get(m_at + 2).and_then(integer).filter(|&d| day_ok(d) && unit(m_at + 3, &['日', '号']));
+            let end = if day.is_some() { m_at + 4 } else { m_at + 2 };
+            if day.is_some() || year.is_some() {
+                out.push((Date { year, month: m, day }, i..end));
+                i = end;
+                continue;
+            }
+        }
         // 14 March 2026, 14th of March
         if let Some(d) = integer(t).filter(|&d| day_ok(d)) {
             let mut k = i + 1;
@@ -1567,6 +1600,11 @@ pub fn sentences(text: &str) -> Vec<&str> {
     sentence_spans(text).into_iter().map(|r| &text[r]).collect()
 }
 
+/// Closing brackets and quotes of Chinese and Japanese, which may follow a sentence's stop (`「はい。」`).
+fn closes_cjk(c: char) -> bool {
+    matches!(c, '」' | '』' | '）' | '】' | '”')
+}
+
 /// Where each of [`sentences`] lies in `text`, trimmed.
 fn sentence_spans(text: &str) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
@@ -1585,6 +1623,10 @@ fn sentence_spans(text: &str) -> Vec<std::ops::Range<usize>> {
         let next = chars.get(k + 1).map(|x| x.1);
         let boundary = match c {
             '\n' => true,
+            // Chinese and Japanese stops end a sentence with no space after them; a closing
+            // bracket after one goes with its sentence (handled below)
+            '。' | '！' | '？' => !next.is_some_and(closes_cjk),
+            c if closes_cjk(c) => chars[..k].last().is_some_and(|p| matches!(p.1, '。' | '！' | '？')) && !next.is_some_and(closes_cjk),
             '!' | '?' => next.is_none_or(char::is_whitespace),
             '.' => {
                 let word_before = text[start..i].rsplit(|c: char| !c.is_alphanumeric()).next().unwrap_or("");
@@ -1939,6 +1981,36 @@ mod tests {
 #[cfg(test)]
 mod languages {
     use super::*;
+
+    /// Chinese and Japanese end sentences with 。 and no space: a summary of three sentences was
+    /// read as one, so one false figure took all three out, and no sentence of such a document
+    /// was ever quoted under its summary (it counted as one word).
+    #[test]
+    fn chinese_and_japanese_sentences_are_checked_and_quoted_one_by_one() {
+        assert_eq!(
+            sentences("会議室Aは予約制です。「はい。」と言った。飲食は禁止！本当？"),
+            ["会議室Aは予約制です。", "「はい。」", "と言った。", "飲食は禁止！", "本当？"]
+        );
+        let notice = "会議室の利用について\n\n2026年5月1日から、本社ビル7階の会議室Aは予約制になります。\
+            予約は前日の午後5時までに総務部の田中まで連絡してください。利用できる時間は午前9時から午後8時までで、1回の利用は最長2時間です。\
+            飲食は禁止です。会議室Bは改装工事のため6月30日まで使えません。";
+        let source = Source::new(notice);
+        let summary = "会議室Aは2026年5月1日から予約制になります。利用は最長3時間です。会議室Bは6月30日まで使えません。";
+        let (kept, removed) = drop_unsupported(summary, &source);
+        assert_eq!(kept, "会議室Aは2026年5月1日から予約制になります。会議室Bは6月30日まで使えません。");
+        assert_eq!(removed.len(), 1);
+        // dates as Chinese and Japanese write them are dates: a changed one is caught
+        assert!(supported("会議室Bは6月30日まで使えません。", &source));
+        assert!(!supported("会議室Bは7月30日まで使えません。", &source));
+        assert!(!supported("2026年6月1日から予約制です。", &source));
+        let chinese = Source::new("合同自2026年3月5号起生效。");
+        assert!(supported("合同于2026年3月5号生效。", &chinese) && !supported("合同于2026年3月6号生效。", &chinese));
+        let lines = key_lines(notice, "会議室Aは2026年5月1日から予約制になります。");
+        assert!(lines.iter().any(|l| l == "会議室Bは改装工事のため6月30日まで使えません。"), "{lines:?}");
+        for line in &lines {
+            assert!(notice.contains(line.as_str()) && line.ends_with('。'), "{line}: a whole sentence of the notice");
+        }
+    }
 
     /// The planted facts of tests/data/languages: a summary that restates each true figure and
     /// name passes, and one that changes a figure is caught, in every language.
