@@ -214,8 +214,9 @@ fn is_code(word: &str) -> bool {
     word.contains(['\\', '{', '}']) || word.contains("::") || (word.contains('=') && word.len() > 1)
 }
 
-/// Phrases only the text of a licence uses (the GNU licences, Apache, Creative Commons): a
-/// manual that carries one quoted "A Front-Cover Text may be at most 5 words" among its key lines.
+/// Phrases only the text of a licence or a copyright notice uses (the GNU licences, Apache,
+/// Creative Commons; "Copyright ©", which pdfTeX writes `c⃝`): a manual that carries one quoted "A
+/// Front-Cover Text may be at most 5 words" among its key lines.
 const LICENCE_PHRASES: &[&str] = &[
     "this License",
     "the License",
@@ -228,6 +229,10 @@ const LICENCE_PHRASES: &[&str] = &[
     "WITHOUT ANY WARRANTY",
     "MERCHANTABILITY",
     "Creative Commons",
+    "the Document",
+    "Copyright",
+    "©",
+    "c⃝",
 ];
 
 /// Whether `line` is a sentence of a licence's text ([`LICENCE_PHRASES`]): what the document's
@@ -1910,6 +1915,8 @@ mod tests {
             "A Front-Cover Text may be at most 5 words, and a Back-Cover Text may be at most 25 words.",
             "CC-BY-SA on the same site at any time before August 1, 2009, provided the MMC is eligible for relicensing.",
             "You may copy and distribute the Document in any medium, provided that this License is reproduced.",
+            "You may omit a network location for a work that was published at least four years before the Document itself.",
+            "Copyright c⃝ 2001–2022 Free Software Foundation, Inc.",
         ] {
             assert!(!quotable(line), "{line}");
         }
