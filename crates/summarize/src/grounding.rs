@@ -184,6 +184,11 @@ fn quotable(line: &str) -> bool {
     let letters = line.chars().filter(|c| c.is_alphabetic()).count();
     let digits = line.chars().filter(|c| c.is_numeric()).count();
     let rule = line.as_bytes().windows(4).any(|w| w.iter().all(|&b| b == w[0] && b.is_ascii_punctuation()));
+    // a command line or a crontab's row: `* * *`, `> /dev/null || echo`
+    let symbols = line
+        .split_whitespace()
+        .filter(|w| !w.chars().any(char::is_alphanumeric) && !matches!(*w, "-" | "–" | "—" | "…" | "&" | "·" | "|" | "=" | "/"))
+        .count();
     let identifier = line.split_whitespace().any(|w| {
         let inner = w.trim_matches(|c: char| !c.is_alphanumeric());
         // an address in angle brackets is a sender's, not a placeholder
@@ -193,6 +198,7 @@ fn quotable(line: &str) -> bool {
         && wordy >= 3
         && letters > 2 * digits
         && !rule
+        && symbols < 3
         && !line.ends_with(':')
         && !identifier
         && !cut_mid_phrase(line)
@@ -1637,7 +1643,10 @@ fn sentence_spans(text: &str) -> Vec<std::ops::Range<usize>> {
                 let word_before = text[start..i].rsplit(|c: char| !c.is_alphanumeric()).next().unwrap_or("");
                 let abbreviation = ABBREVIATIONS.contains(&word_before.to_ascii_lowercase().as_str())
                     || (word_before.chars().count() == 1 && word_before.chars().all(char::is_alphabetic));
-                next.is_none_or(char::is_whitespace) && !abbreviation
+                // a small letter after it goes on the sentence: German ordinals ("am 1. und 15.
+                // jedes Monats"), an abbreviation the list lacks
+                let goes_on = text[end..].trim_start_matches([' ', '\t']).starts_with(char::is_lowercase);
+                next.is_none_or(char::is_whitespace) && !abbreviation && !goes_on
             }
             _ => false,
         };
@@ -1917,6 +1926,9 @@ mod tests {
             "You may copy and distribute the Document in any medium, provided that this License is reproduced.",
             "You may omit a network location for a work that was published at least four years before the Document itself.",
             "Copyright c⃝ 2001–2022 Free Software Foundation, Inc.",
+            // a German crontab manual's examples
+            "23 0-23/2 * * * echo \"ausgeführt 23 Minuten nach Mitternacht, 2 Uhr, 4 Uhr, …, jeden Tag\"",
+            "33 22 * * * expr $(date +s) / 60 / 60 / 24 9 > /dev/null || echo Den Fußboden bohnern.",
         ] {
             assert!(!quotable(line), "{line}");
         }
@@ -1939,6 +1951,14 @@ mod tests {
             "a word the document never writes whole keeps its hyphen: {reflowed}"
         );
         assert_eq!(rejoin_cut_lines("Item 2026-\n03 arrived."), "Item 2026- 03 arrived.\n", "figures are never joined");
+    }
+
+    /// "am 1. und 15." is no sentence's end: a German crontab manual's line was quoted cut at "am 1.".
+    #[test]
+    fn a_small_letter_after_a_full_stop_goes_on_the_sentence() {
+        let text = "Ein Befehl läuft um 16:30 Uhr am 1. und 15. jedes Monats. Danach ruht er. e.g. stays.";
+        assert_eq!(sentences(text), ["Ein Befehl läuft um 16:30 Uhr am 1. und 15. jedes Monats.", "Danach ruht er. e.g. stays."]);
+        assert_eq!(sentences("It costs £5. Then it is free."), ["It costs £5.", "Then it is free."]);
     }
 
     #[test]

@@ -372,14 +372,14 @@ pub fn instruction(task: &Task, style: PromptStyle) -> String {
         TaskKind::Whole => letter::letter_parties(&task.text).map(|p| p.sentence()).unwrap_or_default(),
         _ => String::new(),
     };
-    format!("{head}{parties}{}\n\n{}", in_its_language(&task.text), task.text)
+    format!("{head}{parties}{}\n\n{}", in_its_language(task.language), task.text)
 }
 
 /// " Write the summary in French.": a document in another language than English is summarized
 /// in its own (asked in English, a small model answers in English); nothing for English or for a
-/// text whose language is not told apart.
-pub fn in_its_language(text: &str) -> String {
-    match language_name(text) {
+/// document whose language is not told apart ([`Task::language`]).
+pub fn in_its_language(language: Option<&str>) -> String {
+    match language {
         Some(name) => format!(" Write the summary in {name}."),
         None => String::new(),
     }
@@ -726,7 +726,7 @@ mod tests {
         assert_eq!(PromptStyle::Brief.for_model(4096), PromptStyle::Brief, "a choice is kept");
         assert_eq!("Detailed".parse::<PromptStyle>(), Ok(PromptStyle::Detailed));
         assert!("long".parse::<PromptStyle>().is_err());
-        let whole = Task { document: 0, kind: TaskKind::Whole, text: "TEXT".into() };
+        let whole = Task { document: 0, kind: TaskKind::Whole, text: "TEXT".into(), language: None };
         assert_eq!(
             instruction(&whole, PromptStyle::Brief),
             "Summarize the following document in a few sentences. Say what it is about, and keep its key facts: names, numbers, dates and amounts.\n\nTEXT"
@@ -739,26 +739,29 @@ mod tests {
                 && detailed.ends_with("\n\nTEXT"),
             "{detailed}"
         );
-        let french = Task {
-            document: 0,
-            kind: TaskKind::Whole,
-            text: "Le locataire verse un dépôt de garantie de deux mois de loyer avant d'entrer dans le logement.".into(),
-        };
+        // the document's language, as map-reduce tells it from the whole document
+        let french = "Le locataire verse un dépôt de garantie de deux mois de loyer avant d'entrer dans le logement.";
+        let french = Task { document: 0, kind: TaskKind::Whole, text: french.into(), language: language_name(french) };
         assert!(instruction(&french, PromptStyle::Brief).contains("amounts. Write the summary in French.\n\nLe locataire"));
+        // summaries of a Japanese document's parts that came out in English: still Japanese
         let japanese = Task {
-            document: 0, kind: TaskKind::Combine, text: "借主は入居前に家賃二か月分の敷金を貸主に支払います。".into()
+            document: 0,
+            kind: TaskKind::Combine,
+            text: "The tenant pays a deposit of two months' rent.".into(),
+            language: language_name("借主は入居前に家賃二か月分の敷金を貸主に支払います。"),
         };
         assert!(instruction(&japanese, PromptStyle::Detailed).contains("Write the summary in Japanese."));
         // a letter's writer and recipient are told before it, in a whole document's prompt
         let letter =
             "Madame Claire Dubois\n12 rue des Lilas\n\nMadame,\n\nJe résilie le bail de l'appartement que je loue depuis 2021.\n\n\
             Veuillez agréer, Madame, mes salutations.\n\nJulien Moreau";
-        let told = instruction(&Task { document: 0, kind: TaskKind::Whole, text: letter.into() }, PromptStyle::Detailed);
+        let told =
+            instruction(&Task { document: 0, kind: TaskKind::Whole, text: letter.into(), language: Some("French") }, PromptStyle::Detailed);
         assert!(
             told.contains("as stated. This letter was written by Julien Moreau and is addressed to Claire Dubois. Write the summary in French.\n\nMadame Claire"),
             "{told}"
         );
-        let part = Task { document: 0, kind: TaskKind::Part { level: 0, index: 1, of: 3 }, text: "T".into() };
+        let part = Task { document: 0, kind: TaskKind::Part { level: 0, index: 1, of: 3 }, text: "T".into(), language: None };
         assert!(instruction(&part, PromptStyle::Brief)
             .starts_with("Summarize the following text, part 2 of 3 of a longer document, in a few sentences. Keep its key facts"));
         assert_eq!(

@@ -29,6 +29,11 @@ pub struct Task {
     pub document: usize,
     pub kind: TaskKind,
     pub text: String,
+    /// The English name of the whole document's language when it is not English
+    /// ([`crate::language_name`]): every task of a document is written in it. Told from a part, or
+    /// from summaries of parts, a long Russian manual page came out in English (the parts' option
+    /// lists read as English, and the English summaries of those made the whole English).
+    pub language: Option<&'static str>,
 }
 
 /// What the model made of a task.
@@ -199,7 +204,7 @@ pub fn summarize_documents<S: Summarize>(
         results[d].document_tokens = model.count_tokens(text);
         let pieces = split_by_tokens(text, chunk_tokens, &count);
         results[d].chunks = pieces.len();
-        pending.push(tasks_for(d, text, &pieces, 0));
+        pending.push(tasks_for(d, text, &pieces, 0, crate::language_name(text)));
     }
     let mut level = vec![0usize; documents.len()];
     loop {
@@ -222,6 +227,7 @@ pub fn summarize_documents<S: Summarize>(
                 r.tokens_out += o.output_tokens;
                 r.retried += usize::from(o.retried);
             }
+            let language = doc_tasks[0].language;
             match doc_tasks[0].kind {
                 TaskKind::Whole | TaskKind::Combine => {
                     let o = outs.into_iter().next().expect("one task. This is a bug.");
@@ -235,14 +241,14 @@ pub fn summarize_documents<S: Summarize>(
                     let joined = outs.iter().map(|o| o.summary.trim()).collect::<Vec<_>>().join("\n\n");
                     let count = |s: &str| model.count_tokens(s);
                     if count(&joined) <= chunk_tokens {
-                        pending[d] = vec![Task { document: d, kind: TaskKind::Combine, text: joined }];
+                        pending[d] = vec![Task { document: d, kind: TaskKind::Combine, text: joined, language }];
                     } else {
                         level[d] += 1;
                         let pieces = split_by_tokens(&joined, chunk_tokens, &count);
                         if pieces.len() >= doc_tasks.len() {
                             return Err(MapReduceError::NoProgress { document: d, rounds: r.rounds, chunk_tokens });
                         }
-                        pending[d] = tasks_for(d, &joined, &pieces, level[d]);
+                        pending[d] = tasks_for(d, &joined, &pieces, level[d], language);
                     }
                 }
             }
@@ -250,14 +256,14 @@ pub fn summarize_documents<S: Summarize>(
     }
 }
 
-fn tasks_for(document: usize, text: &str, pieces: &[Range<usize>], level: usize) -> Vec<Task> {
+fn tasks_for(document: usize, text: &str, pieces: &[Range<usize>], level: usize, language: Option<&'static str>) -> Vec<Task> {
     match pieces.len() {
         0 => Vec::new(),
-        1 if level == 0 => vec![Task { document, kind: TaskKind::Whole, text: text.to_string() }],
+        1 if level == 0 => vec![Task { document, kind: TaskKind::Whole, text: text.to_string(), language }],
         of => pieces
             .iter()
             .enumerate()
-            .map(|(index, r)| Task { document, kind: TaskKind::Part { level, index, of }, text: text[r.clone()].to_string() })
+            .map(|(index, r)| Task { document, kind: TaskKind::Part { level, index, of }, text: text[r.clone()].to_string(), language })
             .collect(),
     }
 }
@@ -387,6 +393,26 @@ mod tests {
         // All documents' tasks of a level go in one call.
         assert!(model.calls[0].iter().any(|t| t.document == 0) && model.calls[0].iter().any(|t| t.document == 3));
         assert_eq!(out[1].tokens_out, model.calls.iter().flatten().filter(|t| t.document == 1).count() * 30);
+    }
+
+    /// A long Russian manual page whose parts are half option lists in English: every task of it,
+    /// the summaries of its parts (in English here) included, is written in Russian.
+    #[test]
+    fn every_task_of_a_document_is_written_in_its_language() {
+        // from Debian's Russian ls(1)
+        let russian = "Выводит информацию о ФАЙЛАХ (текущий каталог по умолчанию). Сортирует записи в алфавитном порядке, \
+            если не указан ни --sort, ни один из параметров -cftuvSUX. Аргументы, обязательные для длинных параметров, \
+            обязательны и для коротких. ";
+        let options = "-a, --all do not ignore entries starting with . -l use a long listing format ";
+        let long = format!("{}{}", russian.repeat(30), options.repeat(10));
+        let docs = vec![long, "A short English note about the office.".to_string()];
+        let mut model = Recorder { calls: Vec::new(), summary_words: 30 };
+        summarize_documents(&mut model, &docs, 100).unwrap();
+        let tasks: Vec<&Task> = model.calls.iter().flatten().collect();
+        assert!(tasks.iter().any(|t| t.document == 0 && t.kind == TaskKind::Combine));
+        for t in &tasks {
+            assert_eq!(t.language, if t.document == 0 { Some("Russian") } else { None }, "{:?}", t.kind);
+        }
     }
 
     #[test]
