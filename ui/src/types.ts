@@ -183,6 +183,8 @@ export interface SummaryCheck {
    * in its place, with only a currency sign the document never writes taken off.
    */
   removed: { sentence: string; items: string[]; kept?: string }[];
+  /** The document's language when the model wrote the summary in English instead. */
+  english_instead_of?: string;
 }
 
 /**

@@ -242,8 +242,17 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
-/// What the terminal report says of a summary's check.
+/// What the terminal report says of a summary's check, and of its language when the model wrote
+/// English for a document in another.
 fn check_line(check: Option<&warpfold_summarize::grounding::SummaryCheck>) -> String {
+    let line = check_result(check);
+    match check.and_then(|c| c.english_instead_of.as_deref()) {
+        Some(language) => format!("{line}; written in English: the model did not write {language}"),
+        None => line,
+    }
+}
+
+fn check_result(check: Option<&warpfold_summarize::grounding::SummaryCheck>) -> String {
     match check {
         None | Some(warpfold_summarize::grounding::SummaryCheck { checked: false, .. }) => "not checked against the document".into(),
         Some(c) if c.removed.is_empty() => {
@@ -545,7 +554,7 @@ mod tests {
             items: items.iter().map(|i| i.to_string()).collect(),
             kept: kept.map(str::to_string),
         };
-        let check = |removed: Vec<RemovedSentence>| SummaryCheck { checked: true, rewritten: true, removed };
+        let check = |removed: Vec<RemovedSentence>| SummaryCheck { checked: true, rewritten: true, removed, ..Default::default() };
         assert_eq!(check_line(Some(&check(vec![]))), "checked against the document, written again once");
         assert_eq!(
             check_line(Some(&check(vec![removed(&["requires"], None)]))),
@@ -557,6 +566,8 @@ mod tests {
              without the currency sign the document never writes: $9.50, 1 per month"
         );
         assert_eq!(check_line(None), "not checked against the document");
+        let english = SummaryCheck { checked: true, english_instead_of: Some("Russian".into()), ..Default::default() };
+        assert_eq!(check_line(Some(&english)), "checked against the document; written in English: the model did not write Russian");
     }
 
     /// With no flags the options are the summarize crate's defaults (one place for them, which the

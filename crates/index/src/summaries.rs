@@ -41,6 +41,10 @@ pub struct SummaryCheck {
     pub rewritten: bool,
     /// Sentences taken out because they state something the document does not, with what.
     pub removed: Vec<RemovedSentence>,
+    /// The document's language (its English name) when the summary came out in English instead:
+    /// the model was asked to write that language and did not (a small model often cannot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub english_instead_of: Option<String>,
 }
 
 /// A sentence taken out of a summary, and the items in it the document does not hold.
@@ -212,6 +216,7 @@ mod tests {
                 checked: true,
                 rewritten: true,
                 removed: vec![RemovedSentence { sentence: "Sow them outdoors.".into(), items: vec!["March".into()], kept: None }],
+                english_instead_of: Some("French".into()),
             }),
         };
         store.put_summary(&s).unwrap();

@@ -385,6 +385,14 @@ pub fn in_its_language(language: Option<&str>) -> String {
     }
 }
 
+/// The language of `document` (its English name) when `summary` is in English and the document
+/// is not: the model was asked for the document's language and wrote English, which the user is
+/// told rather than left to wonder ([`grounding::SummaryCheck::english_instead_of`]).
+pub fn english_instead_of(document: &str, summary: &str) -> Option<&'static str> {
+    let language = language_name(document)?;
+    (warpfold_index::language::detect(summary).language == Some("eng")).then_some(language)
+}
+
 /// The English name of `text`'s language when it is told apart and is not English.
 pub fn language_name(text: &str) -> Option<&'static str> {
     warpfold_index::language::detect(text).language.filter(|l| *l != "eng").and_then(warpfold_index::language::english_name)
@@ -501,6 +509,7 @@ impl<'a> Summarizer<'a> {
             }
             summary.check.checked = true;
             summary.check.removed = removed;
+            summary.check.english_instead_of = english_instead_of(document, &summary.summary).map(str::to_string);
             if self.options.key_lines {
                 summary.summary = grounding::with_key_lines(document, &summary.summary);
             }
@@ -768,6 +777,21 @@ mod tests {
             SummarizeOptions::from_vars(|k| (k == "WARPFOLD_SUMMARY_PROMPTS").then(|| "brief".to_string())).unwrap().prompts,
             PromptStyle::Brief
         );
+    }
+
+    /// A real Russian manual page (Debian's ls(1)) that the CPU default summarized in English,
+    /// though asked for Russian: the check says so; a summary in the document's language, or an
+    /// English document's, says nothing.
+    #[test]
+    fn a_summary_in_english_of_a_document_in_another_language_is_told() {
+        let russian = "Выводит информацию о ФАЙЛАХ (текущий каталог по умолчанию). Сортирует записи в алфавитном порядке, \
+            если не указан ни --sort, ни один из параметров -cftuvSUX. Аргументы, обязательные для длинных параметров, \
+            обязательны и для коротких. -a, --all не скрывать файлы начинающиеся с .";
+        let english = "The ls command lists files in a directory and can display information about them, such as their names, \
+            sizes and types, sorted by name unless another order is asked for.";
+        assert_eq!(english_instead_of(russian, english), Some("Russian"));
+        assert_eq!(english_instead_of(russian, "Команда ls выводит информацию о файлах в каталоге и сортирует их по алфавиту."), None);
+        assert_eq!(english_instead_of(english, english), None);
     }
 
     /// Summaries that loop, and only those, are generated again with the retry settings, in one

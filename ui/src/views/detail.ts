@@ -310,7 +310,14 @@ function summary(doc: DocumentDetail): HTMLElement {
           h("ul", null, quoted.map((line) => h("li", null, h("q", null, line)))),
         )
       : null;
-    return h("div", { class: "summary-block" }, text, quotes, status);
+    const language = check?.english_instead_of
+      ? h(
+          "p",
+          { class: "check check-language", "data-testid": "summary-language" },
+          `Written in English: the summarizing model did not write ${check.english_instead_of}, though asked to.`,
+        )
+      : null;
+    return h("div", { class: "summary-block" }, text, quotes, status, language);
   }
   const sm = store.summaries;
   switch (doc.summaryState) {
