@@ -788,6 +788,16 @@ test("web UI against warpfold serve", { timeout: 15 * 60_000 }, async (t) => {
       await app.waitForTimeout(300);
       await shot(app, "summary-check");
       await app.keyboard.press("Escape");
+      // a summary the model wrote in English for a Russian document says so
+      await app.getByTestId("search-input").fill("ls");
+      await app.getByTestId("search-input").press("Enter");
+      await app.locator('[data-testid=search-hit][data-path="/docs/ls.ru.txt"]').click();
+      await panel.getByTestId("summary-language").waitFor();
+      assert.match(await panel.getByTestId("summary-language").textContent(), /Written in English: the summarizing model did not write Russian/);
+      assert.equal(await panel.getByTestId("summary-check").getAttribute("data-check"), "ok");
+      await app.waitForTimeout(300);
+      await shot(app, "summary-language");
+      await app.keyboard.press("Escape");
       // asking goes through the ask command and its channel; a follow-up carries the turn before it
       await app.getByTestId("search-input").fill("How much is the deposit?");
       await app.getByTestId("ask-button").click();
@@ -944,6 +954,16 @@ function fakeTauri() {
         case "reindex":
           return { queued: 1 };
         case "document":
+          // a Russian page the model summarized in English, though asked for Russian
+          if (args.path.endsWith("/ls.ru.txt"))
+            return {
+              path: args.path,
+              state: null,
+              detail: { path: args.path, status: "indexed", error: null, pages: 1, size: 10063, chunks: [{ ordinal: 0, page: 1, text: "Выводит информацию о ФАЙЛАХ (текущий каталог по умолчанию)." }] },
+              summary: "The ls command lists the files of a directory, the current one by default, sorted by name.",
+              summary_check: { checked: true, rewritten: false, removed: [], english_instead_of: "Russian" },
+              summary_state: "ready",
+            };
           return {
             path: args.path,
             state: null,
@@ -953,6 +973,7 @@ function fakeTauri() {
             summary_state: "ready",
           };
         case "search":
+          if (args.query === "ls") return { hits: [{ path: "/docs/ls.ru.txt", page: 1, score: 0.03, text: "Выводит информацию о ФАЙЛАХ", chunk: "" }] };
           return { hits: [{ path: "/docs/tomatoes.pdf", page: 1, score: 0.03, text: `about ${args.query}`, chunk: "" }] };
         case "ask": {
           // the passages at once, then the answer, on the command's channel
