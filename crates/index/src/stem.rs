@@ -76,6 +76,14 @@ pub fn text_stems(text: &str, language: Option<&str>) -> String {
     out
 }
 
+/// Every word of `text` (as [`text_stems`] reads them) as its Snowball stem in `language`, in
+/// order; `None` when the language has no stemmer. For telling whether two texts use one word in
+/// different forms ("Beträge" and "Betrag", "Петровой" and "Петрова").
+pub fn stemmed_words(text: &str, language: &str) -> Option<Vec<String>> {
+    let stemmer = Stemmer::create(algorithm(language)?);
+    Some(stemmable_words(text).map(|word| stemmer.stem(&word).into_owned()).filter(|stem| !stem.is_empty()).collect())
+}
+
 /// The stemmers of an index's languages (those of [`crate::store::Store::stem_languages`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QueryStems {
@@ -136,6 +144,15 @@ mod tests {
         assert_eq!(text_stems("2,900 euros x2", Some("eng")), " euro", "figures and words with digits are left as they are");
         assert_eq!(text_stems("東京の交通網", Some("jpn")), "", "no stemmer: nothing added");
         assert_eq!(text_stems("Häuser", None), "");
+    }
+
+    #[test]
+    fn words_in_other_forms_have_one_stem() {
+        assert_eq!(stemmed_words("Leistungen und Beträge", "deu").unwrap(), ["leistung", "und", "betrag"]);
+        assert_eq!(stemmed_words("Leistung, Betrag", "deu").unwrap(), ["leistung", "betrag"]);
+        assert_eq!(stemmed_words("Анны Петровой", "rus"), stemmed_words("Анна Петрова", "rus"));
+        assert_eq!(stemmed_words("a 2,900 x2", "eng").unwrap(), Vec::<String>::new(), "short words and figures are left out");
+        assert_eq!(stemmed_words("東京", "jpn"), None);
     }
 
     #[test]
