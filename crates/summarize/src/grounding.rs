@@ -376,18 +376,17 @@ impl Source {
         Source { tokens, words, dates, compounds, obliges, inflected }
     }
 
-    /// Whether every word of a name, as a summary writes it, is a word of the document in some
-    /// form of it ([`Source::inflected`]).
-    fn has_name_inflected(&self, written: &str) -> bool {
-        let Some((language, stems)) = &self.inflected else { return false };
-        warpfold_index::stem::stemmed_words(written, language)
-            .is_some_and(|words| !words.is_empty() && words.iter().all(|w| stems.contains(w)))
-    }
-
-    /// Whether a capitalized word of a summary is in the document: as a word, or, in a
-    /// compounding language, inside one of its words ("Jahr" in "Kalenderjahr").
-    fn has_name(&self, name: &str) -> bool {
-        self.has_word(name) || (self.compounds && name.chars().count() >= 3 && self.words.iter().any(|w| w.contains(&stem(name))))
+    /// Whether a capitalized word of a summary (`name` folded, `written` as the summary writes it)
+    /// is in the document: as a word; in a compounding language, inside one of its words ("Jahr" in
+    /// "Kalenderjahr"); outside English, as a word of the document in another form of it
+    /// ([`Source::inflected`]).
+    fn has_name(&self, name: &str, written: &str) -> bool {
+        self.has_word(name)
+            || (self.compounds && name.chars().count() >= 3 && self.words.iter().any(|w| w.contains(&stem(name))))
+            || self.inflected.as_ref().is_some_and(|(language, stems)| {
+                warpfold_index::stem::stemmed_words(written, language)
+                    .is_some_and(|words| !words.is_empty() && words.iter().all(|w| stems.contains(w)))
+            })
     }
 
     /// Whether the document names `currency` anywhere (a sign or a word): a figure it gives without
@@ -485,8 +484,7 @@ impl Source {
             if !in_date[i] {
                 let weight = if names_weight < 2.0 { 1.0 } else { 0.0 };
                 names_weight += weight;
-                let supported = self.has_name(name) || self.has_name_inflected(&tokens[i].text);
-                out.push(Item { text: tokens[i].text.clone(), weight, supported });
+                out.push(Item { text: tokens[i].text.clone(), weight, supported: self.has_name(name, &tokens[i].text) });
             }
         }
         // "Observing them requires a pair of binoculars" of a text that says binoculars show
